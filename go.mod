@@ -1,0 +1,8 @@
+module github.com/netwheel/netwheel
+
+go 1.26.8
+
+require (
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+)

@@ -1,0 +1,646 @@
+// Package wheel is a lock-free hashed hierarchical timing wheel for timeouts
+// that are reset far more often than they fire: the idle, keepalive and
+// retransmission timers of network connections.
+//
+// A Reset costs a few nanoseconds, allocates nothing, takes no lock and reads
+// no system clock: it reads the wheel's coarse clock (the current tick),
+// which the wheel's goroutine keeps fresh while timers are being reset. A
+// timer never fires before its duration has passed, fires normally within a
+// tick and a little after it, and a wheel with nothing due sleeps until its
+// next occupied slot instead of ticking.
+//
+// Callbacks run one at a time on the wheel's goroutine and must not block:
+// hand slow work to another goroutine, or install an executor with
+// WithExecutor. Tests drive a wheel deterministically with a ManualClock.
+//
+// When not to use it: for a handful of timers, or timers that are never
+// reset, time.AfterFunc is simpler and as fast. The wheel trades precision
+// for cost; if you need sub-tick accuracy, use time.Timer.
+package wheel
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Layout of Wheel.clock: the current coarse tick above three flag bits. Any
+// flag sends a resetter down the slow path.
+const (
+	clockStale   = 1 << 0 // the wheel sleeps and does not keep the tick fresh
+	clockStopped = 1 << 1 // Stop was called
+	clockManual  = 1 << 2 // driven by a ManualClock, which has the exact time
+	clockSlow    = clockStale | clockStopped | clockManual
+	clockShift   = 3
+)
+
+// Buckets: 8 levels of 64 slots cover the 43-bit deadline, then two lists.
+const (
+	slotBits      = 6
+	slotsPerLevel = 1 << slotBits
+	numLevels     = 8
+	slotDue       = numLevels * slotsPerLevel // due but held back (see fireAt)
+	numSlots      = slotDue + 1
+	noSlot        = -1
+)
+
+// Tick limits accepted by WithTick.
+const (
+	MinTick     = 100 * time.Microsecond
+	MaxTick     = time.Hour
+	DefaultTick = time.Millisecond
+)
+
+// Wheel is a hierarchical timing wheel. Create one with New; its zero value
+// is not usable. All methods may be called from any goroutine.
+//
+// Ownership: clock, sleepUntil, pending, inbox and wakeups are shared and
+// accessed only atomically. The configuration fields are written by New and
+// only read afterwards. Everything under "owned by the driver" is touched only
+// by the wheel's goroutine (or, for a manual wheel, by ManualClock.Advance,
+// which holds the clock's mutex).
+type Wheel struct {
+	// Read on every Reset; nothing written often shares its cache line.
+	clock     atomic.Uint64
+	tickNanos int64
+	magic     uint64 // floor((2^64-1)/tickNanos), for division-free ticksCeil
+	maxDur    time.Duration
+	manual    *ManualClock
+	_         [24]byte
+
+	sleepUntil atomic.Int64 // nanos since start the driver sleeps until; 0 while awake
+	wakeups    atomic.Uint64
+
+	slackNanos int64
+	exec       func(func())
+	start      time.Time
+	pending    counter
+	inbox      []inboxShard
+	shardShift uint
+	wakeCh     chan struct{}
+	stopCh     chan struct{}
+	done       chan struct{}
+	stopOnce   sync.Once
+
+	// Owned by the driver.
+	cur         uint64 // every tick <= cur has been processed
+	heads       [numSlots]*Timer
+	occupied    [numLevels]uint64
+	hiccups     []hiccup
+	lastActive  uint64 // tick of the last sign that timers are being reset
+	activeTicks uint64 // keep the clock fresh this long after activity
+	woken       bool
+}
+
+// hiccup records that the coarse tick base stayed visible extra nanoseconds
+// longer than the wheel promises (one tick plus slack), because its goroutine
+// was scheduled late. Timers armed from that tick are held back by extra.
+type hiccup struct {
+	base  uint64
+	extra int64
+}
+
+type config struct {
+	tick  time.Duration
+	clock *ManualClock
+	exec  func(func())
+}
+
+// Option configures a Wheel.
+type Option func(*config)
+
+// WithTick sets the wheel's resolution (default 1ms). It must lie within
+// [MinTick, MaxTick]; New panics otherwise.
+func WithTick(d time.Duration) Option {
+	return func(c *config) { c.tick = d }
+}
+
+// WithClock drives the wheel by a ManualClock instead of the monotonic clock:
+// no goroutine is started, and timers fire synchronously inside
+// ManualClock.Advance. A ManualClock drives at most one wheel.
+func WithClock(c *ManualClock) Option {
+	return func(cfg *config) { cfg.clock = c }
+}
+
+// WithExecutor hands each expired timer's callback to exec instead of running
+// it on the wheel's goroutine. exec itself runs on the wheel's goroutine and
+// must not block; it lets callers route expiries to their own event loops.
+func WithExecutor(exec func(f func())) Option {
+	return func(c *config) { c.exec = exec }
+}
+
+// New creates a wheel and, unless WithClock is given, starts its goroutine on
+// the monotonic clock. Call Stop to release it. New panics on an invalid
+// option, with a message that says what is allowed.
+func New(opts ...Option) *Wheel {
+	cfg := config{tick: DefaultTick}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.tick < MinTick || cfg.tick > MaxTick {
+		panic(fmt.Sprintf("wheel: tick %v out of range [%v, %v]", cfg.tick, MinTick, MaxTick))
+	}
+	w := &Wheel{
+		tickNanos:  int64(cfg.tick),
+		magic:      math.MaxUint64 / uint64(cfg.tick),
+		slackNanos: int64(cfg.tick) / 4,
+		exec:       cfg.exec,
+		start:      time.Now(),
+	}
+	if m := uint64(math.MaxInt64) / uint64(w.tickNanos); m < maxWhen-2 {
+		w.maxDur = time.Duration(math.MaxInt64)
+	} else {
+		w.maxDur = time.Duration((maxWhen - 2) * uint64(w.tickNanos))
+	}
+	shards := 4
+	for shards < 2*runtime.GOMAXPROCS(0) && shards < 64 {
+		shards *= 2
+	}
+	w.pending.shards = make([]paddedInt64, shards)
+	w.inbox = make([]inboxShard, shards)
+	w.shardShift = uint(64 - bits.TrailingZeros(uint(shards)))
+	w.activeTicks = max(uint64(time.Second/cfg.tick), 8)
+	for i := range w.heads {
+		w.heads[i] = nil
+	}
+	if cfg.clock != nil {
+		if !cfg.clock.attached.CompareAndSwap(false, true) {
+			panic("wheel: ManualClock already drives a wheel")
+		}
+		cfg.clock.w = w
+		w.manual = cfg.clock
+		w.slackNanos = 0
+		w.clock.Store(clockManual)
+		w.cur = uint64(cfg.clock.now.Load() / w.tickNanos)
+		return w
+	}
+	w.wakeCh = make(chan struct{}, 1)
+	w.stopCh = make(chan struct{})
+	w.done = make(chan struct{})
+	go w.run()
+	return w
+}
+
+// AfterFunc arms a new Timer that calls f once, d from now (see Timer.Reset
+// for the guarantees). It allocates the Timer; to avoid that, embed a Timer
+// and use Init and Reset.
+func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
+	t := new(Timer)
+	t.Init(w, f)
+	t.Reset(d)
+	return t
+}
+
+// Stop stops the wheel and waits for its goroutine: when Stop returns, no
+// callback is running and none will run again. Timers still pending never
+// fire; Len still counts them. Stop is idempotent. It must not be called from
+// a callback running on the wheel's goroutine (it would wait for itself).
+func (w *Wheel) Stop() {
+	w.stopOnce.Do(func() {
+		for {
+			c := w.clock.Load()
+			if w.clock.CompareAndSwap(c, c|clockStopped) {
+				break
+			}
+		}
+		if w.stopCh != nil {
+			close(w.stopCh)
+		}
+	})
+	if w.done != nil {
+		<-w.done
+	}
+}
+
+// Len reports the number of pending timers. It sums a few sharded counters,
+// so it is cheap but meant for metrics, not for every packet.
+func (w *Wheel) Len() int {
+	return int(w.pending.sum())
+}
+
+// Tick reports the wheel's resolution.
+func (w *Wheel) Tick() time.Duration { return time.Duration(w.tickNanos) }
+
+// MaxDuration reports the longest duration Reset accepts before clamping
+// (2^43-2 ticks: about 278 years at the default 1ms tick, less the wheel's
+// age).
+func (w *Wheel) MaxDuration() time.Duration { return w.maxDur }
+
+// Now reports the wheel's coarse clock: the time since the wheel started,
+// rounded down to the tick. While timers are being reset it trails the
+// monotonic clock by at most a tick plus scheduling delay; when the wheel
+// sleeps it reads the monotonic clock. With a ManualClock it is exact.
+// It allocates nothing and takes no lock.
+func (w *Wheel) Now() time.Duration {
+	c := w.clock.Load()
+	switch {
+	case c&clockManual != 0:
+		return time.Duration(w.manual.now.Load())
+	case c&clockStale != 0:
+		return time.Duration(w.sinceStart())
+	}
+	return time.Duration((c >> clockShift) * uint64(w.tickNanos))
+}
+
+func (w *Wheel) sinceStart() int64 { return int64(time.Since(w.start)) }
+
+// ticksCeil returns ceil(d/tick) for d > 0, 0 otherwise, clamped so that
+// now+1+result stays within the deadline field. No division.
+func (w *Wheel) ticksCeil(d time.Duration, now uint64) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	lim := maxWhen - 1 - now
+	if d >= w.maxDur {
+		return lim
+	}
+	tick := uint64(w.tickNanos)
+	q, _ := bits.Mul64(uint64(d), w.magic) // floor(d/tick) or one less
+	r := uint64(d) - q*tick
+	if r >= tick {
+		q++
+		r -= tick
+	}
+	if r != 0 {
+		q++
+	}
+	return min(q, lim)
+}
+
+// tickNanosAt returns the time of tick t, saturating.
+func (w *Wheel) tickTime(t uint64) int64 {
+	if t > uint64(math.MaxInt64/w.tickNanos) {
+		return math.MaxInt64
+	}
+	return int64(t) * w.tickNanos
+}
+
+// wake nudges a sleeping driver. It never blocks.
+func (w *Wheel) wake() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// push puts t on the inbox. when is the deadline that made it necessary, or
+// 0 when the wheel need not wake for it (a Stop).
+func (w *Wheel) push(t *Timer, when uint64) {
+	s := &w.inbox[w.shard(t)]
+	for {
+		h := s.head.Load()
+		t.qnext = h
+		if s.head.CompareAndSwap(h, t) {
+			break
+		}
+	}
+	if when != 0 {
+		// Pairs with the driver storing sleepUntil before it checks the
+		// inbox: one of the two sees the other.
+		if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when)+w.slackNanos < until {
+			w.wake()
+		}
+	}
+}
+
+func (w *Wheel) shard(t *Timer) int {
+	return int((uint64(uintptr(unsafe.Pointer(t))) * 0x9E3779B97F4A7C15) >> w.shardShift)
+}
+
+type inboxShard struct {
+	head atomic.Pointer[Timer]
+	_    [56]byte
+}
+
+type paddedInt64 struct {
+	v atomic.Int64
+	_ [56]byte
+}
+
+// counter is a sharded counter: adds from different goroutines rarely share
+// a cache line.
+type counter struct{ shards []paddedInt64 }
+
+func (c *counter) add(t *Timer, d int64) {
+	c.shards[t.w.shard(t)].v.Add(d)
+}
+
+func (c *counter) sum() int64 {
+	var n int64
+	for i := range c.shards {
+		n += c.shards[i].v.Load()
+	}
+	return n
+}
+
+// ---- the driver ------------------------------------------------------------
+
+func (w *Wheel) run() {
+	defer close(w.done)
+	sleep := time.NewTimer(time.Hour)
+	sleep.Stop()
+	for {
+		w.wakeups.Add(1)
+		w.sleepUntil.Store(0)
+		now := w.sinceStart()
+		nowTick := uint64(now / w.tickNanos)
+		if w.woken {
+			w.lastActive = nowTick
+			w.woken = false
+		}
+		w.publish(now)
+		if w.drain(now) > 0 {
+			w.lastActive = nowTick
+		}
+		if target := now - w.slackNanos; target >= 0 {
+			w.advance(uint64(target/w.tickNanos), now)
+		}
+		w.drain(now)
+		if w.clock.Load()&clockStopped != 0 {
+			return
+		}
+
+		wakeAt := int64(math.MaxInt64)
+		if e, _, ok := w.nextEvent(); ok {
+			wakeAt = w.tickTime(e) + w.slackNanos
+		}
+		if at, ok := w.deferredMin(); ok && at < wakeAt {
+			wakeAt = at
+		}
+		if nowTick-w.lastActive < w.activeTicks {
+			wakeAt = min(wakeAt, w.tickTime(nowTick+1))
+		} else {
+			w.markStale()
+		}
+		w.sleepUntil.Store(wakeAt)
+		if w.inboxBusy() {
+			continue
+		}
+		if wakeAt == math.MaxInt64 {
+			select {
+			case <-w.wakeCh:
+				w.woken = true
+			case <-w.stopCh:
+				return
+			}
+			continue
+		}
+		sleep.Reset(time.Duration(wakeAt - w.sinceStart()))
+		select {
+		case <-sleep.C:
+		case <-w.wakeCh:
+			w.woken = true
+			sleep.Stop()
+		case <-w.stopCh:
+			sleep.Stop()
+			return
+		}
+	}
+}
+
+func (w *Wheel) inboxBusy() bool {
+	for i := range w.inbox {
+		if w.inbox[i].head.Load() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// publish makes the tick of now the coarse clock, unless a resetter already
+// published it, and accounts for how long the previous value stayed visible.
+func (w *Wheel) publish(now int64) {
+	k := uint64(now / w.tickNanos)
+	for {
+		c := w.clock.Load()
+		t := c >> clockShift
+		if c&clockStale == 0 && t >= k {
+			return
+		}
+		if w.clock.CompareAndSwap(c, max(t, k)<<clockShift|c&clockStopped) {
+			if c&clockStale == 0 {
+				w.visibleUntil(t, now)
+			}
+			return
+		}
+	}
+}
+
+// markStale tells resetters that the tick will not be kept fresh: the wheel
+// is about to sleep past the next tick.
+func (w *Wheel) markStale() {
+	for {
+		c := w.clock.Load()
+		if c&(clockStale|clockStopped) != 0 {
+			return
+		}
+		if w.clock.CompareAndSwap(c, c|clockStale) {
+			w.visibleUntil(c>>clockShift, w.sinceStart())
+			return
+		}
+	}
+}
+
+// visibleUntil notes that tick t was the coarse clock until now. Resetters
+// assume the true time was below (t+1)*tick + slack; if t stayed visible
+// longer, timers armed from it are held back by the excess.
+func (w *Wheel) visibleUntil(t uint64, now int64) {
+	if extra := now - w.tickTime(t+1) - w.slackNanos; extra > 0 {
+		w.hiccups = append(w.hiccups, hiccup{base: t, extra: extra})
+	}
+	// Forget hiccups whose base no longer fits the 18 bits a timer keeps.
+	i := 0
+	for i < len(w.hiccups) && w.hiccups[i].base+baseMask < t {
+		i++
+	}
+	if i > 0 {
+		w.hiccups = append(w.hiccups[:0], w.hiccups[i:]...)
+	}
+}
+
+// fireAt returns the earliest time, in nanoseconds since start, at which a
+// timer in state s may fire.
+func (w *Wheel) fireAt(s uint64) int64 {
+	at := w.tickTime(s>>whenShift) + w.slackNanos
+	if len(w.hiccups) == 0 {
+		return at
+	}
+	now := w.clock.Load() >> clockShift
+	base := now - (now-(s>>baseShift))&baseMask
+	i := sort.Search(len(w.hiccups), func(i int) bool { return w.hiccups[i].base >= base })
+	if i < len(w.hiccups) && w.hiccups[i].base == base {
+		at += w.hiccups[i].extra
+	}
+	return at
+}
+
+// drain empties the inbox, filing, moving or dropping each timer on it, and
+// returns how many it took.
+func (w *Wheel) drain(now int64) int {
+	n := 0
+	for i := range w.inbox {
+		t := w.inbox[i].head.Swap(nil)
+		for t != nil {
+			next := t.qnext
+			t.qnext = nil
+			t.state.And(^uint64(stateQueued))
+			if t.slot != noSlot {
+				w.unlink(t)
+			}
+			w.handle(t, now)
+			n++
+			t = next
+		}
+	}
+	return n
+}
+
+// advance processes every slot whose tick is at most target.
+func (w *Wheel) advance(target uint64, now int64) {
+	w.retryDue(now)
+	for {
+		e, idx, ok := w.nextEvent()
+		if !ok || e > target {
+			break
+		}
+		w.cur = e
+		w.expire(idx, now)
+	}
+	if target > w.cur {
+		w.cur = target
+	}
+}
+
+// nextEvent returns the tick of the first occupied slot after cur and its
+// index. The lowest occupied level always comes first: a level-l slot lies
+// inside the current slot of every level above l.
+func (w *Wheel) nextEvent() (uint64, int, bool) {
+	for l := 0; l < numLevels; l++ {
+		shift := uint(l * slotBits)
+		digit := (w.cur >> shift) & (slotsPerLevel - 1)
+		bm := w.occupied[l] & (^uint64(0) << (digit + 1))
+		if bm != 0 {
+			j := uint64(bits.TrailingZeros64(bm))
+			e := w.cur>>(shift+slotBits)<<(shift+slotBits) | j<<shift
+			return e, l*slotsPerLevel + int(j), true
+		}
+	}
+	return 0, 0, false
+}
+
+// expire takes every timer out of slot idx and re-files, fires or drops it.
+func (w *Wheel) expire(idx int, now int64) {
+	t := w.heads[idx]
+	w.heads[idx] = nil
+	w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
+	for t != nil {
+		next := t.next
+		t.next, t.prev, t.slot = nil, nil, noSlot
+		w.handle(t, now)
+		t = next
+	}
+}
+
+// retryDue re-examines the timers held back by a hiccup.
+func (w *Wheel) retryDue(now int64) {
+	t := w.heads[slotDue]
+	if t == nil {
+		return
+	}
+	w.heads[slotDue] = nil
+	for t != nil {
+		next := t.next
+		t.next, t.prev, t.slot = nil, nil, noSlot
+		w.handle(t, now)
+		t = next
+	}
+}
+
+func (w *Wheel) deferredMin() (int64, bool) {
+	at, ok := int64(math.MaxInt64), false
+	for t := w.heads[slotDue]; t != nil; t = t.next {
+		at, ok = min(at, w.fireAt(t.state.Load())), true
+	}
+	return at, ok
+}
+
+// handle decides the fate of an unlinked timer t: drop it if stopped, file
+// it if its deadline is ahead, fire it if due.
+func (w *Wheel) handle(t *Timer, now int64) {
+	for {
+		s := t.state.Load()
+		if s&statePending == 0 {
+			if s&stateFiled != 0 && !t.state.CompareAndSwap(s, s&^stateFiled) {
+				continue
+			}
+			return
+		}
+		if s&stateFiled == 0 {
+			if !t.state.CompareAndSwap(s, s|stateFiled) {
+				continue
+			}
+			s |= stateFiled
+		}
+		when := s >> whenShift
+		if when > w.cur {
+			w.link(t, w.slotFor(when))
+			return
+		}
+		if w.manual == nil && w.fireAt(s) > now {
+			w.link(t, slotDue)
+			return
+		}
+		if t.state.CompareAndSwap(s, s&^(statePending|stateFiled)) {
+			w.pending.add(t, -1)
+			if w.exec != nil {
+				w.exec(t.f)
+			} else {
+				t.f()
+			}
+			return
+		}
+	}
+}
+
+// slotFor returns the slot for a deadline after cur: the level is that of
+// the highest 6-bit digit in which when and cur differ.
+func (w *Wheel) slotFor(when uint64) int {
+	l := (63 - bits.LeadingZeros64(when^w.cur)) / slotBits
+	return l*slotsPerLevel + int(when>>(uint(l)*slotBits))&(slotsPerLevel-1)
+}
+
+func (w *Wheel) link(t *Timer, idx int) {
+	h := w.heads[idx]
+	t.prev = nil
+	t.next = h
+	if h != nil {
+		h.prev = t
+	}
+	w.heads[idx] = t
+	t.slot = int32(idx)
+	if idx < slotDue {
+		w.occupied[idx/slotsPerLevel] |= 1 << (idx % slotsPerLevel)
+	}
+}
+
+func (w *Wheel) unlink(t *Timer) {
+	idx := int(t.slot)
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		w.heads[idx] = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	t.next, t.prev, t.slot = nil, nil, noSlot
+	if idx < slotDue && w.heads[idx] == nil {
+		w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
+	}
+}
