@@ -2,7 +2,6 @@ module github.com/netwheel/netwheel
 
 go 1.26.8
 
-require (
-	github.com/stretchr/testify v1.12.1 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-)
+require github.com/stretchr/testify v1.12.1
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

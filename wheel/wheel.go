@@ -78,6 +78,7 @@ type Wheel struct {
 	wakeups    atomic.Uint64
 
 	slackNanos int64
+	nowFunc    func() int64 // replaces the monotonic clock in tests
 	exec       func(func())
 	start      time.Time
 	pending    counter
@@ -139,6 +140,15 @@ func WithExecutor(exec func(f func())) Option {
 // the monotonic clock. Call Stop to release it. New panics on an invalid
 // option, with a message that says what is allowed.
 func New(opts ...Option) *Wheel {
+	w := build(opts)
+	if w.manual == nil {
+		go w.run()
+	}
+	return w
+}
+
+// build makes a wheel without starting its goroutine.
+func build(opts []Option) *Wheel {
 	cfg := config{tick: DefaultTick}
 	for _, o := range opts {
 		o(&cfg)
@@ -183,7 +193,6 @@ func New(opts ...Option) *Wheel {
 	w.wakeCh = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
 	w.done = make(chan struct{})
-	go w.run()
 	return w
 }
 
@@ -248,7 +257,12 @@ func (w *Wheel) Now() time.Duration {
 	return time.Duration((c >> clockShift) * uint64(w.tickNanos))
 }
 
-func (w *Wheel) sinceStart() int64 { return int64(time.Since(w.start)) }
+func (w *Wheel) sinceStart() int64 {
+	if w.nowFunc != nil {
+		return w.nowFunc()
+	}
+	return int64(time.Since(w.start))
+}
 
 // ticksCeil returns ceil(d/tick) for d > 0, 0 otherwise, clamped so that
 // now+1+result stays within the deadline field. No division.
@@ -348,36 +362,12 @@ func (w *Wheel) run() {
 	for {
 		w.wakeups.Add(1)
 		w.sleepUntil.Store(0)
-		now := w.sinceStart()
-		nowTick := uint64(now / w.tickNanos)
-		if w.woken {
-			w.lastActive = nowTick
-			w.woken = false
-		}
-		w.publish(now)
-		if w.drain(now) > 0 {
-			w.lastActive = nowTick
-		}
-		if target := now - w.slackNanos; target >= 0 {
-			w.advance(uint64(target/w.tickNanos), now)
-		}
-		w.drain(now)
+		wakeAt := w.step(w.sinceStart())
 		if w.clock.Load()&clockStopped != 0 {
 			return
 		}
-
-		wakeAt := int64(math.MaxInt64)
-		if e, _, ok := w.nextEvent(); ok {
-			wakeAt = w.tickTime(e) + w.slackNanos
-		}
-		if at, ok := w.deferredMin(); ok && at < wakeAt {
-			wakeAt = at
-		}
-		if nowTick-w.lastActive < w.activeTicks {
-			wakeAt = min(wakeAt, w.tickTime(nowTick+1))
-		} else {
-			w.markStale()
-		}
+		// Pairs with push loading sleepUntil after it links a timer: either
+		// the pusher sees our deadline and wakes us, or we see its timer.
 		w.sleepUntil.Store(wakeAt)
 		if w.inboxBusy() {
 			continue
@@ -402,6 +392,40 @@ func (w *Wheel) run() {
 			return
 		}
 	}
+}
+
+// step does one wake-up's work at time now (nanoseconds since start):
+// publish the tick, take the inbox, expire what is due, and decide whether
+// to keep the clock fresh. It returns when the driver should wake next
+// (math.MaxInt64: only when told to).
+func (w *Wheel) step(now int64) int64 {
+	nowTick := uint64(now / w.tickNanos)
+	if w.woken {
+		w.lastActive = nowTick
+		w.woken = false
+	}
+	w.publish(now)
+	if w.drain(now) > 0 {
+		w.lastActive = nowTick
+	}
+	if target := now - w.slackNanos; target >= 0 {
+		w.advance(uint64(target/w.tickNanos), now)
+	}
+	w.drain(now)
+
+	wakeAt := int64(math.MaxInt64)
+	if e, _, ok := w.nextEvent(); ok {
+		wakeAt = w.tickTime(e) + w.slackNanos
+	}
+	if at, ok := w.deferredMin(); ok && at < wakeAt {
+		wakeAt = at
+	}
+	if nowTick-w.lastActive < w.activeTicks {
+		wakeAt = min(wakeAt, w.tickTime(nowTick+1))
+	} else {
+		w.markStale()
+	}
+	return wakeAt
 }
 
 func (w *Wheel) inboxBusy() bool {
