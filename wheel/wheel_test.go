@@ -1,0 +1,238 @@
+package wheel_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/netwheel/netwheel/wheel"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestNew_RejectsBadTick(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tick time.Duration
+	}{
+		{name: "zero", tick: 0},
+		{name: "negative", tick: -time.Millisecond},
+		{name: "below minimum", tick: wheel.MinTick - 1},
+		{name: "above maximum", tick: wheel.MaxTick + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.PanicsWithValue(t, "wheel: tick "+tc.tick.String()+" out of range [100µs, 1h0m0s]", func() {
+				wheel.New(wheel.WithTick(tc.tick))
+			})
+		})
+	}
+}
+
+func TestTimer_MisuseIsClear(t *testing.T) {
+	var tm wheel.Timer
+	assert.PanicsWithValue(t, "wheel: Reset of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)",
+		func() { tm.Reset(time.Second) })
+	assert.False(t, tm.Stop(), "Stop of an uninitialized timer reports nothing stopped")
+	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
+	assert.Panics(t, func() { tm.Init(nil, func() {}) })
+	assert.Panics(t, func() { tm.Init(w, nil) })
+	tm.Init(w, func() {})
+	assert.PanicsWithValue(t, "wheel: Timer.Init called twice", func() { tm.Init(w, func() {}) })
+	clk := wheel.NewManualClock()
+	wheel.New(wheel.WithClock(clk))
+	assert.PanicsWithValue(t, "wheel: ManualClock already drives a wheel", func() { wheel.New(wheel.WithClock(clk)) })
+}
+
+// TestManual_Steps walks one timer through its states at fixed instants.
+func TestManual_Steps(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	var fired []time.Duration
+	tm := w.AfterFunc(10*time.Millisecond, func() { fired = append(fired, clk.Now()) })
+
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		action  func() bool
+		want    bool // what action reports
+		fired   []time.Duration
+		pending bool
+	}{
+		{name: "not yet", advance: 9 * time.Millisecond, pending: true},
+		{name: "reset later from 9ms", advance: 0, action: func() bool { return tm.Reset(10 * time.Millisecond) }, want: true, pending: true},
+		{name: "old deadline passes", advance: 5 * time.Millisecond, pending: true},
+		{name: "new deadline", advance: 5 * time.Millisecond, fired: []time.Duration{19 * time.Millisecond}},
+		{name: "stop after fire", action: tm.Stop, want: false, fired: []time.Duration{19 * time.Millisecond}},
+		{name: "re-arm", action: func() bool { return tm.Reset(time.Hour) }, want: false, fired: []time.Duration{19 * time.Millisecond}, pending: true},
+		{name: "reset earlier", action: func() bool { return tm.Reset(2 * time.Millisecond) }, want: true, fired: []time.Duration{19 * time.Millisecond}, pending: true},
+		{name: "earlier deadline", advance: 2 * time.Millisecond, fired: []time.Duration{19 * time.Millisecond, 21 * time.Millisecond}},
+		{name: "arm zero", action: func() bool { return tm.Reset(0) }, want: false, fired: []time.Duration{19 * time.Millisecond, 21 * time.Millisecond}, pending: true},
+		{name: "zero fires next tick", advance: time.Millisecond, fired: []time.Duration{19 * time.Millisecond, 21 * time.Millisecond, 22 * time.Millisecond}},
+		{name: "arm and stop", action: func() bool { tm.Reset(time.Millisecond); return tm.Stop() }, want: true, fired: []time.Duration{19 * time.Millisecond, 21 * time.Millisecond, 22 * time.Millisecond}},
+		{name: "stopped stays quiet", advance: time.Hour, fired: []time.Duration{19 * time.Millisecond, 21 * time.Millisecond, 22 * time.Millisecond}},
+	} {
+		clk.Advance(step.advance)
+		if step.action != nil {
+			assert.Equal(t, step.want, step.action(), step.name)
+		}
+		require.Equal(t, step.fired, fired, step.name)
+		assert.Equal(t, step.pending, tm.Pending(), step.name)
+		assert.Equal(t, map[bool]int{true: 1}[step.pending], w.Len(), step.name)
+	}
+}
+
+func TestManual_ClampsHugeDurations(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	fired := false
+	tm := w.AfterFunc(time.Duration(1<<63-1), func() { fired = true })
+	require.True(t, tm.Pending())
+	clk.Advance(w.MaxDuration() + time.Second)
+	assert.True(t, fired, "a duration past MaxDuration (%v) is clamped to it", w.MaxDuration())
+}
+
+func TestWheel_StoppedWheelIgnoresResets(t *testing.T) {
+	w := wheel.New()
+	tm := w.AfterFunc(time.Hour, func() { t.Error("fired after Stop") })
+	w.Stop()
+	w.Stop() // idempotent
+	assert.False(t, tm.Reset(time.Millisecond))
+	assert.Equal(t, 1, w.Len(), "the timer pending at Stop stays counted")
+}
+
+func TestWheel_Executor(t *testing.T) {
+	clk := wheel.NewManualClock()
+	var handed []func()
+	w := wheel.New(wheel.WithClock(clk), wheel.WithExecutor(func(f func()) { handed = append(handed, f) }))
+	ran := 0
+	w.AfterFunc(time.Millisecond, func() { ran++ })
+	clk.Advance(time.Millisecond)
+	require.Len(t, handed, 1)
+	assert.Zero(t, ran, "the executor decides when the callback runs")
+	handed[0]()
+	assert.Equal(t, 1, ran)
+}
+
+// TestWheel_RealClockStress arms, resets and stops timers from many
+// goroutines while the wheel runs on the real clock. Every arming that was
+// not stopped fires exactly once, none fires early, and nothing outlives Stop
+// (TestMain checks for leaked goroutines).
+func TestWheel_RealClockStress(t *testing.T) {
+	const (
+		workers   = 8
+		perWorker = 200
+		ops       = 3000
+	)
+	w := wheel.New()
+	defer w.Stop()
+
+	type stressTimer struct {
+		t         wheel.Timer
+		notBefore atomic.Int64 // lower bound of every deadline this timer may still fire for, ns since start
+		armings   int          // owned by the worker
+		stops     int
+		fires     atomic.Int64
+	}
+	start := time.Now()
+	var early atomic.Int64
+	all := make([]*stressTimer, workers*perWorker)
+	for i := range all {
+		st := &stressTimer{}
+		st.t.Init(w, func() {
+			if int64(time.Since(start)) < st.notBefore.Load() {
+				early.Add(1)
+			}
+			st.fires.Add(1)
+		})
+		all[i] = st
+	}
+	durs := []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			mine := all[g*perWorker : (g+1)*perWorker]
+			for i := range ops {
+				st := mine[rng.IntN(len(mine))]
+				if rng.IntN(5) == 0 {
+					if st.t.Stop() {
+						st.stops++
+					}
+				} else {
+					d := durs[rng.IntN(len(durs))]
+					nb := int64(time.Since(start)) + int64(d)
+					if nb < st.notBefore.Load() || !st.t.Pending() {
+						st.notBefore.Store(min(nb, st.notBefore.Load()))
+					}
+					if st.t.Reset(d) {
+						st.notBefore.Store(nb) // the old arming is gone
+					} else {
+						st.armings++
+					}
+				}
+				if i%64 == 0 {
+					time.Sleep(100 * time.Microsecond) // let the wheel's clock move between bursts
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Wait for the remaining timers (at most 50ms out) to fire; bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Zero(t, w.Len(), "timers still pending long after their deadlines")
+	var armings, stops, fires int64
+	for i, st := range all {
+		want := int64(st.armings - st.stops)
+		require.Equal(t, want, st.fires.Load(), "timer %d: %d armings, %d stopped", i, st.armings, st.stops)
+		armings += int64(st.armings)
+		stops += int64(st.stops)
+		fires += st.fires.Load()
+	}
+	assert.Zero(t, early.Load(), "timers fired before their deadline")
+	t.Logf("%d armings, %d stopped, %d fired", armings, stops, fires)
+	assert.Positive(t, fires)
+	assert.Positive(t, stops)
+}
+
+// TestWheel_IdleWheelSleeps checks that a wheel holding timers far in the
+// future stops waking once resets stop: it is given 1.5s to notice it is
+// idle, then must stay asleep for a further 500ms.
+func TestWheel_IdleWheelSleeps(t *testing.T) {
+	w := wheel.New()
+	defer w.Stop()
+	timers := make([]wheel.Timer, 10000)
+	for i := range timers {
+		timers[i].Init(w, func() { t.Error("fired") })
+		timers[i].Reset(time.Hour + time.Duration(i)*time.Millisecond)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.Stale() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.True(t, w.Stale(), "the wheel still keeps its clock fresh %v after the last reset", 5*time.Second)
+	before := w.Wakeups()
+	time.Sleep(500 * time.Millisecond)
+	assert.LessOrEqual(t, w.Wakeups()-before, uint64(1), "an idle wheel woke up")
+	// And it comes back to life for a reset.
+	fired := make(chan struct{})
+	w.AfterFunc(time.Millisecond, func() { close(fired) })
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a timer armed on a sleeping wheel never fired")
+	}
+	assert.Equal(t, 10001-1, w.Len())
+}
