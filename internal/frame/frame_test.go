@@ -1,0 +1,111 @@
+package frame_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/internal/frame"
+)
+
+func TestRoundTrip(t *testing.T) {
+	var buf []byte
+	buf = frame.AppendData(buf, 7, []byte("hello"))
+	buf = frame.AppendAck(buf, 6)
+	buf = frame.AppendPing(buf, 42)
+	buf = frame.AppendPong(buf, 43)
+	buf = frame.AppendClose(buf, frame.CodeIdle, "idle for 30s")
+	want := []frame.Frame{
+		{Type: frame.TypeData, Seq: 7, Payload: []byte("hello")},
+		{Type: frame.TypeAck, Seq: 6},
+		{Type: frame.TypePing, Nonce: 42},
+		{Type: frame.TypePong, Nonce: 43},
+		{Type: frame.TypeClose, Code: frame.CodeIdle, Reason: []byte("idle for 30s")},
+	}
+	for i, w := range want {
+		f, n, err := frame.Parse(buf, frame.DefaultMax)
+		require.NoError(t, err, "frame %d", i)
+		assert.Equal(t, w.Type, f.Type)
+		assert.Equal(t, w.Seq, f.Seq)
+		assert.Equal(t, w.Nonce, f.Nonce)
+		assert.Equal(t, w.Code, f.Code)
+		assert.Equal(t, string(w.Reason), string(f.Reason))
+		assert.Equal(t, string(w.Payload), string(f.Payload))
+		buf = buf[n:]
+	}
+	assert.Empty(t, buf)
+}
+
+func TestParse_Errors(t *testing.T) {
+	data := frame.AppendData(nil, 1, bytes.Repeat([]byte{'x'}, 100))
+	for _, tc := range []struct {
+		name string
+		buf  []byte
+		max  int
+		want error
+	}{
+		{name: "empty", buf: nil, max: 1 << 10, want: frame.ErrShort},
+		{name: "partial prefix", buf: data[:3], max: 1 << 10, want: frame.ErrShort},
+		{name: "partial body", buf: data[:50], max: 1 << 10, want: frame.ErrShort},
+		{name: "too large", buf: data[:4], max: 50, want: frame.ErrTooLarge},
+		{name: "zero length", buf: []byte{0, 0, 0, 0}, max: 1 << 10, want: frame.ErrMalformed},
+		{name: "unknown type", buf: []byte{0, 0, 0, 1, 99}, max: 1 << 10, want: frame.ErrType},
+		{name: "short data", buf: []byte{0, 0, 0, 3, 1, 0, 0}, max: 1 << 10, want: frame.ErrMalformed},
+		{name: "long ack", buf: append(frame.AppendAck(nil, 1)[:4:4], append([]byte{2}, make([]byte, 9)...)...), max: 1 << 10, want: frame.ErrMalformed},
+		{name: "bad utf8 reason", buf: []byte{0, 0, 0, 4, 5, 0, 1, 0xff}, max: 1 << 10, want: frame.ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "long ack" {
+				binary.BigEndian.PutUint32(tc.buf, 10)
+			}
+			_, _, err := frame.Parse(tc.buf, tc.max)
+			assert.ErrorIs(t, err, tc.want)
+		})
+	}
+	assert.Equal(t, len(data), frame.Need(data[:4]))
+	assert.Zero(t, frame.Need(data[:3]))
+}
+
+func TestAppendClose_CutsLongReasonAtRune(t *testing.T) {
+	reason := strings.Repeat("é", 200) // 400 bytes
+	f, _, err := frame.Parse(frame.AppendClose(nil, frame.CodeProtocol, reason), frame.DefaultMax)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(f.Reason), frame.MaxReasonLen)
+	assert.Equal(t, strings.Repeat("é", frame.MaxReasonLen/2), string(f.Reason))
+	assert.Equal(t, "protocol_error", f.Code.String())
+	assert.Equal(t, "code(99)", frame.Code(99).String())
+}
+
+// FuzzParse: Parse never panics, never reads past what it reports, and what
+// it accepts re-encodes to the same bytes.
+func FuzzParse(f *testing.F) {
+	f.Add(frame.AppendData(nil, 3, []byte("abc")))
+	f.Add(frame.AppendClose(nil, frame.CodeIdle, "x"))
+	f.Add(frame.AppendPing(nil, 9))
+	f.Fuzz(func(t *testing.T, buf []byte) {
+		fr, n, err := frame.Parse(buf, 1<<12)
+		if err != nil {
+			require.Zero(t, n)
+			return
+		}
+		require.LessOrEqual(t, n, len(buf))
+		var re []byte
+		switch fr.Type {
+		case frame.TypeData:
+			re = frame.AppendData(nil, fr.Seq, fr.Payload)
+		case frame.TypeAck:
+			re = frame.AppendAck(nil, fr.Seq)
+		case frame.TypePing:
+			re = frame.AppendPing(nil, fr.Nonce)
+		case frame.TypePong:
+			re = frame.AppendPong(nil, fr.Nonce)
+		case frame.TypeClose:
+			re = frame.AppendClose(nil, fr.Code, string(fr.Reason))
+		}
+		require.Equal(t, buf[:n], re)
+	})
+}
