@@ -68,4 +68,5 @@ func (c *ManualClock) Advance(d time.Duration) {
 	if targetTick > w.cur {
 		w.cur = targetTick
 	}
+	w.endBatch()
 }

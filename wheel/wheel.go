@@ -80,6 +80,7 @@ type Wheel struct {
 	slackNanos int64
 	nowFunc    func() int64 // replaces the monotonic clock in tests
 	exec       func(func())
+	batchEnd   func()
 	start      time.Time
 	pending    counter
 	inbox      []inboxShard
@@ -97,6 +98,7 @@ type Wheel struct {
 	lastActive  uint64 // tick of the last sign that timers are being reset
 	activeTicks uint64 // keep the clock fresh this long after activity
 	woken       bool
+	fired       int // callbacks run since the last batchEnd
 }
 
 // hiccup records that the coarse tick base stayed visible extra nanoseconds
@@ -108,9 +110,10 @@ type hiccup struct {
 }
 
 type config struct {
-	tick  time.Duration
-	clock *ManualClock
-	exec  func(func())
+	tick     time.Duration
+	clock    *ManualClock
+	exec     func(func())
+	batchEnd func()
 }
 
 // Option configures a Wheel.
@@ -134,6 +137,14 @@ func WithClock(c *ManualClock) Option {
 // must not block; it lets callers route expiries to their own event loops.
 func WithExecutor(exec func(f func())) Option {
 	return func(c *config) { c.exec = exec }
+}
+
+// WithBatchEnd calls f on the wheel's goroutine after every wake-up (or
+// ManualClock.Advance) in which at least one timer fired, once all of them
+// have been called back or handed to the executor. Servers use it to hand a
+// whole batch of expiries to each event loop at once.
+func WithBatchEnd(f func()) Option {
+	return func(c *config) { c.batchEnd = f }
 }
 
 // New creates a wheel and, unless WithClock is given, starts its goroutine on
@@ -161,6 +172,7 @@ func build(opts []Option) *Wheel {
 		magic:      math.MaxUint64 / uint64(cfg.tick),
 		slackNanos: int64(cfg.tick) / 4,
 		exec:       cfg.exec,
+		batchEnd:   cfg.batchEnd,
 		start:      time.Now(),
 	}
 	if m := uint64(math.MaxInt64) / uint64(w.tickNanos); m < maxWhen-2 {
@@ -412,6 +424,7 @@ func (w *Wheel) step(now int64) int64 {
 		w.advance(uint64(target/w.tickNanos), now)
 	}
 	w.drain(now)
+	w.endBatch()
 
 	wakeAt := int64(math.MaxInt64)
 	if e, _, ok := w.nextEvent(); ok {
@@ -435,6 +448,15 @@ func (w *Wheel) inboxBusy() bool {
 		}
 	}
 	return false
+}
+
+func (w *Wheel) endBatch() {
+	if w.fired > 0 {
+		w.fired = 0
+		if w.batchEnd != nil {
+			w.batchEnd()
+		}
+	}
 }
 
 // publish makes the tick of now the coarse clock, unless a resetter already
@@ -622,6 +644,7 @@ func (w *Wheel) handle(t *Timer, now int64) {
 		}
 		if t.state.CompareAndSwap(s, s&^(statePending|stateFiled)) {
 			w.pending.add(t, -1)
+			w.fired++
 			if w.exec != nil {
 				w.exec(t.f)
 			} else {

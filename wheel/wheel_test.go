@@ -2,6 +2,7 @@ package wheel_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,4 +236,17 @@ func TestWheel_IdleWheelSleeps(t *testing.T) {
 		t.Fatal("a timer armed on a sleeping wheel never fired")
 	}
 	assert.Equal(t, 10001-1, w.Len())
+}
+
+func TestWheel_BatchEnd(t *testing.T) {
+	clk := wheel.NewManualClock()
+	var log []string
+	w := wheel.New(wheel.WithClock(clk), wheel.WithBatchEnd(func() { log = append(log, "end") }))
+	for _, d := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond} {
+		w.AfterFunc(d, func() { log = append(log, d.String()) })
+	}
+	clk.Advance(time.Second)
+	clk.Advance(time.Second) // nothing fires: no batch end
+	slices.Sort(log[:3])
+	assert.Equal(t, []string{"1ms", "2ms", "2ms", "end"}, log)
 }
