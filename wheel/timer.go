@@ -121,20 +121,10 @@ func (t *Timer) resetSlow(d time.Duration, c uint64) bool {
 		}
 		return t.arm(min(when, maxWhen), 0)
 	default:
-		// The wheel is asleep and its clock is stale: read the real clock
-		// once, publish it for the resetters that follow, and wake the
-		// wheel so it keeps the clock fresh while timers are being reset.
-		now := uint64(w.sinceStart() / w.tickNanos)
-		for c&clockStale != 0 && c>>clockShift <= now {
-			if c&clockStopped != 0 {
-				return false
-			}
-			if w.clock.CompareAndSwap(c, now<<clockShift) {
-				break
-			}
-			c = w.clock.Load()
+		now, ok := w.refresh(c)
+		if !ok {
+			return false
 		}
-		w.wake()
 		return t.arm(now+1+w.ticksCeil(d, now), now)
 	}
 }

@@ -254,19 +254,42 @@ func (w *Wheel) Tick() time.Duration { return time.Duration(w.tickNanos) }
 func (w *Wheel) MaxDuration() time.Duration { return w.maxDur }
 
 // Now reports the wheel's coarse clock: the time since the wheel started,
-// rounded down to the tick. While timers are being reset it trails the
-// monotonic clock by at most a tick plus scheduling delay; when the wheel
-// sleeps it reads the monotonic clock. With a ManualClock it is exact.
-// It allocates nothing and takes no lock.
+// rounded down to the tick. It trails the monotonic clock by at most a tick
+// plus scheduling delay. It costs a load, except on the first call after the
+// wheel has slept, which reads the monotonic clock once and wakes the wheel
+// to keep the coarse clock fresh again (exactly what Reset does). With a
+// ManualClock it is exact. It allocates nothing and takes no lock.
 func (w *Wheel) Now() time.Duration {
 	c := w.clock.Load()
-	switch {
-	case c&clockManual != 0:
-		return time.Duration(w.manual.now.Load())
-	case c&clockStale != 0:
-		return time.Duration(w.sinceStart())
+	if c&clockSlow != 0 {
+		if c&clockManual != 0 {
+			return time.Duration(w.manual.now.Load())
+		}
+		if c&clockStale != 0 {
+			now, _ := w.refresh(c)
+			return time.Duration(now * uint64(w.tickNanos))
+		}
 	}
 	return time.Duration((c >> clockShift) * uint64(w.tickNanos))
+}
+
+// refresh handles a stale clock word c: the wheel is asleep, so read the
+// monotonic clock once, publish its tick for the callers that follow, and
+// wake the wheel so it keeps the clock fresh while it is being used. It
+// reports the current tick, and false if the wheel has stopped.
+func (w *Wheel) refresh(c uint64) (uint64, bool) {
+	now := uint64(w.sinceStart() / w.tickNanos)
+	for c&clockStale != 0 && c>>clockShift <= now {
+		if c&clockStopped != 0 {
+			return now, false
+		}
+		if w.clock.CompareAndSwap(c, now<<clockShift) {
+			break
+		}
+		c = w.clock.Load()
+	}
+	w.wake()
+	return now, c&clockStopped == 0
 }
 
 func (w *Wheel) sinceStart() int64 {
