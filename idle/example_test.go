@@ -1,0 +1,89 @@
+package idle_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/wheel"
+)
+
+// A connection with an idle timeout and gRPC-style keepalive, driven by a
+// manual clock: pongs answer probes but do not count as activity.
+func Example() {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+
+	tr, err := idle.New(w, idle.Config{
+		IdleTimeout:      55 * time.Second,
+		KeepaliveTime:    20 * time.Second,
+		KeepaliveTimeout: 5 * time.Second,
+	}, idle.Hooks{
+		Probe: func() { fmt.Println(clk.Now(), "probe sent") },
+		Close: func(r idle.Reason) { fmt.Println(clk.Now(), "close:", r) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	clk.Advance(10 * time.Second)
+	tr.Received() // a request: bytes in, and activity
+	for range 3 {
+		clk.Advance(20 * time.Second)
+		tr.BytesIn() // the pong: answers the probe, is not activity
+	}
+	// Output:
+	// 30s probe sent
+	// 50s probe sent
+	// 1m5s close: idle
+}
+
+// A slowloris defence: the frame deadline is absolute, so trickling bytes
+// do not extend it.
+func ExampleTracker_FrameStart() {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	tr, _ := idle.New(w, idle.Config{FrameTimeout: 10 * time.Second},
+		idle.Hooks{Close: func(r idle.Reason) { fmt.Println(clk.Now(), "close:", r) }})
+	for range 20 { // one byte a second
+		tr.FrameStart()
+		tr.BytesIn()
+		clk.Advance(time.Second)
+	}
+	// Output:
+	// 10s close: frame_deadline
+}
+
+func ExampleConfig_Validate() {
+	err := idle.Config{ReadSilenceTimeout: 30 * time.Second,
+		KeepaliveTime: time.Minute, KeepaliveTimeout: 10 * time.Second}.Validate()
+	fmt.Println(errors.Is(err, idle.ErrKeepalive))
+	fmt.Println(err)
+	// Output:
+	// true
+	// idle: keepalive settings cannot work: KeepaliveTime 1m0s is not below ReadSilenceTimeout 30s, so no probe is ever sent
+}
+
+// Reaping an idle net.Conn: after the timeout, Read fails with an error
+// that says why. A real server wraps its listener with WrapListener.
+func ExampleWrapConn() {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	client, server := net.Pipe()
+	defer client.Close()
+	c, err := idle.WrapConn(server, w, idle.Config{IdleTimeout: 30 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	clk.Advance(30 * time.Second)
+	_, err = c.Read(make([]byte, 1))
+	fmt.Println(errors.Is(err, idle.ReasonIdle), c.Tracker().Reason())
+	// Output:
+	// true idle
+}

@@ -1,0 +1,495 @@
+package idle_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/wheel"
+)
+
+// harness drives one Tracker on a manual clock and records its hook calls as
+// "probe 10s", "drain 1m0s", "close:idle 40s": kind and the clock reading.
+type harness struct {
+	clk *wheel.ManualClock
+	w   *wheel.Wheel
+	tr  *idle.Tracker
+	log []string
+}
+
+func newHarness(t *testing.T, cfg idle.Config) *harness {
+	t.Helper()
+	h := &harness{clk: wheel.NewManualClock()}
+	h.w = wheel.New(wheel.WithClock(h.clk))
+	t.Cleanup(h.w.Stop)
+	tr, err := idle.New(h.w, cfg, idle.Hooks{
+		Close: func(r idle.Reason) { h.record("close:" + r.String()) },
+		Probe: func() { h.record("probe") },
+		Drain: func() { h.record("drain") },
+	})
+	require.NoError(t, err)
+	h.tr = tr
+	return h
+}
+
+func (h *harness) record(kind string) {
+	h.log = append(h.log, fmt.Sprintf("%s %v", kind, h.clk.Now()))
+}
+
+// op is an event a step applies to the tracker after advancing the clock.
+type op string
+
+const (
+	none          op = ""
+	activity      op = "activity"
+	bytesIn       op = "bytesIn"
+	received      op = "received"
+	frameStart    op = "frameStart"
+	frameEnd      op = "frameEnd"
+	handshakeDone op = "handshakeDone"
+	written       op = "written"
+	drained       op = "drained"
+	stop          op = "stop"
+)
+
+func (h *harness) do(o op) {
+	switch o {
+	case none:
+	case activity:
+		h.tr.Activity()
+	case bytesIn:
+		h.tr.BytesIn()
+	case received:
+		h.tr.Received()
+	case frameStart:
+		h.tr.FrameStart()
+	case frameEnd:
+		h.tr.FrameEnd()
+	case handshakeDone:
+		h.tr.HandshakeDone()
+	case written:
+		h.tr.Written()
+	case drained:
+		h.tr.Drained()
+	case stop:
+		h.tr.Stop()
+	default:
+		panic("unknown op " + o)
+	}
+}
+
+// step advances the clock, then applies an event; want lists the hook calls
+// observed during the step, with the exact clock reading of each.
+type step struct {
+	advance time.Duration
+	event   op
+	want    []string
+}
+
+func runSteps(t *testing.T, cfg idle.Config, steps []step) *harness {
+	t.Helper()
+	h := newHarness(t, cfg)
+	for i, s := range steps {
+		h.log = nil
+		h.clk.Advance(s.advance)
+		h.do(s.event)
+		require.Equalf(t, s.want, h.log, "step %d: advance %v to %v, then %q", i, s.advance, h.clk.Now(), s.event)
+	}
+	return h
+}
+
+func TestTracker_Steps(t *testing.T) {
+	const s = time.Second
+	tests := []struct {
+		name  string
+		cfg   idle.Config
+		steps []step
+	}{
+		{
+			name: "idle closes after no activity",
+			cfg:  idle.Config{IdleTimeout: 30 * s},
+			steps: []step{
+				{advance: 10 * s, event: activity},
+				{advance: 29 * s, event: bytesIn}, // bytes alone are not activity
+				{advance: 1 * s, want: []string{"close:idle 40s"}},
+				{advance: time.Hour}, // nothing more, ever
+			},
+		},
+		{
+			name: "idle counts received as activity",
+			cfg:  idle.Config{IdleTimeout: 30 * s},
+			steps: []step{
+				{advance: 25 * s, event: received},
+				{advance: 25 * s, event: received},
+				{advance: 29 * s},
+				{advance: 1 * s, want: []string{"close:idle 1m20s"}},
+			},
+		},
+		{
+			name: "dead peer: any inbound byte resets, activity does not",
+			cfg:  idle.Config{ReadSilenceTimeout: 10 * s},
+			steps: []step{
+				{advance: 9 * s, event: bytesIn},
+				{advance: 9 * s, event: activity},
+				{advance: 1 * s, want: []string{"close:dead_peer 19s"}},
+			},
+		},
+		{
+			name: "keepalive: one unanswered probe closes after Timeout",
+			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s},
+			steps: []step{
+				{advance: 10 * s, want: []string{"probe 10s"}},
+				{advance: 4 * s},
+				{advance: 1 * s, want: []string{"close:keepalive 15s"}},
+			},
+		},
+		{
+			name: "keepalive: an answer postpones the next probe by Time",
+			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s},
+			steps: []step{
+				{advance: 10 * s, want: []string{"probe 10s"}},
+				{advance: 2 * s, event: bytesIn}, // the pong, at 12s
+				{advance: 9 * s},
+				{advance: 1 * s, want: []string{"probe 22s"}},
+				{advance: 5 * s, want: []string{"close:keepalive 27s"}},
+			},
+		},
+		{
+			name: "keepalive: answer when Timeout exceeds Time",
+			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 20 * s},
+			steps: []step{
+				{advance: 10 * s, want: []string{"probe 10s"}},
+				{advance: 1 * s, event: bytesIn},
+				{advance: 10 * s, want: []string{"probe 21s"}},
+				{advance: 20 * s, want: []string{"close:keepalive 41s"}},
+			},
+		},
+		{
+			name: "keepalive: Count probes, Timeout apart",
+			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s, KeepaliveCount: 3},
+			steps: []step{
+				{advance: 20 * s, want: []string{"probe 10s", "probe 15s", "probe 20s"}},
+				{advance: 4 * s},
+				{advance: 1 * s, want: []string{"close:keepalive 25s"}},
+			},
+		},
+		{
+			name: "keepalive: an answer to the second probe resets the count",
+			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s, KeepaliveCount: 2},
+			steps: []step{
+				{advance: 15 * s, want: []string{"probe 10s", "probe 15s"}},
+				{advance: 1 * s, event: bytesIn},
+				{advance: 15 * s, want: []string{"probe 26s", "probe 31s"}},
+				{advance: 5 * s, want: []string{"close:keepalive 36s"}},
+			},
+		},
+		{
+			name: "keepalive: pongs do not keep an idle connection open",
+			cfg:  idle.Config{IdleTimeout: 25 * s, KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s},
+			steps: []step{
+				{advance: 10 * s, want: []string{"probe 10s"}},
+				{advance: 1 * s, event: bytesIn},
+				{advance: 10 * s, want: []string{"probe 21s"}},
+				{advance: 1 * s, event: bytesIn},
+				{advance: 3 * s, want: []string{"close:idle 25s"}},
+			},
+		},
+		{
+			name: "frame deadline is absolute: partial bytes do not extend it",
+			cfg:  idle.Config{FrameTimeout: 5 * s},
+			steps: []step{
+				{advance: 1 * s, event: frameStart},
+				{advance: 1 * s, event: frameStart}, // partial bytes
+				{advance: 1 * s, event: bytesIn},
+				{advance: 1 * s, event: frameStart},
+				{advance: 1 * s, event: received},
+				{advance: 1 * s, want: []string{"close:frame_deadline 6s"}},
+			},
+		},
+		{
+			name: "frame deadline cleared by FrameEnd, re-armed by the next frame",
+			cfg:  idle.Config{FrameTimeout: 5 * s},
+			steps: []step{
+				{advance: 1 * s, event: frameStart},
+				{advance: 4 * s, event: frameEnd},
+				{advance: 1 * s, event: frameStart}, // 6s: deadline 11s
+				{advance: 3 * s, event: frameEnd},   // 9s
+				{advance: 1 * s, event: frameStart}, // 10s: deadline 15s
+				{advance: 10 * s, want: []string{"close:frame_deadline 15s"}},
+			},
+		},
+		{
+			name: "no frame in flight: no frame close",
+			cfg:  idle.Config{FrameTimeout: 5 * s},
+			steps: []step{
+				{advance: 1 * s, event: frameStart},
+				{advance: 1 * s, event: frameEnd},
+				{advance: time.Hour},
+			},
+		},
+		{
+			name: "handshake deadline",
+			cfg:  idle.Config{HandshakeTimeout: 3 * s},
+			steps: []step{
+				{advance: 2 * s, event: activity},
+				{advance: 1 * s, want: []string{"close:handshake 3s"}},
+			},
+		},
+		{
+			name: "handshake done in time",
+			cfg:  idle.Config{HandshakeTimeout: 3 * s, IdleTimeout: 10 * s},
+			steps: []step{
+				{advance: 2 * s, event: handshakeDone},
+				{advance: 8 * s, want: []string{"close:idle 10s"}},
+			},
+		},
+		{
+			name: "max age without grace closes at once",
+			cfg:  idle.Config{MaxAge: 60 * s},
+			steps: []step{
+				{advance: 59 * s, event: received},
+				{advance: 1 * s, want: []string{"close:max_age 1m0s"}},
+			},
+		},
+		{
+			name: "max age with grace drains, then closes",
+			cfg:  idle.Config{MaxAge: 60 * s, MaxAgeGrace: 5 * s},
+			steps: []step{
+				{advance: 60 * s, want: []string{"drain 1m0s"}},
+				{advance: 4 * s, event: received},
+				{advance: 1 * s, want: []string{"close:max_age 1m5s"}},
+			},
+		},
+		{
+			name: "max age jitter from the injected source",
+			// Jitter(2*10s+1ns) returns 3s: age = 60s-10s+3s = 53s.
+			cfg: idle.Config{MaxAge: 60 * s, MaxAgeJitter: 10 * s, MaxAgeGrace: 5 * s,
+				Jitter: func(int64) int64 { return int64(3 * s) }},
+			steps: []step{
+				{advance: 53 * s, want: []string{"drain 53s"}},
+				{advance: 5 * s, want: []string{"close:max_age 58s"}},
+			},
+		},
+		{
+			name: "write stall: cleared by Drained, closes when output stays queued",
+			cfg:  idle.Config{WriteStallTimeout: 4 * s},
+			steps: []step{
+				{advance: 1 * s, event: written},
+				{advance: 3 * s, event: drained}, // 4s
+				{advance: 1 * s, event: written}, // 5s: deadline 9s
+				{advance: 1 * s, event: written}, // does not extend
+				{advance: 2 * s},
+				{advance: 1 * s, want: []string{"close:write_stall 9s"}},
+			},
+		},
+		{
+			name: "several due at once: one close, first in priority order",
+			cfg:  idle.Config{IdleTimeout: 10 * s, ReadSilenceTimeout: 10 * s, HandshakeTimeout: 10 * s},
+			steps: []step{
+				{advance: time.Minute, want: []string{"close:handshake 10s"}},
+			},
+		},
+		{
+			name: "stop before anything is due: no close ever",
+			cfg: idle.Config{IdleTimeout: 10 * s, KeepaliveTime: 2 * s, KeepaliveTimeout: time.Second,
+				FrameTimeout: s, WriteStallTimeout: s},
+			steps: []step{
+				{advance: s, event: frameStart},
+				{advance: 0, event: written},
+				{advance: 0, event: stop},
+				{advance: time.Hour},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := runSteps(t, tt.cfg, tt.steps)
+			h.tr.Stop()
+			assert.Zero(t, h.w.Len(), "timers left pending after the tracker ended")
+		})
+	}
+}
+
+// TestTracker_NoProbeWhileTrafficFlows sends a byte every 9s (just under
+// KeepaliveTime) for an hour: no probe, no close.
+func TestTracker_NoProbeWhileTrafficFlows(t *testing.T) {
+	h := newHarness(t, idle.Config{KeepaliveTime: 10 * time.Second, KeepaliveTimeout: time.Second,
+		ReadSilenceTimeout: 11 * time.Second})
+	for range 400 {
+		h.clk.Advance(9 * time.Second)
+		h.tr.BytesIn()
+	}
+	require.Empty(t, h.log)
+	h.clk.Advance(10 * time.Second)
+	require.Equal(t, []string{"probe 1h0m10s"}, h.log, "silence must still be noticed afterwards")
+}
+
+// TestTracker_CloseOnce checks that every reason is delivered once, the
+// tracker ends, its timers are released and later events do nothing.
+func TestTracker_CloseOnce(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		cfg   idle.Config
+		setup op
+		want  idle.Reason
+	}{
+		{cfg: idle.Config{IdleTimeout: s}, want: idle.ReasonIdle},
+		{cfg: idle.Config{ReadSilenceTimeout: s}, want: idle.ReasonDeadPeer},
+		{cfg: idle.Config{KeepaliveTime: s, KeepaliveTimeout: s}, want: idle.ReasonKeepalive},
+		{cfg: idle.Config{FrameTimeout: s}, setup: frameStart, want: idle.ReasonFrameDeadline},
+		{cfg: idle.Config{HandshakeTimeout: s}, want: idle.ReasonHandshake},
+		{cfg: idle.Config{MaxAge: s}, want: idle.ReasonMaxAge},
+		{cfg: idle.Config{WriteStallTimeout: s}, setup: written, want: idle.ReasonWriteStall},
+	} {
+		t.Run(tc.want.String(), func(t *testing.T) {
+			clk := wheel.NewManualClock()
+			w := wheel.New(wheel.WithClock(clk))
+			defer w.Stop()
+			var got []idle.Reason
+			var tr *idle.Tracker
+			tr, err := idle.New(w, tc.cfg, idle.Hooks{
+				Close: func(r idle.Reason) {
+					got = append(got, r)
+					assert.Equal(t, r, tr.Reason(), "Reason is set before the hook runs")
+					assert.False(t, tr.Stop(), "Stop after a close reports false")
+				},
+				Probe: func() {},
+			})
+			require.NoError(t, err)
+			(&harness{tr: tr}).do(tc.setup)
+			assert.Equal(t, idle.ReasonNone, tr.Reason())
+			clk.Advance(time.Minute)
+			require.Equal(t, []idle.Reason{tc.want}, got)
+			assert.Zero(t, w.Len(), "timers released")
+			for _, o := range []op{activity, bytesIn, frameStart, written, handshakeDone} {
+				(&harness{tr: tr}).do(o)
+			}
+			clk.Advance(time.Hour)
+			assert.Len(t, got, 1)
+			assert.Zero(t, w.Len(), "no timer re-armed after the close")
+			assert.Equal(t, tc.want, tr.Reason())
+			assert.False(t, tr.Stop())
+		})
+	}
+}
+
+func TestTracker_StopReleasesTimers(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	cfg := idle.Config{IdleTimeout: time.Minute, FrameTimeout: time.Second, WriteStallTimeout: time.Second}
+	var trs []*idle.Tracker
+	for range 100 {
+		tr, err := idle.New(w, cfg, idle.Hooks{Close: func(idle.Reason) { t.Error("unexpected close") }})
+		require.NoError(t, err)
+		tr.FrameStart()
+		tr.Written()
+		trs = append(trs, tr)
+	}
+	require.Equal(t, 300, w.Len(), "policy, frame and write timer each")
+	for _, tr := range trs {
+		assert.True(t, tr.Stop())
+		assert.False(t, tr.Stop(), "second Stop")
+	}
+	assert.Zero(t, w.Len())
+	clk.Advance(time.Hour)
+	for _, tr := range trs {
+		tr.FrameStart() // after Stop: must not arm again
+		tr.Written()
+	}
+	assert.Zero(t, w.Len())
+}
+
+func TestTracker_OnlyConfiguredTimers(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	tr, err := idle.New(w, idle.Config{}, idle.Hooks{Close: func(idle.Reason) {}})
+	require.NoError(t, err)
+	tr.Received()
+	tr.FrameStart()
+	tr.Written()
+	assert.Zero(t, w.Len(), "the zero Config arms nothing")
+	tr2, err := idle.New(w, idle.Config{IdleTimeout: time.Second, ReadSilenceTimeout: 2 * time.Second,
+		KeepaliveTime: time.Second, KeepaliveTimeout: time.Second, HandshakeTimeout: time.Second,
+		MaxAge: time.Minute}, idle.Hooks{Close: func(idle.Reason) {}, Probe: func() {}})
+	require.NoError(t, err)
+	tr2.Received()
+	assert.Equal(t, 1, w.Len(), "five policies share one timer")
+	tr.Stop()
+	tr2.Stop()
+}
+
+// TestTracker_MaxAgeJitterBounds draws ages from the default random source
+// and from sources that return out-of-range values, which are clamped.
+func TestTracker_MaxAgeJitterBounds(t *testing.T) {
+	const age, jit = 100 * time.Second, 10 * time.Second
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	newAge := func(src func(int64) int64) time.Duration {
+		tr, err := idle.New(w, idle.Config{MaxAge: age, MaxAgeJitter: jit, Jitter: src},
+			idle.Hooks{Close: func(idle.Reason) {}})
+		require.NoError(t, err)
+		defer tr.Stop()
+		return tr.AgeAt()
+	}
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for range 2000 {
+		a := newAge(nil)
+		require.GreaterOrEqual(t, a, age-jit)
+		require.LessOrEqual(t, a, age+jit)
+		lo, hi = min(lo, a), max(hi, a)
+	}
+	assert.Less(t, lo, age-jit/2, "jitter spreads below MaxAge")
+	assert.Greater(t, hi, age+jit/2, "jitter spreads above MaxAge")
+
+	var gotN int64
+	assert.Equal(t, age-jit, newAge(func(n int64) int64 { gotN = n; return -5 }))
+	assert.Equal(t, int64(2*jit+1), gotN, "source asked for [0, 2*jitter]")
+	assert.Equal(t, age+jit, newAge(func(n int64) int64 { return n + 100 }))
+	assert.Equal(t, age, newAge(func(n int64) int64 { return n / 2 }))
+	assert.Equal(t, age, idleAgeNoJitter(t, w, age))
+}
+
+func idleAgeNoJitter(t *testing.T, w *wheel.Wheel, age time.Duration) time.Duration {
+	tr, err := idle.New(w, idle.Config{MaxAge: age, Jitter: func(int64) int64 { panic("not called without jitter") }},
+		idle.Hooks{Close: func(idle.Reason) {}})
+	require.NoError(t, err)
+	defer tr.Stop()
+	return tr.AgeAt()
+}
+
+func TestNew_Hooks(t *testing.T) {
+	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
+	defer w.Stop()
+	_, err := idle.New(w, idle.Config{IdleTimeout: time.Second}, idle.Hooks{})
+	assert.ErrorIs(t, err, idle.ErrHook)
+	_, err = idle.New(w, idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second},
+		idle.Hooks{Close: func(idle.Reason) {}})
+	assert.ErrorIs(t, err, idle.ErrHook)
+	_, err = idle.New(w, idle.Config{IdleTimeout: -1}, idle.Hooks{Close: func(idle.Reason) {}})
+	assert.ErrorIs(t, err, idle.ErrNegative)
+	assert.Zero(t, w.Len())
+}
+
+func TestReason_Names(t *testing.T) {
+	want := map[idle.Reason]string{
+		idle.ReasonIdle: "idle", idle.ReasonDeadPeer: "dead_peer", idle.ReasonKeepalive: "keepalive",
+		idle.ReasonFrameDeadline: "frame_deadline", idle.ReasonHandshake: "handshake",
+		idle.ReasonMaxAge: "max_age", idle.ReasonWriteStall: "write_stall",
+	}
+	rs := idle.Reasons()
+	require.Len(t, rs, len(want))
+	for _, r := range rs {
+		assert.Equal(t, want[r], r.String())
+		assert.Equal(t, want[r], r.Error())
+		assert.Equal(t, want[r], fmt.Sprint(r), "fmt prints the label")
+	}
+	assert.Equal(t, "none", idle.ReasonNone.String())
+	assert.Equal(t, "unknown", idle.Reason(200).String())
+}

@@ -1,0 +1,204 @@
+package retransmit
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	DefaultInitialRTO     = time.Second            // RFC 6298 section 2.1
+	DefaultMinRTO         = 200 * time.Millisecond // Linux's TCP_RTO_MIN
+	DefaultMaxRTO         = 60 * time.Second       // RFC 6298 section 2.5's lowest allowed cap
+	DefaultMaxRetransmits = 10
+	DefaultGiveUpAfter    = 30 * time.Second
+	DefaultWindow         = 1024
+
+	// MaxWindow is the largest Window a Config accepts.
+	MaxWindow = 1 << 20
+
+	// MaxSample is the longest RTT sample the Estimator uses; longer samples
+	// are treated as MaxSample. It keeps the integer arithmetic far from
+	// overflow (about 13 days, never reached by a live connection).
+	MaxSample = time.Duration(1 << 50)
+)
+
+// Variant selects how the minimum RTO is applied.
+type Variant uint8
+
+const (
+	// RFC6298 clamps the computed RTO to [MinRTO, MaxRTO]:
+	// RTO = min(MaxRTO, max(MinRTO, SRTT + max(G, 4*RTTVAR))).
+	RFC6298 Variant = iota
+
+	// Linux applies MinRTO as a floor on the variance term instead, as the
+	// Linux TCP stack does (its rttvar never drops below tcp_rto_min):
+	// RTO = min(MaxRTO, SRTT + max(G, 4*RTTVAR, MinRTO)). On a path with a
+	// stable RTT this keeps the RTO MinRTO above SRTT, where RFC6298 lets it
+	// fall to SRTT+G once SRTT exceeds MinRTO. The RTO never falls below
+	// MinRTO either way, since SRTT >= 0.
+	Linux
+)
+
+// String returns "rfc6298" or "linux".
+func (v Variant) String() string {
+	switch v {
+	case RFC6298:
+		return "rfc6298"
+	case Linux:
+		return "linux"
+	}
+	return fmt.Sprintf("Variant(%d)", uint8(v))
+}
+
+// Config configures an Estimator and a Tracker. Zero fields take the
+// defaults documented on each; negative values and contradictions make
+// NewEstimator and NewTracker fail with an error wrapping ErrInvalidConfig.
+// The Estimator reads only the first five fields.
+type Config struct {
+	// InitialRTO is the RTO before the first RTT sample (0: 1 s). It is
+	// clamped into [MinRTO, MaxRTO].
+	InitialRTO time.Duration
+	// MinRTO is the floor of the RTO under RFC6298, or of the variance
+	// term under Linux (0: 200 ms).
+	MinRTO time.Duration
+	// MaxRTO caps the RTO, backoff included (0: 60 s). It must be at least
+	// MinRTO. RFC 6298 asks for at least 60 s; smaller values are accepted.
+	MaxRTO time.Duration
+	// Granularity is the clock granularity G of RFC 6298: the floor of the
+	// variance term. 0 means the wheel's tick for a Tracker and
+	// wheel.DefaultTick (1 ms) for a standalone Estimator.
+	Granularity time.Duration
+	// Variant selects RFC6298 (the zero value) or Linux.
+	Variant Variant
+
+	// MaxRetransmits is how many times the Tracker retransmits the oldest
+	// unacknowledged message before giving up on its next timeout
+	// (0: 10).
+	MaxRetransmits int
+	// GiveUpAfter is how long a message may stay unacknowledged, counted
+	// from its first transmission, before the Tracker gives up (0: 30 s).
+	GiveUpAfter time.Duration
+	// Window bounds the span of outstanding sequence numbers, from the
+	// lowest unacknowledged one to the highest sent (0: 1024; at most
+	// MaxWindow). Sent fails with ErrWindowFull beyond it.
+	Window int
+}
+
+// Errors returned by this package. All are comparable with errors.Is.
+var (
+	// ErrInvalidConfig is wrapped by every configuration error.
+	ErrInvalidConfig = errors.New("retransmit: invalid config")
+	// ErrWindowFull is returned by Tracker.Sent when Window sequence
+	// numbers are already outstanding.
+	ErrWindowFull = errors.New("retransmit: window full")
+	// ErrSequence is returned by Tracker.Sent when seq is not one more than
+	// the previous seq.
+	ErrSequence = errors.New("retransmit: sequence out of order")
+	// ErrClosed is returned by Tracker.Sent after the tracker gave up or
+	// was closed.
+	ErrClosed = errors.New("retransmit: tracker closed")
+
+	// ErrGiveUp is matched by every *GiveUpError.
+	ErrGiveUp = errors.New("retransmit: give up")
+	// ErrMaxRetransmits is matched by a *GiveUpError caused by
+	// Config.MaxRetransmits.
+	ErrMaxRetransmits = errors.New("retransmit: too many retransmissions")
+	// ErrUnackedTimeout is matched by a *GiveUpError caused by
+	// Config.GiveUpAfter.
+	ErrUnackedTimeout = errors.New("retransmit: unacknowledged too long")
+)
+
+// GiveUpError is the close reason a Tracker delivers to Handlers.GiveUp.
+// errors.Is matches it against ErrGiveUp and against Limit.
+type GiveUpError struct {
+	// Limit is ErrMaxRetransmits or ErrUnackedTimeout: which limit was hit.
+	Limit error
+	// Seq is the oldest unacknowledged message.
+	Seq uint64
+	// Retransmits is how many times Seq was retransmitted.
+	Retransmits int
+	// Unacked is how long Seq had been outstanding, since its first
+	// transmission.
+	Unacked time.Duration
+}
+
+// Error describes the limit and the message it was hit on.
+func (e *GiveUpError) Error() string {
+	return fmt.Sprintf("retransmit: give up on seq %d after %d retransmissions, %v unacknowledged: %v",
+		e.Seq, e.Retransmits, e.Unacked, e.Limit)
+}
+
+// Unwrap returns ErrGiveUp and Limit, so errors.Is matches both.
+func (e *GiveUpError) Unwrap() []error { return []error{ErrGiveUp, e.Limit} }
+
+// resolved is a validated Config with defaults applied, in nanoseconds.
+type resolved struct {
+	initialNanos, minNanos, maxNanos, granNanos int64
+	linux                                       bool
+	maxRetransmits                              int
+	giveUpNanos                                 int64
+	window                                      int
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+// resolve validates c and applies defaults; defaultGran replaces a zero
+// Granularity.
+func (c Config) resolve(defaultGran time.Duration) (resolved, error) {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"InitialRTO", c.InitialRTO}, {"MinRTO", c.MinRTO}, {"MaxRTO", c.MaxRTO},
+		{"Granularity", c.Granularity}, {"GiveUpAfter", c.GiveUpAfter},
+	} {
+		if f.d < 0 {
+			return resolved{}, invalid("%s %v is negative", f.name, f.d)
+		}
+		if f.d > MaxSample {
+			return resolved{}, invalid("%s %v exceeds %v", f.name, f.d, MaxSample)
+		}
+	}
+	if c.Variant != RFC6298 && c.Variant != Linux {
+		return resolved{}, invalid("unknown %v", c.Variant)
+	}
+	if c.MaxRetransmits < 0 {
+		return resolved{}, invalid("MaxRetransmits %d is negative", c.MaxRetransmits)
+	}
+	if c.Window < 0 || c.Window > MaxWindow {
+		return resolved{}, invalid("Window %d outside [0, %d]", c.Window, MaxWindow)
+	}
+	r := resolved{
+		initialNanos:   int64(orDefault(c.InitialRTO, DefaultInitialRTO)),
+		minNanos:       int64(orDefault(c.MinRTO, DefaultMinRTO)),
+		maxNanos:       int64(orDefault(c.MaxRTO, DefaultMaxRTO)),
+		granNanos:      int64(orDefault(c.Granularity, defaultGran)),
+		linux:          c.Variant == Linux,
+		maxRetransmits: c.MaxRetransmits,
+		giveUpNanos:    int64(orDefault(c.GiveUpAfter, DefaultGiveUpAfter)),
+		window:         c.Window,
+	}
+	if r.minNanos > r.maxNanos {
+		return resolved{}, invalid("MinRTO %v exceeds MaxRTO %v",
+			time.Duration(r.minNanos), time.Duration(r.maxNanos))
+	}
+	r.initialNanos = min(max(r.initialNanos, r.minNanos), r.maxNanos)
+	if r.maxRetransmits == 0 {
+		r.maxRetransmits = DefaultMaxRetransmits
+	}
+	if r.window == 0 {
+		r.window = DefaultWindow
+	}
+	return r, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
