@@ -1,0 +1,687 @@
+// Package netserver is an event-loop TCP server on gnet v2 in which every
+// connection gets its idle, keepalive, frame-deadline, handshake, max-age,
+// write-stall and retransmission timeouts from one timing wheel, touched in
+// O(1) with no allocation and no lock on every packet, and expired
+// connections are reaped cleanly, each with a typed Reason that is logged
+// and counted.
+//
+// Users implement a small Handler (or use Echo) and choose the Raw byte
+// stream or the Framed protocol of docs/protocol.md. Expiries are delivered
+// to each connection's own event loop, batched: one hand-off per loop per
+// wheel tick carries all of that loop's expired connections.
+package netserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/retransmit"
+	"github.com/netwheel/netwheel/wheel"
+)
+
+// Server is a gnet v2 TCP server with per-connection timeouts. Create it
+// with New, run it with Start, stop it with Shutdown. Its methods may be
+// called from any goroutine.
+//
+// Ownership: cfg, h, log, wheel, m and idleCfg are set by New and read-only
+// after. eng and addr are written once in OnBoot, before booted is closed.
+// loops is copy-on-write under loopsMu. Counters are atomic.
+type Server struct {
+	cfg          Config
+	h            Handler
+	log          *slog.Logger
+	wheel        *wheel.Wheel
+	m            *metrics
+	idleCfg      idle.Config
+	maxFrame     int
+	stallTimeout time.Duration
+
+	eng    gnet.Engine
+	addr   net.Addr
+	booted chan struct{}
+	done   chan struct{}
+	runErr error
+
+	loopsMu sync.Mutex
+	loops   atomic.Pointer[[]*loop]
+	byEL    map[gnet.EventLoop]*loop // under loopsMu
+
+	open        atomic.Int64
+	accepted    atomic.Int64
+	closed      [numReasons]atomic.Int64
+	expiries    atomic.Int64
+	probes      atomic.Int64
+	retransmits atomic.Int64
+
+	started      atomic.Bool
+	draining     atomic.Bool
+	drained      chan struct{} // closed when draining and no connection is open
+	drainedOnce  sync.Once
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// loop is the server's state for one gnet event loop.
+//
+// Ownership: head and scheduled are shared (timer callbacks push, the loop
+// pops). Everything else belongs to the loop's goroutine.
+type loop struct {
+	s         *Server
+	el        gnet.EventLoop
+	head      atomic.Pointer[Conn]
+	scheduled atomic.Bool
+	run       gnet.RunnableFunc
+
+	out       []byte
+	inTraffic bool
+	conns     map[*Conn]struct{}
+	free      [][]byte
+}
+
+// New validates cfg and builds a Server that will run h. It starts nothing:
+// call Start.
+func New(cfg Config, h Handler) (*Server, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil Handler", ErrConfig)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		h:        h,
+		log:      cfg.Logger,
+		booted:   make(chan struct{}),
+		done:     make(chan struct{}),
+		drained:  make(chan struct{}),
+		byEL:     map[gnet.EventLoop]*loop{},
+		maxFrame: cfg.MaxFrame,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxFrame == 0 {
+		s.maxFrame = frame.DefaultMax
+	}
+	// The write-stall timeout is the server's own: only the event loop can
+	// tell whether output is still queued.
+	s.idleCfg = cfg.Timeouts
+	s.stallTimeout = s.idleCfg.WriteStallTimeout
+	s.idleCfg.WriteStallTimeout = 0
+	s.loops.Store(&[]*loop{})
+	m, err := newMetrics(s, cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	return s, nil
+}
+
+// Start starts listening and serving, and returns once the listener is up
+// (or failed). It may be called once.
+func (s *Server) Start() error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("netserver: Start called twice")
+	}
+	tick := s.cfg.Tick
+	if tick == 0 {
+		tick = wheel.DefaultTick
+	}
+	s.wheel = wheel.New(wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff))
+	loops := s.cfg.EventLoops
+	if loops == 0 {
+		loops = runtime.GOMAXPROCS(0)
+	}
+	opts := []gnet.Option{
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(loops),
+		gnet.WithReusePort(s.cfg.ReusePort),
+		gnet.WithReuseAddr(true),
+		gnet.WithTicker(false),
+		gnet.WithLogger(gnetLogger{s.log}),
+	}
+	if k := s.cfg.Kernel; k.KeepaliveIdle > 0 {
+		opts = append(opts, gnet.WithTCPKeepAlive(k.KeepaliveIdle))
+		if k.KeepaliveInterval > 0 {
+			opts = append(opts, gnet.WithTCPKeepInterval(k.KeepaliveInterval))
+		}
+		if k.KeepaliveCount > 0 {
+			opts = append(opts, gnet.WithTCPKeepCount(k.KeepaliveCount))
+		}
+	}
+	go func() {
+		defer close(s.done)
+		s.runErr = gnet.Run(&events{s: s}, "tcp://"+s.cfg.Addr, opts...)
+	}()
+	select {
+	case <-s.booted:
+		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
+			"event_loops", loops, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
+		return nil
+	case <-s.done:
+		s.wheel.Stop()
+		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, s.runErr)
+	}
+}
+
+// Addr reports the address the server listens on (after Start).
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// Shutdown stops the server gracefully: it stops taking connections (new
+// ones are closed at once with ReasonShutdown), closes idle connections
+// (Framed: after a CLOSE frame, unless SilentShutdown), lets busy ones (a
+// frame half received, data unacknowledged or queued) finish until ctx is
+// done, then closes the rest, stops the event loops and the wheel. No
+// goroutine or timer of the server outlives it. It returns ctx's error if
+// connections had to be cut, and is idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	if !s.started.Load() {
+		return nil
+	}
+	select {
+	case <-s.done: // never booted, or already stopped
+		s.wheel.Stop()
+		return nil
+	default:
+	}
+	s.draining.Store(true)
+	s.checkDrained()
+	for _, l := range *s.loops.Load() {
+		_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			for c := range l.conns {
+				if c.isIdle() {
+					c.closeWith(ReasonShutdown)
+				}
+			}
+			return nil
+		}))
+	}
+	var err error
+	select {
+	case <-s.drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.log.Warn("netserver: shutdown deadline passed, closing busy connections", "open", s.open.Load())
+		for _, l := range *s.loops.Load() {
+			_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				for c := range l.conns {
+					c.closeWith(ReasonShutdown)
+				}
+				return nil
+			}))
+		}
+		select {
+		case <-s.drained:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := s.eng.Stop(stopCtx); serr != nil && err == nil {
+		err = fmt.Errorf("netserver: stop engine: %w", serr)
+	}
+	<-s.done
+	s.wheel.Stop()
+	s.log.Info("netserver: stopped", "accepted", s.accepted.Load())
+	return err
+}
+
+func (s *Server) checkDrained() {
+	if s.draining.Load() && s.open.Load() == 0 {
+		s.drainedOnce.Do(func() { close(s.drained) })
+	}
+}
+
+// Stats is a snapshot of a Server's counters.
+type Stats struct {
+	Open          int64            // connections open now
+	Accepted      int64            // connections accepted since Start
+	Closed        map[string]int64 // closed connections by Reason name
+	TimersPending int              // timers pending in the wheel
+	Expiries      int64            // timer expiries handed to event loops
+	Probes        int64            // keepalive probes sent
+	Retransmits   int64            // DATA frames retransmitted
+	GiveUps       int64            // connections closed by retransmission give-up
+}
+
+// Stats returns a snapshot of the server's counters. Any goroutine.
+func (s *Server) Stats() Stats {
+	st := Stats{
+		Open:        s.open.Load(),
+		Accepted:    s.accepted.Load(),
+		Closed:      map[string]int64{},
+		Expiries:    s.expiries.Load(),
+		Probes:      s.probes.Load(),
+		Retransmits: s.retransmits.Load(),
+		GiveUps:     s.closed[ReasonGiveUp].Load(),
+	}
+	if s.wheel != nil {
+		st.TimersPending = s.wheel.Len()
+	}
+	for r := ReasonPeerClosed; r < numReasons; r++ {
+		if n := s.closed[r].Load(); n != 0 {
+			st.Closed[r.String()] = n
+		}
+	}
+	return st
+}
+
+// MetricsHandler serves the server's metrics in the Prometheus text format
+// (when Config.Registerer is nil; otherwise they are in that registry).
+func (s *Server) MetricsHandler() http.Handler { return s.m.handler }
+
+// handOff runs on the wheel's goroutine after each batch of expiries: one
+// Execute per event loop that has expired connections.
+func (s *Server) handOff() {
+	for _, l := range *s.loops.Load() {
+		if l.head.Load() != nil && l.scheduled.CompareAndSwap(false, true) {
+			if err := l.el.Execute(context.Background(), l.run); err != nil {
+				l.scheduled.Store(false) // shutting down: OnClose cleans up
+			}
+		}
+	}
+}
+
+// runExpiries runs on the event loop: it takes every connection the wheel
+// handed over and acts on its expiries. A connection closed since is skipped.
+func (l *loop) runExpiries(context.Context) error {
+	l.scheduled.Store(false)
+	c := l.head.Swap(nil)
+	for c != nil {
+		next := c.next
+		c.next = nil
+		c.queued.Store(false)
+		ev := c.events.Swap(0)
+		if !c.closed && !c.closing {
+			l.s.expiries.Add(1)
+			l.s.safely(c, func() { c.handleEvents(ev) })
+		}
+		c = next
+	}
+	return nil
+}
+
+// buffer returns an empty slice with room for n bytes, reusing freed ones.
+func (l *loop) buffer(n int) []byte {
+	for i := len(l.free) - 1; i >= 0 && i >= len(l.free)-4; i-- {
+		if b := l.free[i]; cap(b) >= n {
+			l.free[i] = l.free[len(l.free)-1]
+			l.free = l.free[:len(l.free)-1]
+			return b[:0]
+		}
+	}
+	return make([]byte, 0, max(n, 64))
+}
+
+func (l *loop) release(b []byte) {
+	if len(l.free) < 4096 && cap(b) <= 64<<10 {
+		l.free = append(l.free, b)
+	}
+}
+
+func (s *Server) loopFor(el gnet.EventLoop) *loop {
+	s.loopsMu.Lock()
+	defer s.loopsMu.Unlock()
+	if l, ok := s.byEL[el]; ok {
+		return l
+	}
+	l := &loop{s: s, el: el, conns: map[*Conn]struct{}{}}
+	l.run = l.runExpiries
+	s.byEL[el] = l
+	loops := append(append([]*loop(nil), *s.loops.Load()...), l)
+	s.loops.Store(&loops)
+	return l
+}
+
+// safely runs f, turning a panic into a close with ReasonPanic.
+func (s *Server) safely(c *Conn, f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("netserver: handler panicked; closing the connection",
+				"remote", remote(c), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			c.closing = false // let closeWith run
+			c.closeWith(ReasonPanic)
+		}
+	}()
+	f()
+}
+
+func remote(c *Conn) string {
+	if c == nil || c.gc == nil || c.gc.RemoteAddr() == nil {
+		return ""
+	}
+	return c.gc.RemoteAddr().String()
+}
+
+// events implements gnet.EventHandler.
+type events struct {
+	gnet.BuiltinEventEngine
+	s *Server
+}
+
+func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
+	s := e.s
+	s.eng = eng
+	s.addr = listenAddr(eng, s.cfg.Addr)
+	close(s.booted)
+	return gnet.None
+}
+
+// listenAddr asks the kernel which address the listener got (the port may
+// have been 0).
+func listenAddr(eng gnet.Engine, cfgAddr string) net.Addr {
+	fallback := func() net.Addr {
+		a, _ := net.ResolveTCPAddr("tcp", cfgAddr)
+		return a
+	}
+	fd, err := eng.Dup()
+	if err != nil {
+		return fallback()
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return fallback()
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]).To16(), Port: a.Port}
+	case *unix.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port, Zone: strconv.Itoa(int(a.ZoneId))}
+	}
+	return fallback()
+}
+
+func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	s := e.s
+	s.accepted.Add(1)
+	l := s.loopFor(gc.EventLoop())
+	c := &Conn{gc: gc, l: l, s: s, recvNext: 1, sendNext: 1}
+	gc.SetContext(c)
+	var reject Reason
+	switch {
+	case s.draining.Load():
+		reject = ReasonShutdown
+	case s.cfg.MaxConns > 0 && s.open.Load() >= int64(s.cfg.MaxConns):
+		reject = ReasonOverload
+	}
+	if reject != ReasonNone {
+		c.rejected = true
+		c.closing = true
+		c.reason = reject
+		if s.cfg.Protocol == Framed {
+			return frame.AppendClose(nil, reject.code(), reject.String()), gnet.Close
+		}
+		return nil, gnet.Close
+	}
+
+	tr, err := idle.New(s.wheel, s.idleCfg, idle.Hooks{
+		Close: func(r idle.Reason) { c.postClose(fromIdle(r)) },
+		Probe: func() { c.post(evProbe) },
+		Drain: func() { c.post(evDrain) },
+	})
+	if err != nil { // validated in New; cannot happen
+		s.log.Error("netserver: idle tracker", "err", err)
+		c.rejected, c.closing, c.reason = true, true, ReasonPanic
+		return nil, gnet.Close
+	}
+	c.idle = tr
+	if s.cfg.Protocol == Framed {
+		err := c.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Handlers{
+			Retransmit: func(uint64, int) { c.post(evRetransmit) },
+			GiveUp:     func(error) { c.postClose(ReasonGiveUp) },
+			Sample:     func(rtt time.Duration) { s.m.rtt.Observe(rtt.Seconds()) },
+		})
+		if err != nil {
+			s.log.Error("netserver: retransmit tracker", "err", err)
+			tr.Stop()
+			c.rejected, c.closing, c.reason = true, true, ReasonPanic
+			return nil, gnet.Close
+		}
+	}
+	if s.stallTimeout > 0 {
+		c.stall.Init(s.wheel, func() { c.post(evStall) })
+	}
+	if s.cfg.Kernel.UserTimeout > 0 {
+		if err := setUserTimeout(gc.Fd(), s.cfg.Kernel.UserTimeout); err != nil {
+			s.log.Debug("netserver: TCP_USER_TIMEOUT", "err", err)
+		}
+	}
+	l.conns[c] = struct{}{}
+	s.open.Add(1)
+	l.inTraffic = true // closeWith must not close inside OnOpen: return gnet.Close
+	s.safely(c, func() { s.h.OnOpen(c) })
+	l.inTraffic = false
+	c.flush()
+	if c.closing && !c.closed {
+		return nil, gnet.Close
+	}
+	return nil, gnet.None
+}
+
+func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*Conn)
+	if !ok {
+		return gnet.Close
+	}
+	if c.closing {
+		_, _ = gc.Discard(-1)
+		return gnet.Close
+	}
+	s := e.s
+	l := c.l
+	l.inTraffic = true
+	s.safely(c, func() {
+		if s.cfg.Protocol == Raw {
+			c.onRaw()
+		} else {
+			c.onFramed()
+		}
+	})
+	l.inTraffic = false
+	c.flush()
+	if !c.closing && s.draining.Load() && c.isIdle() {
+		l.inTraffic = true
+		c.closeWith(ReasonShutdown)
+		l.inTraffic = false
+		c.flush()
+	}
+	if c.closing {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+func (c *Conn) onRaw() {
+	buf, _ := c.gc.Peek(-1)
+	if len(buf) == 0 {
+		return
+	}
+	c.idle.Received()
+	if !c.handshook {
+		c.handshook = true
+		c.idle.HandshakeDone()
+	}
+	c.s.h.OnMessage(c, buf)
+	_, _ = c.gc.Discard(len(buf))
+}
+
+func (c *Conn) onFramed() {
+	s := c.s
+	buf, _ := c.gc.Peek(-1)
+	if len(buf) == 0 {
+		return
+	}
+	c.idle.BytesIn()
+	used := 0
+	acked := false
+	needAck := false
+	for !c.closing {
+		f, n, err := frame.Parse(buf[used:], s.maxFrame)
+		if errors.Is(err, frame.ErrShort) {
+			if used < len(buf) && !c.inFrame {
+				c.inFrame = true
+				c.idle.FrameStart()
+			}
+			break
+		}
+		if err != nil {
+			if errors.Is(err, frame.ErrTooLarge) {
+				c.closeWith(ReasonTooLarge)
+			} else {
+				c.closeWith(ReasonProtocol)
+			}
+			break
+		}
+		used += n
+		if c.inFrame {
+			c.inFrame = false
+			c.idle.FrameEnd()
+		}
+		if !c.handshook {
+			c.handshook = true
+			c.idle.HandshakeDone()
+		}
+		switch f.Type {
+		case frame.TypeData:
+			switch {
+			case f.Seq == c.recvNext:
+				c.recvNext++
+				c.idle.Activity()
+				needAck = true
+				s.h.OnMessage(c, f.Payload)
+			case f.Seq < c.recvNext:
+				needAck = true // a retransmission: acknowledge again, deliver once
+			default:
+				c.closeWith(ReasonProtocol)
+			}
+		case frame.TypeAck:
+			if f.Seq >= c.sendNext {
+				c.closeWith(ReasonProtocol)
+				break
+			}
+			if f.Seq > c.ackedTo {
+				c.rtx.AckedThrough(f.Seq, s.wheel.Now())
+				for c.ackedTo < f.Seq {
+					c.l.release(c.unacked[0])
+					c.unacked[0] = nil
+					c.unacked = c.unacked[1:]
+					c.ackedTo++
+				}
+				acked = true
+			}
+		case frame.TypePing:
+			c.l.out = frame.AppendPong(c.l.out, f.Nonce)
+		case frame.TypePong:
+		case frame.TypeClose:
+			c.sentClose = true // the peer is going: no need to tell it
+			c.closeWith(ReasonPeerClosed)
+		}
+	}
+	if needAck && !c.closing {
+		c.l.out = frame.AppendAck(c.l.out, c.recvNext-1)
+	}
+	if acked && len(c.unacked) == 0 && cap(c.unacked) > 64 {
+		c.unacked = nil // do not pin a burst's worth of slots
+	}
+	if c.closing {
+		_, _ = c.gc.Discard(-1)
+		return
+	}
+	_, _ = c.gc.Discard(used)
+}
+
+func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*Conn)
+	if !ok || c.closed {
+		return gnet.None
+	}
+	s := e.s
+	c.closed = true
+	if c.reason == ReasonNone {
+		switch {
+		case err == nil && s.draining.Load():
+			c.reason = ReasonShutdown
+		case err == nil:
+			c.reason = ReasonServerClosed
+		case errors.Is(err, io.EOF):
+			c.reason = ReasonPeerClosed
+		default:
+			c.reason = ReasonError
+		}
+	}
+	s.closed[c.reason].Add(1)
+	if c.rejected {
+		s.log.Debug("netserver: connection refused", "remote", remote(c), "reason", c.reason.String())
+		return gnet.None
+	}
+	c.idle.Stop()
+	if s.cfg.Protocol == Framed {
+		c.rtx.Close()
+	}
+	if s.stallTimeout > 0 {
+		c.stall.Stop()
+	}
+	for i, b := range c.unacked {
+		c.l.release(b)
+		c.unacked[i] = nil
+	}
+	c.unacked = nil
+	delete(c.l.conns, c)
+	s.open.Add(-1)
+	level := slog.LevelDebug
+	switch c.reason {
+	case ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake,
+		ReasonMaxAge, ReasonWriteStall, ReasonGiveUp:
+		level = slog.LevelInfo
+	case ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError:
+		level = slog.LevelWarn
+	}
+	if s.log.Enabled(context.Background(), level) {
+		attrs := []any{"remote", remote(c), "reason", c.reason.String()}
+		if err != nil && c.reason == ReasonError {
+			attrs = append(attrs, "err", err.Error())
+		}
+		s.log.Log(context.Background(), level, "netserver: connection closed", attrs...)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("netserver: handler panicked in OnClose", "panic", fmt.Sprint(p))
+			}
+		}()
+		s.h.OnClose(c, c.reason)
+	}()
+	s.checkDrained()
+	return gnet.None
+}
+
+// gnetLogger sends gnet's own logs to slog at debug level (errors at error).
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error("gnet: fatal: " + fmt.Sprintf(f, a...)) }

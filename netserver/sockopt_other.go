@@ -1,0 +1,8 @@
+//go:build !linux
+
+package netserver
+
+import "time"
+
+// setUserTimeout is a no-op where TCP_USER_TIMEOUT does not exist.
+func setUserTimeout(int, time.Duration) error { return nil }
