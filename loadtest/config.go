@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+// errUsage is wrapped by every flag validation error.
+var errUsage = errors.New("loadtest: bad flags")
+
+const kindNetwheel = "netwheel"
+
+// options is the parsed and validated command line.
+type options struct {
+	addr      string // "" means embedded
+	server    string
+	proto     attack.Proto
+	scenarios []string
+	conns     int
+	rate      float64
+	size      int
+	duration  time.Duration
+	closed    bool
+	churnRate float64
+	timeouts  report.Timeouts
+	shardI    int // 0-based
+	shardN    int
+	jsonPath  string
+	plotPath  string
+	quiet     bool
+	maxConns  int // embedded netwheel server's MaxConns (0: no limit)
+	dialConc  int
+	notes     []string
+}
+
+// parseShard parses "i/n" with 1 <= i <= n.
+func parseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	if ok {
+		i, err = strconv.Atoi(a)
+		if err == nil {
+			n, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || n < 1 || i < 1 || i > n {
+		return 0, 0, fmt.Errorf("%w: -shard %q: want i/n with 1 <= i <= n, such as 1/2", errUsage, s)
+	}
+	return i - 1, n, nil
+}
+
+// shareOf returns shard i's (0-based) share of total items out of n
+// shards: the shares differ by at most one and add up to total.
+func shareOf(total, i, n int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
+}
+
+// parseFlags parses the run command's flags; out receives -h's text.
+func parseFlags(args []string, out io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var proto, scen, shard string
+	t := &o.timeouts
+	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
+	fs.StringVar(&o.server, "server", kindNetwheel, "embedded server: netwheel, gnet (no timers), netdeadline (goroutine per conn, SetReadDeadline), gnetafterfunc (time.AfterFunc per conn)")
+	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for netwheel, raw for the baselines and -addr)")
+	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, keepalive, retransmit, slowloris, churn, mixed (= all); default all the protocol supports")
+	fs.IntVar(&o.conns, "conns", 400, "connections per scenario (keepalive: half survive, half silent)")
+	fs.Float64Var(&o.rate, "rate", 20, "echo: messages/s per connection, open loop")
+	fs.IntVar(&o.size, "size", 64, "message payload `bytes`")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "echo and churn sending time; the run lasts until the timer scenarios finish too")
+	fs.BoolVar(&o.closed, "closed", false, "echo: closed loop (each connection sends when its previous echo arrived) instead of open loop")
+	fs.Float64Var(&o.churnRate, "churn-rate", 100, "churn: connections opened (and closed) per second")
+	fs.DurationVar(&t.Idle, "idle", 2*time.Second, "server idle timeout (0: off)")
+	fs.DurationVar(&t.KeepaliveTime, "keepalive", 500*time.Millisecond, "server keepalive time: read silence before a ping (0: off)")
+	fs.DurationVar(&t.KeepaliveTimeout, "keepalive-timeout", 500*time.Millisecond, "server keepalive timeout: wait for an answer to each ping")
+	fs.IntVar(&t.KeepaliveCount, "keepalive-count", 1, "server keepalive pings before giving up")
+	fs.DurationVar(&t.Frame, "frame-timeout", time.Second, "server frame deadline, first byte to last (0: off)")
+	fs.DurationVar(&t.InitialRTO, "rto", 100*time.Millisecond, "server initial retransmission timeout")
+	fs.DurationVar(&t.MinRTO, "min-rto", 50*time.Millisecond, "server minimum retransmission timeout")
+	fs.DurationVar(&t.MaxRTO, "max-rto", 10*time.Second, "server maximum retransmission timeout")
+	fs.IntVar(&t.MaxRetransmits, "max-retransmits", 3, "server retransmissions before giving up")
+	fs.DurationVar(&t.GiveUpAfter, "give-up", 5*time.Second, "server give-up time for an unacknowledged message")
+	fs.DurationVar(&t.Tick, "tick", time.Millisecond, "server timer tick: closes earlier than this count as early")
+	fs.DurationVar(&t.Slack, "slack", 500*time.Millisecond, "how late after its deadline a close still counts as on time")
+	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`)")
+	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
+	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
+	fs.BoolVar(&o.quiet, "q", false, "no progress line")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "embedded netwheel server's connection limit (0: none)")
+	fs.IntVar(&o.dialConc, "dial-concurrency", 128, "dials in flight at once")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
+			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q (did you mean `loadtest report`?)", errUsage, fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if o.addr != "" {
+		if set["server"] {
+			return nil, fmt.Errorf("%w: -server picks an embedded server; it cannot be used with -addr", errUsage)
+		}
+		if _, _, err := net.SplitHostPort(o.addr); err != nil {
+			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
+		}
+		o.server = "external"
+	} else if !slices.Contains([]string{kindNetwheel, baseline.KindGnet, baseline.KindNetDeadline, baseline.KindGnetAfterFunc}, o.server) {
+		return nil, fmt.Errorf("%w: -server %q: want netwheel, gnet, netdeadline or gnetafterfunc", errUsage, o.server)
+	}
+	switch proto {
+	case "":
+		o.proto = attack.Raw
+		if o.server == kindNetwheel {
+			o.proto = attack.Framed
+		}
+	case "raw":
+		o.proto = attack.Raw
+	case "framed":
+		o.proto = attack.Framed
+		if o.server != kindNetwheel && o.addr == "" {
+			return nil, fmt.Errorf("%w: -server %s speaks only the raw protocol", errUsage, o.server)
+		}
+	default:
+		return nil, fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
+	}
+	var err error
+	if o.scenarios, err = parseScenarios(scen, o.proto); err != nil {
+		return nil, err
+	}
+	if o.shardI, o.shardN, err = parseShard(shard); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.conns < 0:
+		return nil, fmt.Errorf("%w: -conns %d is negative", errUsage, o.conns)
+	case !(o.rate > 0) || o.rate > 1e6:
+		return nil, fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.rate)
+	case o.size < 1 || o.size > frame.DefaultMax-9:
+		return nil, fmt.Errorf("%w: -size %d: want 1 to %d bytes", errUsage, o.size, frame.DefaultMax-9)
+	case o.duration <= 0 || o.duration > 24*time.Hour:
+		return nil, fmt.Errorf("%w: -duration %s: want more than 0 and at most 24h", errUsage, o.duration)
+	case o.churnRate < 0 || o.churnRate > 1e5:
+		return nil, fmt.Errorf("%w: -churn-rate %v: want 0 to 1e5 connections/s", errUsage, o.churnRate)
+	case o.dialConc < 1:
+		return nil, fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, o.dialConc)
+	case t.Slack < 0 || t.Tick < 0:
+		return nil, fmt.Errorf("%w: -slack and -tick must not be negative", errUsage)
+	}
+	if o.plotPath != "" {
+		if ext := filepath.Ext(o.plotPath); ext != ".svg" && ext != ".html" {
+			return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)
+		}
+	}
+	if err := checkTimeouts(o); err != nil {
+		return nil, err
+	}
+	if o.server != kindNetwheel && o.addr == "" {
+		// The baselines have only an idle timeout.
+		*t = report.Timeouts{Idle: t.Idle, Tick: t.Tick, Slack: t.Slack}
+	}
+	return o, nil
+}
+
+func parseScenarios(s string, p attack.Proto) ([]string, error) {
+	var out []string
+	if s == "" || s == "mixed" {
+		for _, n := range attack.All {
+			if p == attack.Framed || !attack.FramedOnly(n) {
+				out = append(out, n)
+			}
+		}
+		return out, nil
+	}
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "mixed":
+			return nil, fmt.Errorf("%w: -scenario mixed means all; do not combine it with others", errUsage)
+		case !slices.Contains(attack.All, n):
+			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, keepalive, retransmit, slowloris, churn or mixed", errUsage, n)
+		case attack.FramedOnly(n) && p != attack.Framed:
+			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("%w: -scenario %s given twice", errUsage, n)
+		}
+		out = append(out, n)
+	}
+	// Report order, whatever the order given.
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(attack.All, a) - slices.Index(attack.All, b) })
+	return out, nil
+}
+
+// checkTimeouts rejects timeout flags the chosen scenarios cannot work with.
+func checkTimeouts(o *options) error {
+	t := o.timeouts
+	for _, d := range []time.Duration{t.Idle, t.KeepaliveTime, t.KeepaliveTimeout, t.Frame, t.InitialRTO, t.MinRTO, t.MaxRTO, t.GiveUpAfter} {
+		if d < 0 {
+			return fmt.Errorf("%w: timeouts must not be negative", errUsage)
+		}
+	}
+	has := func(s string) bool { return slices.Contains(o.scenarios, s) }
+	switch {
+	case has(attack.Idle) && t.Idle == 0:
+		return fmt.Errorf("%w: the idle scenario needs -idle > 0", errUsage)
+	case has(attack.Keepalive) && (t.KeepaliveTime == 0 || t.KeepaliveTimeout == 0):
+		return fmt.Errorf("%w: the keepalive scenario needs -keepalive and -keepalive-timeout > 0", errUsage)
+	case has(attack.Keepalive) && t.Idle > 0 && t.DeadPeerAfter() >= t.Idle:
+		return fmt.Errorf("%w: the keepalive scenario needs keepalive + count x timeout (%s) below -idle (%s), or silent peers die idle", errUsage, t.DeadPeerAfter(), t.Idle)
+	case has(attack.Slowloris) && t.Frame == 0:
+		return fmt.Errorf("%w: the slowloris scenario needs -frame-timeout > 0", errUsage)
+	}
+	if has(attack.Retransmit) {
+		_, giveUp, err := attack.Ladder(t)
+		if err != nil {
+			return fmt.Errorf("%w: retransmit flags: %v", errUsage, err)
+		}
+		if t.Idle > 0 && giveUp >= t.Idle {
+			return fmt.Errorf("%w: the retransmit scenario needs the give-up (%s) before -idle (%s)", errUsage, giveUp, t.Idle)
+		}
+	}
+	return nil
+}

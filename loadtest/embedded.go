@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"net"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/retransmit"
+)
+
+// This file is the only one that knows netserver: it builds the embedded
+// netwheel server from the harness's timeout flags.
+
+func init() { startNetwheel = startNetserver }
+
+// netwheelConfig translates the harness's description of the server's
+// timeouts into a netserver.Config.
+func netwheelConfig(o *options) netserver.Config {
+	t := o.timeouts
+	proto := netserver.Raw
+	if o.proto == attack.Framed {
+		proto = netserver.Framed
+	}
+	cfg := netserver.Config{
+		Addr: "127.0.0.1:0", Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
+		Timeouts: idle.Config{IdleTimeout: t.Idle, FrameTimeout: t.Frame},
+	}
+	if proto == netserver.Framed {
+		cfg.Timeouts.KeepaliveTime = t.KeepaliveTime
+		cfg.Timeouts.KeepaliveTimeout = t.KeepaliveTimeout
+		cfg.Timeouts.KeepaliveCount = t.KeepaliveCount
+		cfg.Retransmit = retransmit.Config{InitialRTO: t.InitialRTO, MinRTO: t.MinRTO, MaxRTO: t.MaxRTO,
+			MaxRetransmits: t.MaxRetransmits, GiveUpAfter: t.GiveUpAfter}
+	} else {
+		cfg.Timeouts.FrameTimeout = 0
+	}
+	return cfg
+}
+
+// netwheelServer adapts *netserver.Server to baseline.Server.
+type netwheelServer struct{ s *netserver.Server }
+
+func startNetserver(o *options) (baseline.Server, error) {
+	s, err := netserver.New(netwheelConfig(o), netserver.Echo{})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	return netwheelServer{s}, nil
+}
+
+func (n netwheelServer) Addr() net.Addr                     { return n.s.Addr() }
+func (n netwheelServer) Shutdown(ctx context.Context) error { return n.s.Shutdown(ctx) }
+
+func (n netwheelServer) Stats() report.Server {
+	st := n.s.Stats()
+	return report.Server{Kind: kindNetwheel, Open: st.Open, Accepted: st.Accepted, Closes: st.Closed,
+		TimersPending: int64(st.TimersPending), Expiries: st.Expiries, Probes: st.Probes,
+		Retransmits: st.Retransmits, GiveUps: st.GiveUps}
+}

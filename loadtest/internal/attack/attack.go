@@ -1,0 +1,654 @@
+// Package attack is the load-test harness's client engine: it opens the
+// connections of each scenario against a target, drives them (open-loop
+// paced echo traffic, silent or half-silent connections, withheld acks,
+// slowloris trickles, connection churn) and emits one report.ConnResult per
+// connection as it ends. It knows nothing of reports beyond that stream; the
+// caller folds it into figures.
+package attack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/loadtest/internal/hist"
+	"github.com/netwheel/netwheel/loadtest/internal/pacer"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/retransmit"
+)
+
+// Proto is the wire protocol the clients speak.
+type Proto uint8
+
+// Protocols.
+const (
+	Raw    Proto = iota // bytes echoed back as they are
+	Framed              // docs/protocol.md
+)
+
+func (p Proto) String() string {
+	if p == Framed {
+		return "framed"
+	}
+	return "raw"
+}
+
+// Scenario names.
+const (
+	Echo       = "echo"
+	Idle       = "idle"
+	Keepalive  = "keepalive"
+	Retransmit = "retransmit"
+	Slowloris  = "slowloris"
+	Churn      = "churn"
+)
+
+// All lists every scenario, in report order.
+var All = []string{Echo, Idle, Keepalive, Retransmit, Slowloris, Churn}
+
+// FramedOnly reports whether scenario needs the framed protocol.
+func FramedOnly(scenario string) bool {
+	return scenario == Keepalive || scenario == Retransmit || scenario == Slowloris
+}
+
+// Config is one attack. Conns are this process's share (after sharding).
+type Config struct {
+	Addr            string
+	Proto           Proto
+	Sources         []net.IP // local addresses to dial from, round robin; nil: the system's choice
+	Scenarios       []string
+	Conns           map[string]int // connections per scenario (churn: ignored)
+	Rate            float64        // echo messages/s per connection (open loop)
+	Closed          bool           // echo closed-loop: next message when the previous echo arrives
+	Size            int            // message payload bytes
+	Duration        time.Duration  // echo sending window; churn window; survivor minimum lifetime
+	ChurnRate       float64        // churn connections/s
+	Timeouts        report.Timeouts
+	DialConcurrency int           // dials in flight at once (0: 128)
+	Drain           time.Duration // how long to wait for outstanding echoes (0: 2 s)
+}
+
+// Counters are live totals for the progress line. Every field is atomic;
+// the attack writes them, anyone may read.
+type Counters struct {
+	Open, Dialed, DialErrors, Sent, Recv, Errors atomic.Int64
+	PeakOpen                                     atomic.Int64
+	ends                                         sync.Map // end reason -> *atomic.Int64
+}
+
+func (c *Counters) end(reason string) {
+	v, ok := c.ends.Load(reason)
+	if !ok {
+		v, _ = c.ends.LoadOrStore(reason, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
+}
+
+// Ends returns how many connections ended each way so far.
+func (c *Counters) Ends() map[string]int64 {
+	m := map[string]int64{}
+	c.ends.Range(func(k, v any) bool {
+		m[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return m
+}
+
+func (c *Counters) opened() {
+	n := c.Open.Add(1)
+	for {
+		p := c.PeakOpen.Load()
+		if n <= p || c.PeakOpen.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// Outcome is what Run returns besides the connection stream.
+type Outcome struct {
+	Latency map[string]*hist.Histogram // echo latencies, ns, per scenario
+	Elapsed map[string]time.Duration   // sending window per scenario
+}
+
+// Ladder returns the retransmission offsets, from a message's first
+// transmission, that a server with these settings follows when no ack ever
+// arrives and no RTT sample was taken, and the offset of its give-up
+// (RFC 6298 backoff, capped by MaxRTO, cut short by GiveUpAfter), as
+// package retransmit computes them.
+func Ladder(t report.Timeouts) (offsets []time.Duration, giveUp time.Duration, err error) {
+	cfg := retransmit.Config{InitialRTO: t.InitialRTO, MinRTO: t.MinRTO, MaxRTO: t.MaxRTO,
+		MaxRetransmits: t.MaxRetransmits, GiveUpAfter: t.GiveUpAfter}
+	e, err := retransmit.NewEstimator(cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	maxRetx, limit := t.MaxRetransmits, t.GiveUpAfter
+	if maxRetx == 0 {
+		maxRetx = retransmit.DefaultMaxRetransmits
+	}
+	if limit == 0 {
+		limit = retransmit.DefaultGiveUpAfter
+	}
+	at, rto := time.Duration(0), e.RTO()
+	for {
+		next := min(at+rto, limit)
+		if next >= limit || len(offsets) == maxRetx {
+			return offsets, next, nil
+		}
+		offsets = append(offsets, next)
+		at, rto = next, e.Backoff()
+	}
+}
+
+// DialErrKind classifies a dial error: fd_limit (EMFILE/ENFILE),
+// ephemeral_ports (EADDRNOTAVAIL/EADDRINUSE), refused, timeout or other.
+func DialErrKind(err error) string {
+	switch {
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return "fd_limit"
+	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, syscall.EADDRINUSE):
+		return "ephemeral_ports"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return "other"
+}
+
+// run is the state of one Run.
+type run struct {
+	cfg     Config
+	ctr     *Counters
+	emit    func(report.ConnResult)
+	start   time.Time
+	dialSem chan struct{}
+	srcNext atomic.Uint64
+	ladder  []time.Duration
+	giveUp  time.Duration
+
+	mu      sync.Mutex
+	outcome Outcome
+	payload []byte
+}
+
+// Run performs the attack and returns when every connection has ended:
+// each scenario bounds its own time, and ctx ends everything early. emit
+// receives each connection's result, from many goroutines at once (it must
+// be safe for that). The live counters go to ctr.
+func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnResult)) (Outcome, error) {
+	if cfg.DialConcurrency <= 0 {
+		cfg.DialConcurrency = 128
+	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = 2 * time.Second
+	}
+	if cfg.Size <= 0 {
+		return Outcome{}, fmt.Errorf("attack: message size %d must be positive", cfg.Size)
+	}
+	r := &run{cfg: cfg, ctr: ctr, start: time.Now(), dialSem: make(chan struct{}, cfg.DialConcurrency),
+		outcome: Outcome{Latency: map[string]*hist.Histogram{}, Elapsed: map[string]time.Duration{}}}
+	r.payload = make([]byte, cfg.Size)
+	for i := range r.payload {
+		r.payload[i] = byte('a' + i%26)
+	}
+	var mu sync.Mutex
+	r.emit = func(cr report.ConnResult) { mu.Lock(); emit(cr); mu.Unlock() }
+	for _, s := range cfg.Scenarios {
+		if s == Retransmit {
+			var err error
+			if r.ladder, r.giveUp, err = Ladder(cfg.Timeouts); err != nil {
+				return Outcome{}, fmt.Errorf("attack: retransmit settings: %w", err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, s := range cfg.Scenarios {
+		n := cfg.Conns[s]
+		rec := &recorder{}
+		r.outcome.Latency[s] = &rec.h
+		switch s {
+		case Churn:
+			wg.Go(func() { r.churn(ctx, rec) })
+			continue
+		case Echo:
+			r.outcome.Elapsed[s] = cfg.Duration
+		}
+		for i := range n {
+			role := s
+			if s == Keepalive {
+				role = "survivor"
+				if i%2 == 1 {
+					role = "silent"
+				}
+			}
+			wg.Go(func() { r.conn(ctx, s, role, i, n, rec) })
+		}
+	}
+	wg.Wait()
+	return r.outcome, nil
+}
+
+// recorder batches latency samples into a shared histogram.
+type recorder struct {
+	mu sync.Mutex
+	h  hist.Histogram
+}
+
+func (rc *recorder) flush(b []int64) {
+	rc.mu.Lock()
+	for _, v := range b {
+		rc.h.Record(v)
+	}
+	rc.mu.Unlock()
+}
+
+func (r *run) dial(ctx context.Context) (net.Conn, time.Duration, error) {
+	select {
+	case r.dialSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	defer func() { <-r.dialSem }()
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if len(r.cfg.Sources) > 0 {
+		ip := r.cfg.Sources[r.srcNext.Add(1)%uint64(len(r.cfg.Sources))]
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	t0 := time.Now()
+	c, err := d.DialContext(ctx, "tcp", r.cfg.Addr)
+	if err != nil {
+		r.ctr.DialErrors.Add(1)
+		return nil, 0, err
+	}
+	r.ctr.Dialed.Add(1)
+	r.ctr.opened()
+	return c, time.Since(t0), nil
+}
+
+// conn runs one connection of a scenario in the given role and emits its
+// result.
+func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *recorder) {
+	res := report.ConnResult{Scenario: scenario, Role: role}
+	c, dt, err := r.dial(ctx)
+	if err != nil {
+		res.DialErr = DialErrKind(err)
+		r.emit(res)
+		return
+	}
+	res.Connect = dt
+	cl := newClient(c, r.cfg.Proto, r.ctr)
+	cl.size = r.cfg.Size
+	switch role {
+	case Echo:
+		r.echo(ctx, cl, i, n, rec, &res)
+	case Idle:
+		r.idle(ctx, cl, &res)
+	case "survivor":
+		r.survivor(ctx, cl, &res)
+	case "silent":
+		r.silent(ctx, cl, &res)
+	case Retransmit:
+		r.retransmit(ctx, cl, &res)
+	case Slowloris:
+		r.slowloris(ctx, cl, &res)
+	}
+	cl.shut()
+	res.End = cl.end
+	res.Pings = int(cl.pings.Load())
+	if cl.closedByServer() && res.Expect != "" {
+		res.ClosedAt = cl.endAt
+	}
+	r.emit(res)
+}
+
+// message appends message seq (1-based) in the client's protocol.
+func (r *run) message(dst []byte, seq uint64) []byte {
+	if r.cfg.Proto == Framed {
+		return frame.AppendData(dst, seq, r.payload)
+	}
+	return append(dst, r.payload...)
+}
+
+// wait sleeps until t, or until ctx ends or the server closes the connection;
+// it reports whether t was reached.
+func wait(ctx context.Context, cl *client, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-cl.done:
+			return false
+		default:
+			return true
+		}
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-cl.done:
+		return false
+	}
+}
+
+func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res *report.ConnResult) {
+	cl.answerPings, cl.ack = true, true
+	var recv atomic.Uint64
+	got := make(chan struct{}, 1)
+	var batch []int64
+	var p pacer.Pacer
+	var sentAt atomic.Int64 // closed loop: send time of the outstanding message
+	if r.cfg.Closed {
+		cl.onEcho = func(k uint64, at time.Time) {
+			batch = append(batch, at.UnixNano()-sentAt.Load())
+			if len(batch) == cap(batch) {
+				rec.flush(batch)
+				batch = batch[:0]
+			}
+			recv.Store(k)
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	} else {
+		// The schedule starts when this connection is open, so the dial ramp
+		// is not counted as latency; every connection stops at the same end.
+		p, _ = pacer.New(time.Now(), pacer.Phase(i, n, r.cfg.Rate), r.cfg.Rate)
+		cl.onEcho = func(k uint64, at time.Time) {
+			batch = append(batch, int64(at.Sub(p.At(k-1))))
+			if len(batch) == cap(batch) {
+				rec.flush(batch)
+				batch = batch[:0]
+			}
+			recv.Store(k)
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	}
+	batch = make([]int64, 0, 256)
+	go cl.read()
+	end := r.start.Add(r.cfg.Duration)
+	var sent uint64
+	var buf []byte
+	if r.cfg.Closed {
+		for time.Now().Before(end) {
+			sentAt.Store(time.Now().UnixNano())
+			if err := cl.write(r.message(buf[:0], sent+1)); err != nil {
+				res.Err = "write"
+				break
+			}
+			sent++
+			r.ctr.Sent.Add(1)
+			select {
+			case <-got:
+			case <-cl.done:
+			case <-ctx.Done():
+			case <-time.After(r.cfg.Drain):
+			}
+			if recv.Load() < sent {
+				break
+			}
+		}
+	} else {
+		total := p.Count(time.Until(end))
+		for sent < total {
+			if !wait(ctx, cl, p.At(sent)) {
+				break
+			}
+			due := min(p.Due(time.Since(p.At(0))+p.Offset(0)), total)
+			buf = buf[:0]
+			for s := sent + 1; s <= due; s++ {
+				buf = r.message(buf, s)
+			}
+			if err := cl.write(buf); err != nil {
+				res.Err = "write"
+				break
+			}
+			r.ctr.Sent.Add(int64(due - sent))
+			sent = due
+		}
+	}
+	// Wait for the outstanding echoes.
+	drainEnd := time.Now().Add(r.cfg.Drain)
+	for recv.Load() < sent && time.Now().Before(drainEnd) {
+		select {
+		case <-got:
+		case <-cl.done:
+			drainEnd = time.Now()
+		case <-ctx.Done():
+			drainEnd = time.Now()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if cl.closedByServer() && res.Err == "" {
+		res.Err = "closed_by_server"
+	}
+	cl.shut() // the reader is done: batch is ours
+	rec.flush(batch)
+	res.Sent, res.Recv = sent, recv.Load()
+	if res.Recv < res.Sent {
+		res.Lost = res.Sent - res.Recv
+		r.ctr.Errors.Add(int64(res.Lost))
+	}
+}
+
+// once sends one message and waits for its echo; it returns the send time.
+func (r *run) once(ctx context.Context, cl *client, res *report.ConnResult) (time.Time, bool) {
+	got := make(chan struct{}, 1)
+	cl.onEcho = func(uint64, time.Time) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	}
+	go cl.read()
+	t := time.Now()
+	if err := cl.write(r.message(nil, 1)); err != nil {
+		res.Err = "write"
+		return t, false
+	}
+	res.Sent = 1
+	r.ctr.Sent.Add(1)
+	select {
+	case <-got:
+		res.Recv = 1
+		return t, true
+	case <-cl.done:
+	case <-ctx.Done():
+	case <-time.After(r.cfg.Drain):
+	}
+	res.Err, res.Lost = "no_echo", 1
+	r.ctr.Errors.Add(1)
+	return t, false
+}
+
+// expectClose waits for the server to close the connection, until
+// expected + slack, and records the expectation.
+func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResult, reason string, expected time.Time) {
+	res.Expect, res.ExpectedAt = reason, expected
+	wait(ctx, cl, expected.Add(r.cfg.Timeouts.Slack))
+}
+
+func (r *run) idle(ctx context.Context, cl *client, res *report.ConnResult) {
+	cl.answerPings, cl.ack = true, true
+	t, ok := r.once(ctx, cl, res)
+	if !ok || r.cfg.Timeouts.Idle <= 0 {
+		return
+	}
+	r.expectClose(ctx, cl, res, "idle", t.Add(r.cfg.Timeouts.Idle))
+}
+
+// silent: one echo (acknowledged), then not a byte: keepalive must close it.
+func (r *run) silent(ctx context.Context, cl *client, res *report.ConnResult) {
+	cl.ack = true
+	if _, ok := r.once(ctx, cl, res); !ok {
+		return
+	}
+	time.Sleep(5 * time.Millisecond) // let the reader's ACK go out; it is the last byte
+	last := time.Unix(0, cl.lastWrite.Load())
+	r.expectClose(ctx, cl, res, "dead_peer", last.Add(r.cfg.Timeouts.DeadPeerAfter()))
+}
+
+// survivorWindow is how long keepalive survivors stay: the run's duration,
+// but at least until the silent half must have been closed.
+func (r *run) survivorWindow() time.Duration {
+	t := r.cfg.Timeouts
+	return max(r.cfg.Duration, t.DeadPeerAfter()+t.Slack+500*time.Millisecond)
+}
+
+// survivor answers pings and sends a message between the keepalive time and
+// the idle timeout, so that it is probed but never idle.
+func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) {
+	cl.answerPings, cl.ack = true, true
+	res.Survivor = true
+	t := r.cfg.Timeouts
+	every := 2 * max(t.KeepaliveTime, 10*time.Millisecond)
+	if t.Idle > 0 {
+		every = (t.KeepaliveTime + t.Idle) / 2
+		if every <= t.KeepaliveTime {
+			every = t.Idle / 2
+		}
+	}
+	var recv atomic.Uint64
+	cl.onEcho = func(k uint64, _ time.Time) { recv.Store(k) }
+	go cl.read()
+	end := time.Now().Add(r.survivorWindow())
+	var seq uint64
+	for next := time.Now(); next.Before(end); next = next.Add(every) {
+		if !wait(ctx, cl, next) {
+			break
+		}
+		seq++
+		if err := cl.write(r.message(nil, seq)); err != nil {
+			res.Err = "write"
+			break
+		}
+		r.ctr.Sent.Add(1)
+	}
+	wait(ctx, cl, end)
+	res.Sent, res.Recv = seq, recv.Load()
+}
+
+// retransmit never acknowledges: the server must resend its echo on the
+// RFC 6298 ladder and give up.
+func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult) {
+	cl.answerPings = true
+	var arrivals []time.Time
+	var mu sync.Mutex
+	cl.onData = func(seq uint64, at time.Time) bool {
+		if seq != 1 {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		arrivals = append(arrivals, at)
+		return len(arrivals) > 1
+	}
+	// Offsets run from our send of the message the server echoes: the
+	// server sent its echo after that, so a retransmission or give-up seen
+	// earlier than the ladder says is really early.
+	sent, ok := r.once(ctx, cl, res)
+	if !ok {
+		return
+	}
+	r.expectClose(ctx, cl, res, "retransmit_give_up", sent.Add(r.giveUp))
+	cl.shut()
+	for _, at := range arrivals[min(1, len(arrivals)):] {
+		res.Retx = append(res.Retx, at.Sub(sent))
+	}
+}
+
+// slowloris starts a frame and trickles it, never finishing: the frame
+// deadline must close it.
+func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult) {
+	go cl.read()
+	msg := frame.AppendData(nil, 1, r.payload)
+	t0 := time.Now()
+	if err := cl.write(msg[:frame.HeaderSize]); err != nil {
+		res.Err = "write"
+		return
+	}
+	res.Expect, res.ExpectedAt = "frame_deadline", t0.Add(r.cfg.Timeouts.Frame)
+	every := max(r.cfg.Timeouts.Frame/4, 10*time.Millisecond)
+	end := res.ExpectedAt.Add(r.cfg.Timeouts.Slack)
+	for i, next := frame.HeaderSize, t0.Add(every); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
+		if !wait(ctx, cl, next) {
+			return
+		}
+		if cl.write(msg[i:i+1]) != nil {
+			return
+		}
+	}
+	wait(ctx, cl, end)
+}
+
+// churn opens connections at ChurnRate for Duration; each sends one
+// message, waits for its echo and closes. Latency runs from the scheduled
+// open to the echo.
+func (r *run) churn(ctx context.Context, rec *recorder) {
+	if r.cfg.ChurnRate <= 0 {
+		return
+	}
+	p, _ := pacer.New(time.Now(), 0, r.cfg.ChurnRate)
+	total := p.Count(r.cfg.Duration)
+	var wg sync.WaitGroup
+	inflight := make(chan struct{}, 1024)
+	r.mu.Lock()
+	r.outcome.Elapsed[Churn] = r.cfg.Duration
+	r.mu.Unlock()
+	for n := range total {
+		if d := time.Until(p.At(n)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case inflight <- struct{}{}:
+		case <-ctx.Done():
+		}
+		at := p.At(n)
+		wg.Go(func() {
+			defer func() { <-inflight }()
+			res := report.ConnResult{Scenario: Churn, Role: Churn}
+			c, dt, err := r.dial(ctx)
+			if err != nil {
+				res.DialErr = DialErrKind(err)
+				r.emit(res)
+				return
+			}
+			res.Connect = dt
+			cl := newClient(c, r.cfg.Proto, r.ctr)
+			cl.size, cl.answerPings, cl.ack = r.cfg.Size, true, true
+			if _, ok := r.once(ctx, cl, &res); ok {
+				rec.flush([]int64{int64(time.Since(at))})
+			}
+			cl.shut()
+			res.End = cl.end
+			r.emit(res)
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,190 @@
+package attack
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/netwheel/netwheel/internal/frame"
+)
+
+// client is one connection's reader and its shared state. The reader
+// goroutine (read) owns buf and the parse state; the role's goroutine writes
+// through write. Fields under "set before read starts" are read-only after.
+//
+// Ownership: end, endAt, closeCode are written by the reader before it
+// closes done and read by others only after <-done. lastWrite is atomic
+// (both goroutines write). closing is atomic (set by the role, read by the
+// reader).
+type client struct {
+	c     net.Conn
+	proto Proto
+	ctr   *Counters
+
+	// set before read starts
+	answerPings bool
+	ack         bool
+	size        int                                       // raw: message size
+	onEcho      func(k uint64, at time.Time)              // k-th echo (1-based) arrived
+	onData      func(seq uint64, at time.Time) (dup bool) // framed: every DATA, before echo counting
+
+	lastWrite atomic.Int64 // unix nanos of the start of the last write that completed
+	closing   atomic.Bool
+	pings     atomic.Int64
+	done      chan struct{}
+
+	wmu sync.Mutex // serializes writes, so frames never interleave
+
+	end       string
+	endAt     time.Time
+	closeCode frame.Code
+}
+
+func newClient(c net.Conn, proto Proto, ctr *Counters) *client {
+	return &client{c: c, proto: proto, ctr: ctr, done: make(chan struct{})}
+}
+
+// write writes b whole; any goroutine.
+func (cl *client) write(b []byte) error {
+	cl.wmu.Lock()
+	t := time.Now() // before the write: a close measured from it can only look late, never early
+	_, err := cl.c.Write(b)
+	cl.wmu.Unlock()
+	if err == nil {
+		cl.lastWrite.Store(t.UnixNano())
+	}
+	return err
+}
+
+// shut closes the connection from the client side (if the server has not)
+// and waits for the reader. Framed connections say goodbye with CLOSE.
+func (cl *client) shut() {
+	select {
+	case <-cl.done:
+		return
+	default:
+	}
+	cl.closing.Store(true)
+	if cl.proto == Framed {
+		_ = cl.c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_ = cl.write(frame.AppendClose(nil, frame.CodeNormal, "load test done"))
+	}
+	_ = cl.c.Close()
+	<-cl.done
+}
+
+// closedByServer reports whether the reader ended because the server closed.
+func (cl *client) closedByServer() bool {
+	return cl.end != "client" && cl.end != ""
+}
+
+// read is the reader goroutine: it parses the server's frames (or counts raw
+// echo bytes), answers pings and acks as configured, and records how the
+// connection ended.
+func (cl *client) read() {
+	defer close(cl.done)
+	defer cl.ctr.Open.Add(-1)
+	buf := make([]byte, 16<<10)
+	have := 0
+	var echoes, rawBytes, maxSeq, acked uint64
+	var out []byte
+	for {
+		n, err := cl.c.Read(buf[have:])
+		now := time.Now()
+		if n > 0 {
+			if cl.proto == Raw {
+				rawBytes += uint64(n)
+				for k := rawBytes / uint64(cl.size); echoes < k; {
+					echoes++
+					cl.ctr.Recv.Add(1)
+					if cl.onEcho != nil {
+						cl.onEcho(echoes, now)
+					}
+				}
+			} else {
+				have += n
+				out = out[:0]
+				off := 0
+				for {
+					f, used, perr := frame.Parse(buf[off:have], frame.DefaultMax)
+					if errors.Is(perr, frame.ErrShort) {
+						break
+					}
+					if perr != nil {
+						cl.ctr.Errors.Add(1)
+						cl.finish("protocol_error", now)
+						_ = cl.c.Close()
+						return
+					}
+					off += used
+					switch f.Type {
+					case frame.TypeData:
+						dup := false
+						if cl.onData != nil {
+							dup = cl.onData(f.Seq, now)
+						}
+						if f.Seq > maxSeq {
+							maxSeq = f.Seq
+						}
+						if !dup && f.Seq == echoes+1 {
+							echoes++
+							cl.ctr.Recv.Add(1)
+							if cl.onEcho != nil {
+								cl.onEcho(echoes, now)
+							}
+						}
+					case frame.TypePing:
+						cl.pings.Add(1)
+						if cl.answerPings {
+							out = frame.AppendPong(out, f.Nonce)
+						}
+					case frame.TypeClose:
+						if cl.closeCode == 0 {
+							cl.closeCode = f.Code
+							cl.endAt = now
+						}
+					}
+				}
+				if cl.ack && maxSeq > acked {
+					out = frame.AppendAck(out, maxSeq)
+					acked = maxSeq
+				}
+				if len(out) > 0 && cl.closeCode == 0 {
+					_ = cl.write(out)
+				}
+				copy(buf, buf[off:have])
+				have -= off
+				if need := frame.Need(buf[:have]); need > len(buf) {
+					nb := make([]byte, need)
+					copy(nb, buf[:have])
+					buf = nb
+				}
+			}
+		}
+		if err != nil {
+			switch {
+			case cl.closeCode != 0:
+				cl.finish(cl.closeCode.String(), cl.endAt)
+			case cl.closing.Load():
+				cl.finish("client", now)
+			case errors.Is(err, io.EOF):
+				cl.finish("eof", now)
+			case errors.Is(err, syscall.ECONNRESET):
+				cl.finish("reset", now)
+			default:
+				cl.finish("read_error", now)
+			}
+			_ = cl.c.Close()
+			return
+		}
+	}
+}
+
+func (cl *client) finish(end string, at time.Time) {
+	cl.end, cl.endAt = end, at
+	cl.ctr.end(end)
+}

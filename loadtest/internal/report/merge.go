@@ -1,0 +1,122 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/netwheel/netwheel/loadtest/internal/hist"
+)
+
+// ErrMerge is wrapped by every error of Merge.
+var ErrMerge = errors.New("report: cannot merge")
+
+// Merge combines the results of several runs, normally the shards of one
+// test, into a new Result: counts add up, histograms merge, the time span
+// covers all runs; the inputs are not modified. The runs must share
+// version, protocol, scenarios and timeouts; a shard that appears twice is
+// refused, since its connections would count double.
+func Merge(rs ...*Result) (*Result, error) {
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%w: no results", ErrMerge)
+	}
+	first := rs[0]
+	out := &Result{Version: Version, Config: first.Config, Start: first.Start, End: first.End}
+	seen := map[string]bool{}
+	for i, r := range rs {
+		if r.Version != Version {
+			return nil, fmt.Errorf("%w: result %d has format version %d, want %d", ErrMerge, i+1, r.Version, Version)
+		}
+		if r.Config.Proto != first.Config.Proto || r.Config.Timeouts != first.Config.Timeouts ||
+			!slices.Equal(r.Config.Scenarios, first.Config.Scenarios) {
+			return nil, fmt.Errorf("%w: result %d was run with another protocol, scenarios or timeouts", ErrMerge, i+1)
+		}
+		for _, sh := range r.Shards {
+			if seen[sh] && sh != "" {
+				return nil, fmt.Errorf("%w: shard %s appears twice", ErrMerge, sh)
+			}
+			seen[sh] = true
+			out.Shards = append(out.Shards, sh)
+		}
+		if r.Start.Before(out.Start) {
+			out.Start = r.Start
+		}
+		if r.End.After(out.End) {
+			out.End = r.End
+		}
+		out.Limits = appendNew(out.Limits, r.Limits...)
+		out.Notes = appendNew(out.Notes, r.Notes...)
+		if i > 0 {
+			out.Config.Duration = max(out.Config.Duration, r.Config.Duration)
+		}
+		for _, s := range r.Scenarios {
+			m := out.Scenario(s.Name)
+			if m == nil {
+				m = NewScenario(s.Name)
+				m.Ladder, m.GiveUpAt = s.Ladder, s.GiveUpAt
+				out.Scenarios = append(out.Scenarios, m)
+			}
+			m.merge(s)
+		}
+		if r.Server != nil && len(rs) == 1 {
+			out.Server = r.Server
+		}
+		if r.Process != nil && len(rs) == 1 {
+			out.Process = r.Process
+		}
+	}
+	if len(rs) > 1 {
+		out.Notes = appendNew(out.Notes, fmt.Sprintf("merged from %d results; server and process figures are per run and not merged", len(rs)))
+	}
+	return out, nil
+}
+
+func appendNew(dst []string, src ...string) []string {
+	for _, s := range src {
+		if !slices.Contains(dst, s) {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+func (s *Scenario) merge(o *Scenario) {
+	s.Conns += o.Conns
+	s.Opened += o.Opened
+	s.Elapsed = max(s.Elapsed, o.Elapsed)
+	s.Sent += o.Sent
+	s.Recv += o.Recv
+	s.Lost += o.Lost
+	addMap(s.DialErrors, o.DialErrors)
+	addMap(s.Errors, o.Errors)
+	addMap(s.Ends, o.Ends)
+	addMap(s.WrongReason, o.WrongReason)
+	for k, v := range o.RetxCount {
+		s.RetxCount[k] += v
+	}
+	s.Latency.Merge(o.Latency)
+	s.Connect.Merge(o.Connect)
+	s.ReapError.Merge(o.ReapError)
+	if o.Expect != "" {
+		s.Expect = o.Expect
+	}
+	s.Expected += o.Expected
+	s.Reaped += o.Reaped
+	s.NeverReaped += o.NeverReaped
+	s.Early += o.Early
+	s.Survivors += o.Survivors
+	s.Survived += o.Survived
+	s.Pings += o.Pings
+	for k, h := range o.RetxError {
+		for len(s.RetxError) <= k {
+			s.RetxError = append(s.RetxError, &hist.Histogram{})
+		}
+		s.RetxError[k].Merge(h)
+	}
+}
+
+func addMap(dst, src map[string]int) {
+	for k, v := range src {
+		dst[k] += v
+	}
+}

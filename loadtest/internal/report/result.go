@@ -1,0 +1,234 @@
+// Package report holds the load-test harness's results: the per-connection
+// outcomes an attack streams out (ConnResult), the per-scenario figures they
+// fold into (Scenario), the whole run (Result), and the reporters, which are
+// plain functions of a Result: Text, SVG, HTML and JSON, plus Merge for
+// results of several shards.
+//
+// Every type here is plain data owned by one goroutine at a time.
+package report
+
+import (
+	"time"
+
+	"github.com/netwheel/netwheel/loadtest/internal/hist"
+)
+
+// Version is the version of the JSON result format.
+const Version = 1
+
+// Timeouts describes the server's timer configuration: what the harness
+// expects. Zero means "off".
+type Timeouts struct {
+	Idle             time.Duration `json:"idle"`
+	KeepaliveTime    time.Duration `json:"keepalive_time"`
+	KeepaliveTimeout time.Duration `json:"keepalive_timeout"`
+	KeepaliveCount   int           `json:"keepalive_count"`
+	Frame            time.Duration `json:"frame"`
+	InitialRTO       time.Duration `json:"initial_rto"`
+	MinRTO           time.Duration `json:"min_rto"`
+	MaxRTO           time.Duration `json:"max_rto"`
+	MaxRetransmits   int           `json:"max_retransmits"`
+	GiveUpAfter      time.Duration `json:"give_up_after"`
+	Tick             time.Duration `json:"tick"`  // the server wheel's tick: early-reap tolerance
+	Slack            time.Duration `json:"slack"` // how late a close may come and still count
+}
+
+// DeadPeerAfter returns how long after the last inbound byte a silent peer
+// is closed by keepalive: KeepaliveTime + KeepaliveCount*KeepaliveTimeout
+// (a count of 0 means 1), or 0 if keepalive is off.
+func (t Timeouts) DeadPeerAfter() time.Duration {
+	if t.KeepaliveTime <= 0 {
+		return 0
+	}
+	return t.KeepaliveTime + time.Duration(max(t.KeepaliveCount, 1))*t.KeepaliveTimeout
+}
+
+// Config is the harness configuration a result was produced with.
+type Config struct {
+	Target    string         `json:"target"` // "embedded" or HOST:PORT
+	Server    string         `json:"server"` // embedded server kind, or "external"
+	Proto     string         `json:"proto"`
+	Scenarios []string       `json:"scenarios"`
+	Conns     map[string]int `json:"conns"` // requested, per scenario, all shards
+	Rate      float64        `json:"rate"`  // echo messages/s per connection
+	Size      int            `json:"size"`
+	Duration  time.Duration  `json:"duration"`
+	Closed    bool           `json:"closed_loop"`
+	ChurnRate float64        `json:"churn_rate"`
+	Timeouts  Timeouts       `json:"timeouts"`
+}
+
+// ConnResult is what one connection of an attack reports when it ends.
+type ConnResult struct {
+	Scenario string
+	Role     string        // echo, idle, survivor, silent, retransmit, slowloris, churn
+	DialErr  string        // kind of dial failure (fd_limit, ephemeral_ports, ...); "" if connected
+	Connect  time.Duration // dial time
+	Sent     uint64        // messages sent
+	Recv     uint64        // echoes received
+	Err      string        // kind of error that ended it early, if any
+	Lost     uint64        // messages sent but never answered
+	// End says how it ended: a close reason from the server's CLOSE frame
+	// (idle, dead_peer, ...), "eof" or "reset" when the server closed without
+	// one, "client" when the harness closed it.
+	End string
+	// Expect is the close reason the connection should get from a server
+	// timeout ("" if it should survive); ExpectedAt is when.
+	Expect     string
+	ExpectedAt time.Time
+	ClosedAt   time.Time // when the server's close was seen; zero if it was not
+	Pings      int       // pings received
+	Retx       []time.Duration
+	Survivor   bool // expected to stay open until the harness closes it
+}
+
+// Scenario is the figures of one scenario. The JSON form is the full record.
+type Scenario struct {
+	Name       string         `json:"name"`
+	Conns      int            `json:"conns"`  // connections attempted
+	Opened     int            `json:"opened"` // connected
+	DialErrors map[string]int `json:"dial_errors,omitempty"`
+	Elapsed    time.Duration  `json:"elapsed"` // the sending window, for rates
+	Sent       uint64         `json:"sent"`
+	Recv       uint64         `json:"recv"`
+	Lost       uint64         `json:"lost"`
+	Errors     map[string]int `json:"errors,omitempty"`
+	Ends       map[string]int `json:"ends,omitempty"` // how connections ended
+
+	Latency *hist.Histogram `json:"latency,omitempty"` // ns, echo round trips
+	Connect *hist.Histogram `json:"connect,omitempty"` // ns, dial times
+
+	// Timer checks: connections that a server timeout must close.
+	Expect      string          `json:"expect,omitempty"`
+	Expected    int             `json:"expected,omitempty"`
+	Reaped      int             `json:"reaped,omitempty"`       // closed within slack, right reason
+	WrongReason map[string]int  `json:"wrong_reason,omitempty"` // closed in time for another reason
+	NeverReaped int             `json:"never_reaped,omitempty"` // not closed within expected + slack
+	Early       int             `json:"early,omitempty"`        // closed more than a tick early
+	ReapError   *hist.Histogram `json:"reap_error,omitempty"`   // ns, observed - expected close
+
+	Survivors int `json:"survivors,omitempty"` // expected to survive
+	Survived  int `json:"survived,omitempty"`
+	Pings     int `json:"pings,omitempty"`
+
+	Ladder    []time.Duration   `json:"ladder,omitempty"`     // expected retransmission offsets
+	GiveUpAt  time.Duration     `json:"give_up_at,omitempty"` // expected give-up offset
+	RetxError []*hist.Histogram `json:"retx_error,omitempty"` // ns, per retransmission: observed - expected
+	RetxCount map[int]int       `json:"retx_count,omitempty"` // connections by retransmissions seen
+}
+
+// NewScenario returns empty figures for a scenario.
+func NewScenario(name string) *Scenario {
+	return &Scenario{Name: name, DialErrors: map[string]int{}, Errors: map[string]int{},
+		Ends: map[string]int{}, WrongReason: map[string]int{}, RetxCount: map[int]int{},
+		Latency: &hist.Histogram{}, Connect: &hist.Histogram{}, ReapError: &hist.Histogram{}}
+}
+
+// Add folds one connection's outcome into s; t says what lateness and
+// earliness are tolerated.
+func (s *Scenario) Add(r ConnResult, t Timeouts) {
+	s.Conns++
+	if r.DialErr != "" {
+		s.DialErrors[r.DialErr]++
+		return
+	}
+	s.Opened++
+	s.Connect.Record(int64(r.Connect))
+	s.Sent += r.Sent
+	s.Recv += r.Recv
+	s.Lost += r.Lost
+	if r.Err != "" {
+		s.Errors[r.Err]++
+	}
+	if r.End != "" {
+		s.Ends[r.End]++
+	}
+	s.Pings += r.Pings
+	if r.Survivor {
+		s.Survivors++
+		if r.End == "client" {
+			s.Survived++
+		}
+	}
+	if r.Expect != "" {
+		s.Expect = r.Expect
+		s.Expected++
+		switch {
+		case r.ClosedAt.IsZero() || r.ClosedAt.Sub(r.ExpectedAt) > t.Slack:
+			s.NeverReaped++
+		case r.End != r.Expect && !(r.End == "eof" && r.Expect == "idle"): // a raw server closes with EOF
+			s.WrongReason[r.End]++
+		default:
+			s.Reaped++
+		}
+		if !r.ClosedAt.IsZero() {
+			e := r.ClosedAt.Sub(r.ExpectedAt)
+			s.ReapError.Record(int64(e))
+			if e < -max(t.Tick, time.Millisecond) {
+				s.Early++
+			}
+		}
+	}
+	if r.Role == "retransmit" {
+		s.RetxCount[len(r.Retx)]++
+		for k, off := range r.Retx {
+			for len(s.RetxError) <= k {
+				s.RetxError = append(s.RetxError, &hist.Histogram{})
+			}
+			var want time.Duration
+			if k < len(s.Ladder) {
+				want = s.Ladder[k]
+			}
+			s.RetxError[k].Record(int64(off - want))
+		}
+	}
+}
+
+// Server is what an embedded server reported.
+type Server struct {
+	Kind          string           `json:"kind"`
+	Open          int64            `json:"open"` // at the end, after the clients closed
+	Accepted      int64            `json:"accepted"`
+	Closes        map[string]int64 `json:"closes,omitempty"`
+	TimersPending int64            `json:"timers_pending"` // at the end
+	Expiries      int64            `json:"expiries"`
+	Probes        int64            `json:"probes"`
+	Retransmits   int64            `json:"retransmits"`
+	GiveUps       int64            `json:"give_ups"`
+	PeakOpen      int64            `json:"peak_open"`
+}
+
+// Process is the harness process's resource use (client and, when
+// embedded, server together).
+type Process struct {
+	CPU          time.Duration `json:"cpu"` // user + system
+	PeakRSSBytes int64         `json:"peak_rss_bytes"`
+	RSSBytes     int64         `json:"rss_bytes"`
+	PeakConns    int64         `json:"peak_conns"` // client connections open at once
+	Goroutines   [2]int        `json:"goroutines"` // before, after
+	FDs          [2]int        `json:"fds"`        // before, after
+}
+
+// Result is one run of the harness, or a merge of several shards.
+type Result struct {
+	Version   int         `json:"version"`
+	Config    Config      `json:"config"`
+	Shards    []string    `json:"shards"` // "i/n" of each merged run
+	Start     time.Time   `json:"start"`
+	End       time.Time   `json:"end"`
+	Limits    []string    `json:"limits,omitempty"` // what stopped the run reaching its target
+	Notes     []string    `json:"notes,omitempty"`
+	Server    *Server     `json:"server,omitempty"`
+	Process   *Process    `json:"process,omitempty"`
+	Scenarios []*Scenario `json:"scenarios"`
+}
+
+// Scenario returns the named scenario's figures, or nil.
+func (r *Result) Scenario(name string) *Scenario {
+	for _, s := range r.Scenarios {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+// Command loadtest drives netwheel's echo server, or any TCP echo server,
+// with many connections and reports what its timers did: echo throughput
+// and latency, idle connections reaped on time, dead peers detected,
+// retransmission at work, slowloris trickles cut off, churn absorbed.
+//
+//	go run ./loadtest                          embedded netwheel server, every scenario
+//	go run ./loadtest -server gnetafterfunc    a baseline server, raw protocol
+//	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
+//	go run ./loadtest report a.json b.json     re-render or merge results
+//
+// Every run is bounded in time and connections and stops by itself. See
+// -h for the flags and issue 5 for the design.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		os.Exit(2)
+	}
+}
+
+func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "report" {
+		return reportCmd(args[1:], stdout, stderr)
+	}
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	res, err := run(ctx, o, stdout)
+	if err != nil {
+		return err
+	}
+	return output(res, o.jsonPath, o.plotPath, stdout)
+}
+
+// output renders res as text to stdout, and to the JSON and plot files if
+// asked.
+func output(res *report.Result, jsonPath, plotPath string, stdout io.Writer) error {
+	report.Text(stdout, res)
+	if jsonPath != "" {
+		if err := writeFile(jsonPath, func(w io.Writer) error { return report.JSON(w, res) }); err != nil {
+			return err
+		}
+	}
+	if plotPath != "" {
+		draw := report.SVG
+		if filepath.Ext(plotPath) == ".html" {
+			draw = report.HTML
+		}
+		if err := writeFile(plotPath, func(w io.Writer) error { return draw(w, res) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(path string, f func(io.Writer) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	if err := f(file); err != nil {
+		file.Close()
+		return fmt.Errorf("loadtest: writing %s: %w", path, err)
+	}
+	return file.Close()
+}
+
+// reportCmd re-renders one result file or merges several.
+func reportCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("loadtest report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	jsonPath := fs.String("json", "", "write the merged result to `FILE`")
+	plotPath := fs.String("plot", "", "draw the merged distributions to `FILE.svg` or FILE.html")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: loadtest report needs at least one result FILE (written by -json)", errUsage)
+	}
+	if p := *plotPath; p != "" && filepath.Ext(p) != ".svg" && filepath.Ext(p) != ".html" {
+		return fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, p)
+	}
+	var rs []*report.Result
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("loadtest: %w", err)
+		}
+		r, err := report.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("loadtest: %s: %w", path, err)
+		}
+		rs = append(rs, r)
+	}
+	res, err := report.Merge(rs...)
+	if err != nil {
+		return err
+	}
+	return output(res, *jsonPath, *plotPath, stdout)
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+func TestParseFlags_Errors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "unknown server", args: []string{"-server", "nginx"}, want: "-server"},
+		{name: "server with addr", args: []string{"-addr", "127.0.0.1:1", "-server", "gnet"}, want: "cannot be used with -addr"},
+		{name: "bad addr", args: []string{"-addr", "localhost"}, want: "HOST:PORT"},
+		{name: "bad proto", args: []string{"-proto", "http"}, want: "-proto"},
+		{name: "framed on baseline", args: []string{"-server", "gnet", "-proto", "framed"}, want: "only the raw"},
+		{name: "framed-only scenario on raw", args: []string{"-proto", "raw", "-scenario", "keepalive"}, want: "needs -proto framed"},
+		{name: "unknown scenario", args: []string{"-scenario", "echo,flood"}, want: "flood"},
+		{name: "mixed with others", args: []string{"-scenario", "mixed,echo"}, want: "mixed"},
+		{name: "scenario twice", args: []string{"-scenario", "echo,echo"}, want: "twice"},
+		{name: "bad shard", args: []string{"-shard", "3/2"}, want: "-shard"},
+		{name: "zero rate", args: []string{"-rate", "0"}, want: "-rate"},
+		{name: "huge size", args: []string{"-size", "1000000"}, want: "-size"},
+		{name: "zero duration", args: []string{"-duration", "0s"}, want: "-duration"},
+		{name: "bad plot", args: []string{"-plot", "x.png"}, want: ".svg"},
+		{name: "idle off", args: []string{"-scenario", "idle", "-idle", "0"}, want: "-idle"},
+		{name: "keepalive slower than idle", args: []string{"-scenario", "keepalive", "-keepalive", "2s"}, want: "below -idle"},
+		{name: "give-up after idle", args: []string{"-scenario", "retransmit", "-rto", "1s"}, want: "give-up"},
+		{name: "stray argument", args: []string{"extra"}, want: "report"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestParseFlags_Defaults(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, attack.Framed, o.proto)
+	assert.Equal(t, attack.All, o.scenarios)
+	o, err = parseFlags([]string{"-server", "gnetafterfunc", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, attack.Raw, o.proto)
+	assert.Equal(t, []string{"echo", "idle"}, o.scenarios, "report order")
+	assert.Equal(t, 1, o.shardI)
+	assert.Equal(t, 3, o.shardN)
+	assert.Zero(t, o.timeouts.KeepaliveTime, "baselines have only an idle timeout")
+	o, err = parseFlags([]string{"-server", "gnet"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"echo", "idle", "churn"}, o.scenarios, "raw: no framed-only scenarios")
+}
+
+func TestShareOf_SplitsExactly(t *testing.T) {
+	for _, tc := range []struct{ total, n int }{{10, 3}, {2, 5}, {0, 4}, {15000, 7}, {1, 1}} {
+		sum, lo, hi := 0, tc.total, 0
+		for i := range tc.n {
+			s := shareOf(tc.total, i, tc.n)
+			sum += s
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		assert.Equal(t, tc.total, sum, "%v", tc)
+		assert.LessOrEqual(t, hi-lo, 1, "%v", tc)
+	}
+}
+
+func TestMakePlan_Limits(t *testing.T) {
+	o, err := parseFlags([]string{"-scenario", "echo,idle", "-conns", "6000"}, io.Discard)
+	require.NoError(t, err)
+	p := makePlan(o, 20000, 28000, true)
+	got := p.conns["echo"] + p.conns["idle"]
+	assert.LessOrEqual(t, 2*got, 20000-100, "client and server ends fit in the fd limit")
+	assert.Greater(t, got, 9000)
+	require.Len(t, p.limits, 1)
+	assert.Contains(t, p.limits[0], "-addr")
+
+	o.addr = "127.0.0.1:9"
+	o.conns = 40000
+	p = makePlan(o, 1<<20, 28000, true)
+	assert.Equal(t, 40000, p.conns["echo"])
+	assert.Len(t, p.sources, 4, "80000 conns over 25200 usable ports per source")
+	assert.Empty(t, p.limits)
+	p = makePlan(o, 1<<20, 28000, false)
+	assert.Empty(t, p.sources, "only loopback gets extra sources")
+	require.Len(t, p.limits, 1)
+	assert.Contains(t, p.limits[0], "ephemeral ports")
+
+	o.shardI, o.shardN = 1, 2
+	p = makePlan(o, 1<<20, 1<<20, true)
+	assert.Equal(t, 20000, p.conns["echo"])
+}
+
+// e2e runs the harness with args and returns the result it wrote.
+func e2e(t *testing.T, args ...string) (*report.Result, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.json")
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, realMain(ctx, append(args, "-q", "-json", path), &out, io.Discard))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := report.ReadJSON(f)
+	require.NoError(t, err)
+	return r, out.String()
+}
+
+// checkReaped asserts the figures of a timer scenario make sense.
+func checkReaped(t *testing.T, s *report.Scenario, slack time.Duration) {
+	t.Helper()
+	require.NotNil(t, s)
+	assert.Equal(t, s.Opened, s.Expected, "%s: every connection expects a close", s.Name)
+	assert.Equal(t, s.Expected, s.Reaped, "%s: all reaped on time for the right reason", s.Name)
+	assert.Zero(t, s.Early, "%s: early closes", s.Name)
+	assert.Zero(t, s.NeverReaped, "%s", s.Name)
+	assert.GreaterOrEqual(t, s.ReapError.Min(), -int64(time.Millisecond), "%s", s.Name)
+	assert.LessOrEqual(t, s.ReapError.Max(), int64(slack), "%s", s.Name)
+}
+
+func TestEndToEnd_Baseline(t *testing.T) {
+	r, out := e2e(t, "-server", "netdeadline", "-scenario", "echo,idle", "-conns", "30",
+		"-duration", "1s", "-rate", "50", "-idle", "300ms", "-slack", "250ms")
+	e := r.Scenario("echo")
+	require.NotNil(t, e)
+	assert.Equal(t, 30, e.Opened)
+	assert.Equal(t, e.Sent, e.Recv)
+	assert.Zero(t, e.Lost)
+	assert.InDelta(t, 30*50, float64(e.Sent), 30*50*0.1, "open loop sends its schedule: conns x rate x duration")
+	assert.Equal(t, e.Recv, e.Latency.Count())
+	assert.Positive(t, e.Latency.Quantile(0.5))
+	assert.Less(t, e.Latency.Quantile(0.5), int64(250*time.Millisecond))
+	checkReaped(t, r.Scenario("idle"), 250*time.Millisecond)
+	require.NotNil(t, r.Server)
+	assert.Zero(t, r.Server.Open, "server back to no connections")
+	assert.Equal(t, int64(30), r.Server.Closes["idle"])
+	assert.Contains(t, out, "all 2 scenarios ok")
+}
+
+func TestEndToEnd_BaselineWithoutTimersNeverReaps(t *testing.T) {
+	r, out := e2e(t, "-server", "gnet", "-scenario", "idle", "-conns", "10", "-duration", "200ms",
+		"-idle", "200ms", "-slack", "100ms")
+	s := r.Scenario("idle")
+	assert.Equal(t, 10, s.NeverReaped, "a server without timers never reaps")
+	assert.Contains(t, out, "CHECK")
+}
+
+func TestEndToEnd_Netwheel(t *testing.T) {
+	r, out := e2e(t, "-conns", "20", "-duration", "1s", "-idle", "600ms", "-keepalive", "150ms",
+		"-keepalive-timeout", "150ms", "-frame-timeout", "300ms", "-rto", "50ms", "-min-rto", "20ms",
+		"-max-retransmits", "2", "-churn-rate", "20", "-slack", "300ms")
+	e := r.Scenario("echo")
+	require.NotNil(t, e)
+	assert.Equal(t, e.Sent, e.Recv, out)
+	checkReaped(t, r.Scenario("idle"), 300*time.Millisecond)
+	checkReaped(t, r.Scenario("slowloris"), 300*time.Millisecond)
+	checkReaped(t, r.Scenario("retransmit"), 300*time.Millisecond)
+	rt := r.Scenario("retransmit")
+	assert.Equal(t, []time.Duration{50 * time.Millisecond, 150 * time.Millisecond}, rt.Ladder)
+	assert.Equal(t, 350*time.Millisecond, rt.GiveUpAt)
+	require.Len(t, rt.RetxError, 2, "two retransmissions seen")
+	for _, h := range rt.RetxError {
+		assert.GreaterOrEqual(t, h.Min(), -int64(time.Millisecond))
+	}
+	k := r.Scenario("keepalive")
+	assert.Equal(t, 10, k.Survivors)
+	assert.Equal(t, 10, k.Survived, "survivors answer pings and stay")
+	assert.Positive(t, k.Pings)
+	assert.Equal(t, 10, k.Reaped, "silent ones are closed as dead peers")
+	assert.Zero(t, r.Server.Open)
+	assert.Zero(t, r.Server.TimersPending)
+}
+
+func TestReportCmd_MergesShards(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i := 1; i <= 2; i++ {
+		path := filepath.Join(dir, "s"+string(rune('0'+i))+".json")
+		var out bytes.Buffer
+		require.NoError(t, realMain(context.Background(), []string{"-server", "netdeadline", "-scenario", "echo",
+			"-conns", "5", "-duration", "300ms", "-shard", string(rune('0'+i)) + "/2", "-q", "-json", path}, &out, io.Discard))
+		files = append(files, path)
+	}
+	var out bytes.Buffer
+	plot := filepath.Join(dir, "p.html")
+	require.NoError(t, realMain(context.Background(), append([]string{"report", "-plot", plot}, files...), &out, io.Discard))
+	assert.Contains(t, out.String(), "shards: 1/2, 2/2")
+	assert.Contains(t, out.String(), "5/5 connections opened", "3 + 2 connections")
+	b, err := os.ReadFile(plot)
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(b), "<svg"))
+
+	err = realMain(context.Background(), []string{"report", files[0], files[0]}, &out, io.Discard)
+	assert.ErrorIs(t, err, report.ErrMerge)
+	err = realMain(context.Background(), []string{"report"}, &out, io.Discard)
+	assert.ErrorIs(t, err, errUsage)
+}

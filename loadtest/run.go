@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/loadtest/internal/limits"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+// startNetwheel starts the embedded netwheel server; embedded.go sets it.
+// It is nil in a build without netserver.
+var startNetwheel func(o *options) (baseline.Server, error)
+
+func startServer(o *options) (baseline.Server, error) {
+	if o.server == kindNetwheel {
+		if startNetwheel == nil {
+			return nil, errors.New("loadtest: this build has no embedded netwheel server yet; use -server gnet|netdeadline|gnetafterfunc or -addr")
+		}
+		return startNetwheel(o)
+	}
+	return baseline.Start(o.server, "127.0.0.1:0", o.timeouts.Idle)
+}
+
+// plan is this process's share of the connections, after the shard split and
+// the file-descriptor and port limits.
+type plan struct {
+	conns   map[string]int
+	churn   float64
+	sources []net.IP
+	limits  []string
+	notes   []string
+}
+
+// makePlan splits the requested connections by shard and fits them into
+// fdLimit open files (embedded: client and server share them) and ports
+// ephemeral ports per source address.
+func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
+	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
+	total := 0
+	for _, s := range o.scenarios {
+		if s == attack.Churn {
+			continue
+		}
+		p.conns[s] = shareOf(o.conns, o.shardI, o.shardN)
+		total += p.conns[s]
+	}
+	if hasScenario(o, attack.Churn) {
+		total += int(math.Ceil(p.churn/5)) + 16 // churn conns live ~ tens of ms; a generous allowance
+	}
+	perConn, reserve := 1, 100
+	if o.addr == "" {
+		perConn = 2 // the server's end is in this process too
+	}
+	budget := (int(min(fdLimit, math.MaxInt32)) - reserve) / perConn
+	if total > budget && total > 0 {
+		scale := float64(budget) / float64(total)
+		got := 0
+		for s, n := range p.conns {
+			p.conns[s] = int(float64(n) * scale)
+			got += p.conns[s]
+		}
+		way := "drive a server in another process with -addr, or split the test with -shard i/n over several processes"
+		if o.addr != "" {
+			way = "split the test with -shard i/n over several processes or hosts"
+		}
+		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
+			fdLimit, perConn, got, total, way))
+	}
+	total = 0
+	for _, n := range p.conns {
+		total += n
+	}
+	if usable := ports * 9 / 10; total > usable {
+		if loopback {
+			k := (total + usable - 1) / usable
+			for i := range k {
+				p.sources = append(p.sources, net.IPv4(127, 0, 0, byte(1+i)))
+			}
+			p.notes = append(p.notes, fmt.Sprintf("%d connections exceed the %d ephemeral ports of one source address: dialing from 127.0.0.1-%d", total, ports, k))
+		} else {
+			p.limits = append(p.limits, fmt.Sprintf("ephemeral ports: %d connections to one address exceed the %d ports of one source address; expect dial errors; split the test with -shard over hosts", total, ports))
+		}
+	}
+	return p
+}
+
+func hasScenario(o *options, s string) bool {
+	for _, x := range o.scenarios {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hardBound is the longest a run may take: the duration plus the longest
+// timer under test, the slack and a margin. The attack stops by itself
+// well before; this only bounds a broken server.
+func hardBound(o *options) time.Duration {
+	t := o.timeouts
+	_, giveUp, _ := attack.Ladder(t)
+	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, giveUp)
+	return o.duration + longest + 2*t.Slack + 20*time.Second
+}
+
+func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
+	fdLimit, err := limits.RaiseFiles()
+	if err != nil {
+		return nil, err
+	}
+	res := &report.Result{Version: report.Version, Shards: []string{fmt.Sprintf("%d/%d", o.shardI+1, o.shardN)}}
+	before := report.Process{}
+	before.Goroutines[0], before.FDs[0] = runtime.NumGoroutine(), limits.OpenFiles()
+	cpu0 := limits.CPU()
+
+	var srv baseline.Server
+	target := o.addr
+	if o.addr == "" {
+		if srv, err = startServer(o); err != nil {
+			return nil, err
+		}
+		target = srv.Addr().String()
+	}
+	p := makePlan(o, fdLimit, limits.EphemeralPorts(), isLoopback(target))
+	res.Limits, res.Notes = p.limits, append(o.notes, p.notes...)
+	targetName := target
+	if o.addr == "" {
+		targetName = "embedded " + target
+	}
+	res.Config = report.Config{Target: targetName, Server: o.server, Proto: o.proto.String(), Scenarios: o.scenarios,
+		Conns: map[string]int{}, Rate: o.rate, Size: o.size, Duration: o.duration, Closed: o.closed,
+		ChurnRate: o.churnRate, Timeouts: o.timeouts}
+	for _, s := range o.scenarios {
+		if s != attack.Churn {
+			res.Config.Conns[s] = o.conns
+		}
+	}
+	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
+		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
+		Timeouts: o.timeouts, DialConcurrency: o.dialConc}
+
+	figs := map[string]*report.Scenario{}
+	ladder, giveUp, _ := attack.Ladder(o.timeouts)
+	for _, s := range o.scenarios {
+		figs[s] = report.NewScenario(s)
+		if s == attack.Retransmit {
+			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp
+		}
+	}
+	var ctr attack.Counters
+	var srvPeak int64
+	stopProgress := progress(o, &ctr, srv, &srvPeak, stdout)
+	actx, cancel := context.WithTimeout(ctx, hardBound(o))
+	res.Start = time.Now()
+	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) { figs[r.Scenario].Add(r, o.timeouts) })
+	res.End = time.Now()
+	hitBound := errors.Is(actx.Err(), context.DeadlineExceeded)
+	cancel()
+	stopProgress()
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		res.Notes = append(res.Notes, "interrupted: the figures cover the run up to the interrupt")
+	} else if hitBound {
+		res.Limits = append(res.Limits, fmt.Sprintf("the run hit its hard time bound (%s): the server stopped answering or closing", hardBound(o)))
+	}
+	for _, s := range o.scenarios {
+		f := figs[s]
+		if h := out.Latency[s]; h != nil {
+			f.Latency = h
+		}
+		f.Elapsed = out.Elapsed[s]
+		res.Scenarios = append(res.Scenarios, f)
+		if n := f.DialErrors["fd_limit"]; n > 0 {
+			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections hit the open-file limit; use -addr with the server in another process, or -shard", s, n))
+		}
+		if n := f.DialErrors["ephemeral_ports"]; n > 0 {
+			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections ran out of ephemeral ports; use -shard over several hosts", s, n))
+		}
+	}
+	if srv != nil {
+		// Every client has closed: the server must get back to nothing.
+		deadline := time.Now().Add(2 * time.Second)
+		st := srv.Stats()
+		for (st.Open > 0 || st.TimersPending > 0) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			st = srv.Stats()
+		}
+		st.PeakOpen = max(st.PeakOpen, srvPeak)
+		res.Server = &st
+		if st.Open > 0 || st.TimersPending > 0 {
+			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers 2s after every client closed", st.Open, st.TimersPending))
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := srv.Shutdown(sctx); err != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("server shutdown: %v", err))
+		}
+		scancel()
+	}
+	rss, peak := limits.Memory()
+	pr := before
+	pr.CPU, pr.RSSBytes, pr.PeakRSSBytes, pr.PeakConns = limits.CPU()-cpu0, rss, peak, ctr.PeakOpen.Load()
+	time.Sleep(50 * time.Millisecond) // let exiting goroutines finish
+	pr.Goroutines[1], pr.FDs[1] = runtime.NumGoroutine(), limits.OpenFiles()
+	res.Process = &pr
+	return res, nil
+}
+
+// progress prints a live line every second when stdout is a terminal and
+// -q is not set; the returned function stops it and clears the line.
+func progress(o *options, ctr *attack.Counters, srv baseline.Server, srvPeak *int64, stdout io.Writer) func() {
+	f, ok := stdout.(*os.File)
+	tty := ok && isTerminal(f)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tk := time.NewTicker(time.Second)
+		defer tk.Stop()
+		start := time.Now()
+		var lastRecv int64
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+			if srv != nil {
+				*srvPeak = max(*srvPeak, srv.Stats().Open)
+			}
+			if !tty || o.quiet {
+				continue
+			}
+			recv := ctr.Recv.Load()
+			fmt.Fprintf(stdout, "\r\033[K%3.0fs  open %d  msgs/s %d  dial errors %d  errors %d  ended: %s",
+				time.Since(start).Seconds(), ctr.Open.Load(), recv-lastRecv, ctr.DialErrors.Load(), ctr.Errors.Load(), endsLine(ctr.Ends()))
+			lastRecv = recv
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		if tty && !o.quiet {
+			fmt.Fprint(stdout, "\r\033[K")
+		}
+	}
+}
+
+func endsLine(m map[string]int64) string {
+	s := ""
+	for _, k := range []string{"idle", "dead_peer", "frame_deadline", "retransmit_give_up", "eof", "reset", "client"} {
+		if m[k] > 0 {
+			s += fmt.Sprintf("%s=%d ", k, m[k])
+		}
+	}
+	return s
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
