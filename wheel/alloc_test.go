@@ -91,13 +91,15 @@ func TestTimer_Footprint(t *testing.T) {
 	const n = 100_000
 	size := unsafe.Sizeof(wheel.Timer{})
 	perTimer := benchFootprint(n, func() any {
-		w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
+		clk := wheel.NewManualClock()
+		w := wheel.New(wheel.WithClock(clk))
 		ts := make([]wheel.Timer, n)
 		f := func() {}
 		for i := range ts {
 			ts[i].Init(w, f)
 			ts[i].Reset(time.Hour)
 		}
+		clk.Advance(0) // the wheel takes them in
 		require.Equal(t, n, w.Len())
 		return ts
 	})
@@ -121,10 +123,10 @@ func benchFootprint(n int, build func() any) float64 {
 }
 
 // BenchmarkTimer_Footprint reports the heap bytes per armed timer (metric
-// B/timer) with 100k timers: impl=wheel with embedded timers sharing one
-// callback (callback=shared) or each with its own closure over its
-// connection (callback=per-conn, the usual case: 16 B more per timer), and
-// impl=stdlib with time.AfterFunc. One op builds and measures one set.
+// B/timer) with 100k timers armed: impl=wheel with embedded timers, impl=stdlib
+// with time.AfterFunc; all sharing one callback (callback=shared), or each
+// with its own closure over its connection (callback=per-conn, the usual case,
+// which costs a 16 B closure per timer). One op builds and measures one set.
 func BenchmarkTimer_Footprint(b *testing.B) {
 	const n = 100_000
 	type conn struct {
@@ -135,7 +137,7 @@ func BenchmarkTimer_Footprint(b *testing.B) {
 		name  string
 		build func(w *wheel.Wheel) any
 	}{
-		{name: "impl=wheel/callback=shared", build: func(w *wheel.Wheel) any {
+		{name: "callback=shared/impl=wheel", build: func(w *wheel.Wheel) any {
 			ts := make([]wheel.Timer, n)
 			f := func() {}
 			for i := range ts {
@@ -144,7 +146,15 @@ func BenchmarkTimer_Footprint(b *testing.B) {
 			}
 			return ts
 		}},
-		{name: "impl=wheel/callback=per-conn", build: func(w *wheel.Wheel) any {
+		{name: "callback=shared/impl=stdlib", build: func(*wheel.Wheel) any {
+			ts := make([]*time.Timer, n)
+			f := func() {}
+			for i := range ts {
+				ts[i] = time.AfterFunc(time.Hour, f)
+			}
+			return ts
+		}},
+		{name: "callback=per-conn/impl=wheel", build: func(w *wheel.Wheel) any {
 			cs := make([]conn, n)
 			for i := range cs {
 				c := &cs[i]
@@ -153,11 +163,17 @@ func BenchmarkTimer_Footprint(b *testing.B) {
 			}
 			return cs
 		}},
-		{name: "impl=stdlib", build: func(*wheel.Wheel) any {
+		{name: "callback=per-conn/impl=stdlib", build: func(*wheel.Wheel) any {
+			type stdConn struct {
+				idle *time.Timer
+				hits int
+			}
+			cs := make([]stdConn, n)
 			ts := make([]*time.Timer, n)
-			f := func() {}
-			for i := range ts {
-				ts[i] = time.AfterFunc(time.Hour, f)
+			for i := range cs {
+				c := &cs[i]
+				c.idle = time.AfterFunc(time.Hour, func() { c.hits++ })
+				ts[i] = c.idle
 			}
 			return ts
 		}},

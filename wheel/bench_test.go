@@ -308,6 +308,7 @@ func BenchmarkWheel_Expiry(b *testing.B) {
 				}
 			}
 		}
+		timeout := time.NewTimer(benchWait)
 		runtime.GC()
 		var span time.Duration
 		batches := 0
@@ -315,10 +316,11 @@ func BenchmarkWheel_Expiry(b *testing.B) {
 		for b.Loop() {
 			first.Store(0)
 			count.Store(0)
+			timeout.Reset(benchWait)
 			arm()
 			select {
 			case <-done:
-			case <-time.After(benchWait):
+			case <-timeout.C:
 				b.Fatalf("only %d of %d timers fired within %v", count.Load(), benchBatch, benchWait)
 			}
 			span += time.Duration(last.Load() - first.Load())

@@ -17,7 +17,8 @@ import (
 // allowed it to fire at the earliest and at the latest.
 type simTimer struct {
 	t        wheel.Timer
-	armedAt  int64
+	armedAt  int64 // the instant the duration runs from
+	callAt   int64 // the instant of the Reset call
 	d        time.Duration
 	pending  bool
 	fires    int
@@ -45,7 +46,7 @@ func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration
 				i, time.Duration(st.armedAt), st.d, time.Duration(now))
 			st.pending = false
 			st.fires++
-			st.lateness = append(st.lateness, now-(st.armedAt+int64(max(st.d, 0))))
+			st.lateness = append(st.lateness, now-max(st.armedAt+int64(max(st.d, 0)), st.callAt))
 		})
 	}
 	durations := []time.Duration{0, time.Millisecond, 1500 * time.Microsecond, 5 * time.Millisecond,
@@ -53,6 +54,7 @@ func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration
 
 	wakeAt := w.Step()
 	driverAt := wakeAt // when the simulated driver will actually run
+	stamp, stampAt := time.Duration(0), int64(-1)
 	for range 20000 {
 		// The next thing to happen: a reset/stop after a random gap, or the driver.
 		gap := int64(rng.ExpFloat64() * float64(300*time.Microsecond))
@@ -71,11 +73,20 @@ func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration
 			stopped := st.t.Stop()
 			require.Equal(t, st.pending, stopped)
 			st.pending = false
+		} else if rng.IntN(3) == 0 && stampAt >= 0 {
+			// A policy stamped an event with Now earlier and arms from it.
+			d := durations[rng.IntN(len(durations))]
+			was := st.t.ResetFrom(stamp, d)
+			require.Equal(t, st.pending, was)
+			st.pending, st.armedAt, st.callAt, st.d = true, stampAt, now, d
 		} else {
 			d := durations[rng.IntN(len(durations))]
 			was := st.t.Reset(d)
 			require.Equal(t, st.pending, was)
-			st.pending, st.armedAt, st.d = true, now, d
+			st.pending, st.armedAt, st.callAt, st.d = true, now, now, d
+		}
+		if rng.IntN(16) == 0 {
+			stamp, stampAt = w.Now(), now
 		}
 		// A push or a stale clock wakes the driver at once (if it is not
 		// descheduled); waking it early never hurts.

@@ -10,17 +10,19 @@ import (
 //
 //	bit  0      pending: armed and not yet fired or stopped
 //	bit  1      queued:  on the wheel's inbox; the wheel will look at it soon
-//	bit  2      filed:   linked into a bucket (or the wheel's due/deferred list)
-//	             at a tick no later than the deadline below
-//	bits 3-20   the low 18 bits of the coarse tick the deadline was computed
+//	bit  2      filed:   linked into a bucket (or the wheel's due list) at a
+//	             tick no later than the deadline below
+//	bit  3      counted: included in the wheel's pending count (wheel-owned)
+//	bits 4-21   the low 18 bits of the coarse tick the deadline was computed
 //	             from (the base), used to undo a stale clock; see design.md
-//	bits 21-63  the deadline, in ticks since the wheel started
+//	bits 22-63  the deadline, in ticks since the wheel started
 const (
 	statePending = 1 << 0
 	stateQueued  = 1 << 1
 	stateFiled   = 1 << 2
+	stateCounted = 1 << 3
 
-	baseShift = 3
+	baseShift = 4
 	baseBits  = 18
 	baseMask  = 1<<baseBits - 1
 
@@ -28,7 +30,14 @@ const (
 	whenBits  = 64 - whenShift
 	maxWhen   = 1<<whenBits - 1
 
-	keepMask = stateQueued | stateFiled
+	keepMask = stateQueued | stateFiled | stateCounted
+
+	// Timer.dur caches the last duration (below 2^42ns, 73 minutes) and its
+	// ticks (below 2^22), so a reset with the same duration needs no
+	// arithmetic.
+	durTickBits = 22
+	durTickMask = 1<<durTickBits - 1
+	durMaxNanos = 1 << (64 - durTickBits)
 )
 
 // Timer is one timeout in a Wheel. Its zero value is not usable: create one
@@ -37,20 +46,20 @@ const (
 // A Timer's methods may be called from any goroutine, concurrently, including
 // from the Timer's own callback. None of them takes a lock or allocates.
 //
-// Ownership: state is shared and changes only by atomic compare-and-swap.
-// w and f are written once by Init before the Timer is published and read
-// freely after. next, prev and slot belong to the wheel's goroutine (or to the
-// goroutine calling ManualClock.Advance). qnext is written by the one goroutine
-// that set stateQueued, before it publishes the Timer on the inbox, and read by
-// the wheel after it takes the inbox.
+// Ownership: state and dur are shared, and change only atomically (state by
+// compare-and-swap). w and f are written once by Init before the Timer is
+// published and read freely after. next and prev belong to the wheel's
+// goroutine (or to the goroutine calling ManualClock.Advance). qnext is
+// written by the one goroutine that set stateQueued, before it publishes the
+// Timer on the inbox, and read by the wheel after it takes the inbox.
 type Timer struct {
 	state atomic.Uint64
+	dur   atomic.Uint64
 	w     *Wheel
 	f     func()
 
-	next, prev *Timer
+	next, prev *Timer // bucket list, circular through a sentinel; nil when unlinked
 	qnext      *Timer
-	slot       int32
 }
 
 // Init binds t to w with callback f, leaving it stopped. It lets a Timer be
@@ -67,14 +76,14 @@ func (t *Timer) Init(w *Wheel, f func()) {
 	}
 	t.w = w
 	t.f = f
-	t.slot = noSlot
 }
 
 // Reset arms t to fire once, d from now, whether or not it is pending, and
 // reports whether it was pending (so a false result means this call started a
 // new arming). It is O(1), allocation-free and takes no lock:
 //
-//   - Within one tick, re-arming with the same d costs a load and a compare.
+//   - Within one tick, re-arming with the same d costs three loads and a
+//     compare.
 //   - Moving a pending deadline later only stores the new deadline; the wheel
 //     notices when the old bucket comes round.
 //   - Moving it earlier, or arming a stopped timer, also pushes t on the
@@ -83,12 +92,28 @@ func (t *Timer) Init(w *Wheel, f func()) {
 // The callback never runs before d has passed since the call, and normally
 // runs no later than d rounded up to the tick, plus one tick, a quarter tick
 // of slack and the wheel goroutine's scheduling delay. A d <= 0 fires on the
-// next tick. A d longer than the wheel's range is clamped to it (see MaxDuration).
+// next tick. A d longer than the wheel's range is clamped to it (see
+// MaxDuration).
 //
 // If the wheel has been stopped, Reset does nothing and returns false.
 // Reset reads no system clock except on the first call after the wheel has
 // slept, which reads it once.
 func (t *Timer) Reset(d time.Duration) bool {
+	// The per-packet case, small enough to be inlined: same duration as
+	// last time, same tick, still pending.
+	if w := t.w; w != nil {
+		c, dc := w.clock.Load(), t.dur.Load()
+		if c&clockSlow == 0 && dc>>durTickBits == uint64(d) {
+			now := c >> clockShift
+			if t.state.Load()&^keepMask == (now+1+dc&durTickMask)<<whenShift|(now&baseMask)<<baseShift|statePending {
+				return true
+			}
+		}
+	}
+	return t.reset(d)
+}
+
+func (t *Timer) reset(d time.Duration) bool {
 	w := t.w
 	if w == nil {
 		panic("wheel: Reset of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
@@ -98,7 +123,60 @@ func (t *Timer) Reset(d time.Duration) bool {
 		return t.resetSlow(d, c)
 	}
 	now := c >> clockShift
-	return t.arm(now+1+w.ticksCeil(d, now), now)
+	var ticks uint64
+	if dc := t.dur.Load(); dc>>durTickBits == uint64(d) {
+		ticks = dc & durTickMask
+	} else {
+		ticks = t.ticks(d, now)
+	}
+	return t.arm(now+1+ticks, now)
+}
+
+// ResetFrom arms t like Reset, but to fire d after the instant at which the
+// wheel's clock read from, a value returned earlier by Wheel.Now: it lets a
+// policy stamp events cheaply with Now on every packet and arm one timer
+// later for the earliest of several deadlines. The callback never runs
+// before d has passed since the Now call that returned from (the wheel
+// accounts for its coarse clock having been stale then, as it does for
+// Reset). A deadline already past fires on the next tick. from must not lie
+// in the future; it is clamped to the present. O(1), allocation-free, no lock.
+func (t *Timer) ResetFrom(from, d time.Duration) bool {
+	w := t.w
+	if w == nil {
+		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
+	}
+	c := w.clock.Load()
+	switch {
+	case c&clockStopped != 0:
+		return false
+	case w.manual != nil:
+		fromNanos := min(int64(max(from, 0)), w.manual.now.Load())
+		end := fromNanos + int64(min(max(d, 0), w.maxDur))
+		when := uint64((end + w.tickNanos - 1) / w.tickNanos)
+		if now := uint64(w.manual.now.Load() / w.tickNanos); when <= now {
+			when = now + 1
+		}
+		return t.arm(min(when, maxWhen), 0)
+	}
+	now := c >> clockShift
+	if c&clockStale != 0 {
+		var ok bool
+		if now, ok = w.refresh(c); !ok {
+			return false
+		}
+	}
+	base := min(uint64(max(from, 0))/uint64(w.tickNanos), now)
+	return t.arm(base+1+w.ticksCeil(d, base), base)
+}
+
+// ticks converts d to ticks for a deadline from tick now, and caches small
+// conversions for the next Reset.
+func (t *Timer) ticks(d time.Duration, now uint64) uint64 {
+	n := t.w.ticksCeil(d, now)
+	if d > 0 && d < durMaxNanos && n <= durTickMask {
+		t.dur.Store(uint64(d)<<durTickBits | n)
+	}
+	return n
 }
 
 // resetSlow handles a stale, manual or stopped clock.
@@ -125,7 +203,7 @@ func (t *Timer) resetSlow(d time.Duration, c uint64) bool {
 		if !ok {
 			return false
 		}
-		return t.arm(now+1+w.ticksCeil(d, now), now)
+		return t.arm(now+1+t.ticks(d, now), now)
 	}
 }
 
@@ -135,13 +213,13 @@ func (t *Timer) arm(when, base uint64) bool {
 	for {
 		old := t.state.Load()
 		if old&^keepMask == want {
-			return true // same tick, same deadline: nothing to do
+			return true
 		}
 		next := want | old&keepMask
 		push := false
-		if old&stateQueued == 0 && (old&stateFiled == 0 || when < old>>whenShift) {
-			// The wheel holds t at a tick later than the new deadline, or
-			// not at all: tell it.
+		if old&stateQueued == 0 && (old&statePending == 0 || old&stateFiled == 0 || when < old>>whenShift) {
+			// A new arming (the wheel counts it), or the wheel holds t at a
+			// tick later than the new deadline: tell it.
 			next |= stateQueued
 			push = true
 		}
@@ -149,11 +227,7 @@ func (t *Timer) arm(when, base uint64) bool {
 			if push {
 				t.w.push(t, when)
 			}
-			if old&statePending == 0 {
-				t.w.pending.add(t, 1)
-				return false
-			}
-			return true
+			return old&statePending != 0
 		}
 	}
 }
@@ -173,13 +247,11 @@ func (t *Timer) Stop() bool {
 			return false
 		}
 		next := old &^ statePending
-		push := false
-		if old&(stateQueued|stateFiled) == stateFiled {
+		push := old&stateQueued == 0
+		if push {
 			next |= stateQueued
-			push = true
 		}
 		if t.state.CompareAndSwap(old, next) {
-			t.w.pending.add(t, -1)
 			if push {
 				t.w.push(t, 0)
 			}

@@ -40,14 +40,14 @@ const (
 	clockShift   = 3
 )
 
-// Buckets: 8 levels of 64 slots cover the 43-bit deadline, then two lists.
+// Buckets: 7 levels of 64 slots cover the 42-bit deadline, then a list of
+// timers due but held back (see fireAt).
 const (
 	slotBits      = 6
 	slotsPerLevel = 1 << slotBits
-	numLevels     = 8
-	slotDue       = numLevels * slotsPerLevel // due but held back (see fireAt)
+	numLevels     = 7
+	slotDue       = numLevels * slotsPerLevel
 	numSlots      = slotDue + 1
-	noSlot        = -1
 )
 
 // Tick limits accepted by WithTick.
@@ -76,13 +76,13 @@ type Wheel struct {
 
 	sleepUntil atomic.Int64 // nanos since start the driver sleeps until; 0 while awake
 	wakeups    atomic.Uint64
+	count      atomic.Int64 // pending timers the driver has taken in; see Len
 
 	slackNanos int64
 	nowFunc    func() int64 // replaces the monotonic clock in tests
 	exec       func(func())
 	batchEnd   func()
 	start      time.Time
-	pending    counter
 	inbox      []inboxShard
 	shardShift uint
 	wakeCh     chan struct{}
@@ -92,7 +92,8 @@ type Wheel struct {
 
 	// Owned by the driver.
 	cur         uint64 // every tick <= cur has been processed
-	heads       [numSlots]*Timer
+	npending    int64  // the driver's count of pending timers, published in count
+	heads       [numSlots]Timer // list sentinels: w is nil, state holds the index
 	occupied    [numLevels]uint64
 	hiccups     []hiccup
 	lastActive  uint64 // tick of the last sign that timers are being reset
@@ -184,12 +185,13 @@ func build(opts []Option) *Wheel {
 	for shards < 2*runtime.GOMAXPROCS(0) && shards < 64 {
 		shards *= 2
 	}
-	w.pending.shards = make([]paddedInt64, shards)
 	w.inbox = make([]inboxShard, shards)
 	w.shardShift = uint(64 - bits.TrailingZeros(uint(shards)))
 	w.activeTicks = max(uint64(time.Second/cfg.tick), 8)
 	for i := range w.heads {
-		w.heads[i] = nil
+		h := &w.heads[i]
+		h.next, h.prev = h, h
+		h.state.Store(uint64(i))
 	}
 	if cfg.clock != nil {
 		if !cfg.clock.attached.CompareAndSwap(false, true) {
@@ -239,18 +241,21 @@ func (w *Wheel) Stop() {
 	}
 }
 
-// Len reports the number of pending timers. It sums a few sharded counters,
-// so it is cheap but meant for metrics, not for every packet.
+// Len reports the number of pending timers, for metrics. The wheel's
+// goroutine counts each arming and stop when it takes it in (within a tick),
+// so that Reset and Stop share no counter: a Reset or Stop shows in Len once
+// the wheel has woken since (for a manual wheel, after the next Advance,
+// Advance(0) included). It costs one atomic load.
 func (w *Wheel) Len() int {
-	return int(w.pending.sum())
+	return int(w.count.Load())
 }
 
 // Tick reports the wheel's resolution.
 func (w *Wheel) Tick() time.Duration { return time.Duration(w.tickNanos) }
 
 // MaxDuration reports the longest duration Reset accepts before clamping
-// (2^43-2 ticks: about 278 years at the default 1ms tick, less the wheel's
-// age).
+// (2^42-2 ticks: about 139 years at the default 1ms tick, less the wheel's
+// age; a wheel can run for that long).
 func (w *Wheel) MaxDuration() time.Duration { return w.maxDur }
 
 // Now reports the wheel's coarse clock: the time since the wheel started,
@@ -365,27 +370,6 @@ func (w *Wheel) shard(t *Timer) int {
 type inboxShard struct {
 	head atomic.Pointer[Timer]
 	_    [56]byte
-}
-
-type paddedInt64 struct {
-	v atomic.Int64
-	_ [56]byte
-}
-
-// counter is a sharded counter: adds from different goroutines rarely share
-// a cache line.
-type counter struct{ shards []paddedInt64 }
-
-func (c *counter) add(t *Timer, d int64) {
-	c.shards[t.w.shard(t)].v.Add(d)
-}
-
-func (c *counter) sum() int64 {
-	var n int64
-	for i := range c.shards {
-		n += c.shards[i].v.Load()
-	}
-	return n
 }
 
 // ---- the driver ------------------------------------------------------------
@@ -559,7 +543,7 @@ func (w *Wheel) drain(now int64) int {
 			next := t.qnext
 			t.qnext = nil
 			t.state.And(^uint64(stateQueued))
-			if t.slot != noSlot {
+			if t.next != nil {
 				w.unlink(t)
 			}
 			w.handle(t, now)
@@ -605,56 +589,56 @@ func (w *Wheel) nextEvent() (uint64, int, bool) {
 
 // expire takes every timer out of slot idx and re-files, fires or drops it.
 func (w *Wheel) expire(idx int, now int64) {
-	t := w.heads[idx]
-	w.heads[idx] = nil
-	w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
-	for t != nil {
+	if idx < slotDue {
+		w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
+	}
+	h := &w.heads[idx]
+	t := h.next
+	h.next, h.prev = h, h
+	for t != h {
 		next := t.next
-		t.next, t.prev, t.slot = nil, nil, noSlot
+		t.next, t.prev = nil, nil
 		w.handle(t, now)
 		t = next
 	}
 }
 
 // retryDue re-examines the timers held back by a hiccup.
-func (w *Wheel) retryDue(now int64) {
-	t := w.heads[slotDue]
-	if t == nil {
-		return
-	}
-	w.heads[slotDue] = nil
-	for t != nil {
-		next := t.next
-		t.next, t.prev, t.slot = nil, nil, noSlot
-		w.handle(t, now)
-		t = next
-	}
-}
+func (w *Wheel) retryDue(now int64) { w.expire(slotDue, now) }
 
 func (w *Wheel) deferredMin() (int64, bool) {
 	at, ok := int64(math.MaxInt64), false
-	for t := w.heads[slotDue]; t != nil; t = t.next {
+	h := &w.heads[slotDue]
+	for t := h.next; t != h; t = t.next {
 		at, ok = min(at, w.fireAt(t.state.Load())), true
 	}
 	return at, ok
 }
 
 // handle decides the fate of an unlinked timer t: drop it if stopped, file
-// it if its deadline is ahead, fire it if due.
+// it if its deadline is ahead, fire it if due; and keeps the pending count.
 func (w *Wheel) handle(t *Timer, now int64) {
 	for {
 		s := t.state.Load()
 		if s&statePending == 0 {
-			if s&stateFiled != 0 && !t.state.CompareAndSwap(s, s&^stateFiled) {
-				continue
+			if n := s &^ (stateFiled | stateCounted); n != s {
+				if !t.state.CompareAndSwap(s, n) {
+					continue
+				}
+				if s&stateCounted != 0 {
+					w.addPending(-1)
+				}
 			}
 			return
 		}
-		if s&stateFiled == 0 {
-			if !t.state.CompareAndSwap(s, s|stateFiled) {
+		if n := s | stateFiled | stateCounted; n != s {
+			if !t.state.CompareAndSwap(s, n) {
 				continue
 			}
-			s |= stateFiled
+			if s&stateCounted == 0 {
+				w.addPending(1)
+			}
+			s = n
 		}
 		when := s >> whenShift
 		if when > w.cur {
@@ -665,8 +649,8 @@ func (w *Wheel) handle(t *Timer, now int64) {
 			w.link(t, slotDue)
 			return
 		}
-		if t.state.CompareAndSwap(s, s&^(statePending|stateFiled)) {
-			w.pending.add(t, -1)
+		if t.state.CompareAndSwap(s, s&^(statePending|stateFiled|stateCounted)) {
+			w.addPending(-1)
 			w.fired++
 			if w.exec != nil {
 				w.exec(t.f)
@@ -678,6 +662,11 @@ func (w *Wheel) handle(t *Timer, now int64) {
 	}
 }
 
+func (w *Wheel) addPending(d int64) {
+	w.npending += d
+	w.count.Store(w.npending)
+}
+
 // slotFor returns the slot for a deadline after cur: the level is that of
 // the highest 6-bit digit in which when and cur differ.
 func (w *Wheel) slotFor(when uint64) int {
@@ -686,31 +675,24 @@ func (w *Wheel) slotFor(when uint64) int {
 }
 
 func (w *Wheel) link(t *Timer, idx int) {
-	h := w.heads[idx]
-	t.prev = nil
-	t.next = h
-	if h != nil {
-		h.prev = t
-	}
-	w.heads[idx] = t
-	t.slot = int32(idx)
+	h := &w.heads[idx]
+	t.prev = h
+	t.next = h.next
+	h.next.prev = t
+	h.next = t
 	if idx < slotDue {
 		w.occupied[idx/slotsPerLevel] |= 1 << (idx % slotsPerLevel)
 	}
 }
 
 func (w *Wheel) unlink(t *Timer) {
-	idx := int(t.slot)
-	if t.prev != nil {
-		t.prev.next = t.next
-	} else {
-		w.heads[idx] = t.next
-	}
-	if t.next != nil {
-		t.next.prev = t.prev
-	}
-	t.next, t.prev, t.slot = nil, nil, noSlot
-	if idx < slotDue && w.heads[idx] == nil {
-		w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
+	p, n := t.prev, t.next
+	p.next = n
+	n.prev = p
+	t.next, t.prev = nil, nil
+	if p == n && p.w == nil { // only the sentinel is left: the slot is empty
+		if idx := int(p.state.Load()); idx < slotDue {
+			w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
+		}
 	}
 }
