@@ -91,8 +91,8 @@ type Wheel struct {
 	stopOnce   sync.Once
 
 	// Owned by the driver.
-	cur         uint64 // every tick <= cur has been processed
-	npending    int64  // the driver's count of pending timers, published in count
+	cur         uint64          // every tick <= cur has been processed
+	npending    int64           // the driver's count of pending timers, published in count
 	heads       [numSlots]Timer // list sentinels: w is nil, state holds the index
 	occupied    [numLevels]uint64
 	hiccups     []hiccup
