@@ -1,0 +1,451 @@
+package netserver_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/retransmit"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// gnet's shared worker pool (ants) keeps a purge goroutine for the
+		// life of the process; it is not ours and not per server.
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+	)
+}
+
+// start runs a server for the test and shuts it down at the end.
+func start(t *testing.T, cfg netserver.Config, h netserver.Handler) *netserver.Server {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.EventLoops == 0 {
+		cfg.EventLoops = 2
+	}
+	if h == nil {
+		h = netserver.Echo{}
+	}
+	s, err := netserver.New(cfg, h)
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		assert.NoError(t, s.Shutdown(ctx))
+	})
+	return s
+}
+
+type client struct {
+	t     *testing.T
+	c     net.Conn
+	buf   []byte
+	start time.Time
+}
+
+func dial(t *testing.T, s *netserver.Server) *client {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return &client{t: t, c: c, start: time.Now()}
+}
+
+func (c *client) write(b []byte) {
+	c.t.Helper()
+	_, err := c.c.Write(b)
+	require.NoError(c.t, err)
+}
+
+// next reads the next frame, failing after timeout. io.EOF means the server
+// closed the connection.
+func (c *client) next(timeout time.Duration) (frame.Frame, error) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if f, n, err := frame.Parse(c.buf, frame.DefaultMax); err == nil {
+			f.Payload = append([]byte(nil), f.Payload...)
+			f.Reason = append([]byte(nil), f.Reason...)
+			c.buf = c.buf[n:]
+			return f, nil
+		} else if !errors.Is(err, frame.ErrShort) {
+			return frame.Frame{}, err
+		}
+		require.NoError(c.t, c.c.SetReadDeadline(deadline))
+		tmp := make([]byte, 4096)
+		n, err := c.c.Read(tmp)
+		c.buf = append(c.buf, tmp[:n]...)
+		if err != nil && n == 0 {
+			return frame.Frame{}, err
+		}
+	}
+}
+
+// closeFrame reads until the server's CLOSE and EOF, and reports the CLOSE
+// code and when the connection ended.
+func (c *client) waitClose(timeout time.Duration) (frame.Code, time.Time) {
+	c.t.Helper()
+	var code frame.Code
+	for {
+		f, err := c.next(timeout)
+		if err != nil {
+			if errors.Is(err, io.EOF) || isReset(err) {
+				return code, time.Now()
+			}
+			c.t.Fatalf("waiting for the server to close: %v", err)
+		}
+		if f.Type == frame.TypeClose {
+			code = f.Code
+		}
+	}
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+func TestNew_RejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  netserver.Config
+		want string
+	}{
+		{name: "no address", cfg: netserver.Config{}, want: "Addr is empty"},
+		{name: "bad address", cfg: netserver.Config{Addr: "nowhere"}, want: "Addr \"nowhere\""},
+		{name: "keepalive on raw", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}}, want: "needs the framed protocol"},
+		{name: "bad idle", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{IdleTimeout: -1}}, want: "Timeouts"},
+		{name: "bad retransmit", cfg: netserver.Config{Addr: ":0", Protocol: netserver.Framed, Retransmit: retransmit.Config{MinRTO: 2 * time.Second, MaxRTO: time.Second}}, want: "Retransmit"},
+		{name: "tick", cfg: netserver.Config{Addr: ":0", Tick: time.Nanosecond}, want: "Tick"},
+		{name: "max frame", cfg: netserver.Config{Addr: ":0", MaxFrame: 3}, want: "MaxFrame"},
+		{name: "kernel", cfg: netserver.Config{Addr: ":0", Kernel: netserver.KernelConfig{KeepaliveCount: 3}}, want: "KeepaliveIdle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := netserver.New(tc.cfg, netserver.Echo{})
+			require.ErrorIs(t, err, netserver.ErrConfig)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	_, err := netserver.New(netserver.Config{Addr: ":0"}, nil)
+	assert.ErrorIs(t, err, netserver.ErrConfig)
+}
+
+func TestRaw_EchoAndIdleReap(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	s := start(t, netserver.Config{Timeouts: idle.Config{IdleTimeout: timeout}}, nil)
+	c := dial(t, s)
+	c.write([]byte("hello"))
+	got := make([]byte, 5)
+	_, err := io.ReadFull(c.c, got)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(got))
+	last := time.Now() // after our last byte arrived back: the server saw it before
+	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = c.c.Read(got)
+	closed := time.Now()
+	require.ErrorIs(t, err, io.EOF)
+	// The server closes between timeout and timeout + 2 ticks + slack, measured
+	// from the client (which saw its echo after the server's last activity).
+	assert.GreaterOrEqual(t, closed.Sub(c.start), timeout, "closed before the idle timeout")
+	assert.Less(t, closed.Sub(last), timeout+2*time.Millisecond+100*time.Millisecond, "closed too late")
+	require.Eventually(t, func() bool { return s.Stats().Closed["idle"] == 1 }, 2*time.Second, time.Millisecond)
+}
+
+func framedCfg() netserver.Config {
+	return netserver.Config{Protocol: netserver.Framed}
+}
+
+func TestFramed_EchoAcksAndCumulativeAckStopsRetransmission(t *testing.T) {
+	cfg := framedCfg()
+	cfg.Retransmit = retransmit.Config{InitialRTO: 50 * time.Millisecond, MinRTO: 20 * time.Millisecond}
+	s := start(t, cfg, nil)
+	c := dial(t, s)
+	var out []byte
+	for seq := uint64(1); seq <= 3; seq++ {
+		out = frame.AppendData(out, seq, []byte{byte('a' + seq)})
+	}
+	c.write(out)
+	var echoes []frame.Frame
+	acked := uint64(0)
+	for len(echoes) < 3 || acked < 3 {
+		f, err := c.next(2 * time.Second)
+		require.NoError(t, err)
+		switch f.Type {
+		case frame.TypeAck:
+			acked = f.Seq
+		case frame.TypeData:
+			echoes = append(echoes, f)
+		}
+	}
+	for i, f := range echoes {
+		assert.Equal(t, uint64(i+1), f.Seq, "the server numbers its DATA 1, 2, 3")
+		assert.Equal(t, []byte{byte('a' + i + 1)}, f.Payload)
+	}
+	// One cumulative ACK for all three: nothing may be retransmitted.
+	c.write(frame.AppendAck(nil, 3))
+	f, err := c.next(300 * time.Millisecond)
+	require.Error(t, err, "got %v %d after the cumulative ack", f.Type, f.Seq)
+	assert.Zero(t, s.Stats().Retransmits)
+}
+
+func TestFramed_RetransmitLadderAndGiveUp(t *testing.T) {
+	cfg := framedCfg()
+	cfg.Retransmit = retransmit.Config{InitialRTO: 100 * time.Millisecond, MinRTO: 50 * time.Millisecond, MaxRetransmits: 3}
+	s := start(t, cfg, nil)
+	c := dial(t, s)
+	c.write(frame.AppendData(nil, 1, []byte("x")))
+	var sent []time.Time
+	var code frame.Code
+	for {
+		f, err := c.next(5 * time.Second)
+		if errors.Is(err, io.EOF) || isReset(err) {
+			break
+		}
+		require.NoError(t, err)
+		switch f.Type {
+		case frame.TypeData:
+			assert.Equal(t, uint64(1), f.Seq, "only the unacknowledged message is resent")
+			sent = append(sent, time.Now())
+		case frame.TypeClose:
+			code = f.Code
+		}
+	}
+	require.Len(t, sent, 4, "the echo and three retransmissions")
+	// RFC 6298 backoff: 100ms, then 200ms, 400ms between sends.
+	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		gap := sent[i+1].Sub(sent[i])
+		assert.GreaterOrEqual(t, gap, want-5*time.Millisecond, "retransmission %d", i+1) // client timing slack
+		assert.Less(t, gap, want+60*time.Millisecond, "retransmission %d", i+1)
+	}
+	assert.Equal(t, frame.CodeGiveUp, code)
+	require.Eventually(t, func() bool { return s.Stats().GiveUps == 1 }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, int64(3), s.Stats().Retransmits)
+}
+
+func TestFramed_KeepaliveSurviveAndDeath(t *testing.T) {
+	cfg := framedCfg()
+	cfg.Timeouts = idle.Config{KeepaliveTime: 150 * time.Millisecond, KeepaliveTimeout: 150 * time.Millisecond}
+	s := start(t, cfg, nil)
+
+	// A peer that answers pings stays open well past Time+Timeout.
+	alive := dial(t, s)
+	done := make(chan int)
+	go func() {
+		pings := 0
+		for {
+			f, err := alive.next(time.Second)
+			if err != nil {
+				done <- pings
+				return
+			}
+			if f.Type == frame.TypePing {
+				pings++
+				_, _ = alive.c.Write(frame.AppendPong(nil, f.Nonce))
+				if pings == 4 {
+					done <- pings
+					return
+				}
+			}
+		}
+	}()
+	assert.Equal(t, 4, <-done, "answered four pings and is still open")
+
+	// A silent peer is closed after Time + Timeout.
+	dead := dial(t, s)
+	code, at := dead.waitClose(5 * time.Second)
+	assert.Equal(t, frame.CodeDeadPeer, code)
+	assert.GreaterOrEqual(t, at.Sub(dead.start), 300*time.Millisecond)
+	assert.Less(t, at.Sub(dead.start), 300*time.Millisecond+200*time.Millisecond)
+	assert.GreaterOrEqual(t, s.Stats().Probes, int64(5))
+}
+
+func TestFramed_SlowlorisAndOversizedAndProtocolErrors(t *testing.T) {
+	cfg := framedCfg()
+	cfg.Timeouts = idle.Config{FrameTimeout: 200 * time.Millisecond}
+	cfg.MaxFrame = 1024
+	s := start(t, cfg, nil)
+
+	// Slowloris: a frame trickled one byte at a time is cut at the deadline,
+	// however often bytes arrive.
+	slow := dial(t, s)
+	full := frame.AppendData(nil, 1, make([]byte, 100))
+	stop := make(chan struct{})
+	go func() {
+		for i := 0; i < len(full)-1; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if _, err := slow.c.Write(full[i : i+1]); err != nil {
+				return
+			}
+		}
+	}()
+	code, at := slow.waitClose(5 * time.Second)
+	close(stop)
+	assert.Equal(t, frame.CodeFrameDeadline, code)
+	assert.GreaterOrEqual(t, at.Sub(slow.start), 200*time.Millisecond)
+	assert.Less(t, at.Sub(slow.start), 500*time.Millisecond)
+
+	for _, tc := range []struct {
+		name string
+		send []byte
+		want frame.Code
+	}{
+		{name: "oversized", send: []byte{0, 1, 0, 0, 1}, want: frame.CodeTooLarge},
+		{name: "unknown type", send: []byte{0, 0, 0, 1, 77}, want: frame.CodeProtocol},
+		{name: "sequence gap", send: frame.AppendData(nil, 5, []byte("x")), want: frame.CodeProtocol},
+		{name: "ack of unsent", send: frame.AppendAck(nil, 9), want: frame.CodeProtocol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, s)
+			c.write(tc.send)
+			code, _ := c.waitClose(5 * time.Second)
+			assert.Equal(t, tc.want, code)
+		})
+	}
+	// And the server still serves everyone else.
+	ok := dial(t, s)
+	ok.write(frame.AppendPing(nil, 7))
+	f, err := ok.next(2 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 7}, f)
+	st := s.Stats()
+	assert.Equal(t, int64(1), st.Closed["frame_deadline"])
+	assert.Equal(t, int64(1), st.Closed["frame_too_large"])
+	assert.Equal(t, int64(3), st.Closed["protocol_error"])
+}
+
+func TestMaxConns(t *testing.T) {
+	cfg := framedCfg()
+	cfg.MaxConns = 2
+	s := start(t, cfg, nil)
+	a, b := dial(t, s), dial(t, s)
+	for _, c := range []*client{a, b} { // make sure both are open
+		c.write(frame.AppendPing(nil, 1))
+		_, err := c.next(2 * time.Second)
+		require.NoError(t, err)
+	}
+	extra := dial(t, s)
+	code, _ := extra.waitClose(2 * time.Second)
+	assert.Equal(t, frame.CodeOverload, code)
+	a.write(frame.AppendPing(nil, 2))
+	_, err := a.next(2 * time.Second)
+	assert.NoError(t, err, "the connections within the limit keep working")
+	assert.Equal(t, int64(2), s.Stats().Open)
+}
+
+type panicky struct{ netserver.Echo }
+
+func (panicky) OnMessage(c *netserver.Conn, msg []byte) {
+	if string(msg) == "boom" {
+		panic("handler bug")
+	}
+	netserver.Echo{}.OnMessage(c, msg)
+}
+
+func TestHandlerPanicClosesOnlyThatConnection(t *testing.T) {
+	s := start(t, framedCfg(), panicky{})
+	bad, good := dial(t, s), dial(t, s)
+	bad.write(frame.AppendData(nil, 1, []byte("boom")))
+	code, _ := bad.waitClose(2 * time.Second)
+	assert.Equal(t, frame.CodeInternal, code)
+	good.write(frame.AppendData(nil, 1, []byte("fine")))
+	for {
+		f, err := good.next(2 * time.Second)
+		require.NoError(t, err)
+		if f.Type == frame.TypeData {
+			assert.Equal(t, "fine", string(f.Payload))
+			break
+		}
+	}
+	assert.Equal(t, int64(1), s.Stats().Closed["handler_panic"])
+}
+
+func TestShutdown_ClosesIdleWaitsForBusy(t *testing.T) {
+	cfg := framedCfg()
+	cfg.Retransmit = retransmit.Config{InitialRTO: time.Second}
+	s, err := netserver.New(withAddr(cfg), netserver.Echo{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	idleC := dial(t, s)
+	busy := dial(t, s)
+	busy.write(frame.AppendData(nil, 1, []byte("unacked"))) // the echo stays unacknowledged
+	for {
+		f, err := busy.next(2 * time.Second)
+		require.NoError(t, err)
+		if f.Type == frame.TypeData {
+			break
+		}
+	}
+	idleC.write(frame.AppendPing(nil, 1))
+	_, err = idleC.next(2 * time.Second)
+	require.NoError(t, err)
+
+	var shutdownErr atomic.Value
+	done := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			shutdownErr.Store(err)
+		}
+		close(done)
+	}()
+	code, _ := idleC.waitClose(2 * time.Second)
+	assert.Equal(t, frame.CodeShutdown, code, "the idle connection is told and closed at once")
+	select {
+	case <-done:
+		t.Fatal("Shutdown returned while a connection still had unacknowledged data")
+	case <-time.After(100 * time.Millisecond):
+	}
+	busy.write(frame.AppendAck(nil, 1)) // done with it: now it is idle
+	code, _ = busy.waitClose(2 * time.Second)
+	assert.Equal(t, frame.CodeShutdown, code)
+	<-done
+	assert.Nil(t, shutdownErr.Load())
+	late, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
+	if err == nil { // the port may be reused already; if it connects, nobody serves it
+		late.Close()
+	}
+	assert.Zero(t, s.Stats().Open)
+	assert.Zero(t, s.Stats().TimersPending)
+}
+
+func TestShutdown_DeadlineCutsBusyConnections(t *testing.T) {
+	cfg := framedCfg()
+	s, err := netserver.New(withAddr(cfg), netserver.Echo{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	busy := dial(t, s)
+	busy.write(frame.AppendData(nil, 1, []byte("unacked")))
+	_, err = busy.next(2 * time.Second)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, s.Shutdown(ctx), context.DeadlineExceeded)
+	assert.Zero(t, s.Stats().Open)
+	assert.Equal(t, int64(1), s.Stats().Closed["shutdown"])
+}
+
+func withAddr(cfg netserver.Config) netserver.Config {
+	cfg.Addr = "127.0.0.1:0"
+	cfg.EventLoops = 2
+	return cfg
+}
