@@ -243,10 +243,15 @@ func (w *Wheel) Stop() {
 
 // Len reports the number of pending timers, for metrics. The wheel's
 // goroutine counts each arming and stop when it takes it in (within a tick),
-// so that Reset and Stop share no counter: a Reset or Stop shows in Len once
-// the wheel has woken since (for a manual wheel, after the next Advance,
-// Advance(0) included). It costs one atomic load.
+// so that Reset and Stop share no counter: on the real clock a Reset or Stop
+// shows in Len once the wheel has woken since. On a manual wheel Len first
+// takes in what is waiting, so it is exact (except when called from a
+// callback during Advance). It costs one atomic load on the real clock.
 func (w *Wheel) Len() int {
+	if m := w.manual; m != nil && m.mu.TryLock() {
+		w.drain(m.now.Load())
+		m.mu.Unlock()
+	}
 	return int(w.count.Load())
 }
 
