@@ -85,6 +85,8 @@ type Tracker struct {
 	outstanding int     // unacked messages in [head, next)
 	closed      bool
 	retransmits uint64
+	armedGiveUp bool  // the timer is armed for the give-up deadline of...
+	armedFirst  int64 // ...the message first sent at this stamp
 	acked       uint64
 }
 
@@ -177,10 +179,19 @@ func (t *Tracker) grow() {
 // arm (re)starts the timer for the current RTO, or for the time left until
 // the oldest message has been outstanding GiveUpAfter, if sooner.
 // Called with mu held and something outstanding.
+//
+// The give-up deadline is armed from the first send's stamp with ResetFrom,
+// so it never comes early even if the wheel's coarse clock was stale then;
+// expire gives up for time only when the timer fired for that deadline.
 func (t *Tracker) arm(nowNanos int64) {
 	d := t.est.rtoNanos()
 	first := t.ring[t.head&uint64(len(t.ring)-1)].firstNanos
-	d = min(d, first+t.cfg.giveUpNanos-nowNanos)
+	if first+t.cfg.giveUpNanos-nowNanos <= d {
+		t.armedGiveUp, t.armedFirst = true, first
+		t.timer.ResetFrom(time.Duration(first), time.Duration(t.cfg.giveUpNanos))
+		return
+	}
+	t.armedGiveUp = false
 	t.timer.Reset(time.Duration(d))
 }
 
@@ -309,7 +320,7 @@ func (t *Tracker) expire() {
 	e := &t.ring[seq&uint64(len(t.ring)-1)]
 	var limit error
 	switch {
-	case now-e.firstNanos >= t.cfg.giveUpNanos:
+	case t.armedGiveUp && t.armedFirst == e.firstNanos:
 		limit = ErrUnackedTimeout
 	case int(e.retx) >= t.cfg.maxRetransmits:
 		limit = ErrMaxRetransmits

@@ -1,0 +1,29 @@
+// Command echo is netwheel's echo server: a production-shaped binary over
+// package netserver. It sends back every byte (-proto raw) or DATA frame
+// (-proto framed) it receives, enforces the per-connection timeouts set by
+// its flags, serves Prometheus metrics and pprof on -metrics, and shuts down
+// gracefully on SIGINT or SIGTERM.
+//
+//	go run ./cmd/echo -addr 127.0.0.1:9000 -idle-timeout 1m -metrics 127.0.0.1:9100
+//	go run ./cmd/echo -proto framed -keepalive-time 15s -keepalive-timeout 5s
+//	go run ./cmd/echo -h
+//
+// Exit status: 0 after a clean shutdown, 1 on a runtime error or when the
+// shutdown had to cut busy connections, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // from now on a second signal kills the process at once
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"time"
+
+	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/retransmit"
+	"github.com/netwheel/netwheel/wheel"
+)
+
+// Exit statuses of run.
+const (
+	exitOK    = 0
+	exitError = 1 // a runtime error, or a shutdown that cut busy connections
+	exitUsage = 2 // bad flags or an invalid configuration
+)
+
+// metricsReadHeaderTimeout bounds how long the metrics server waits for a
+// request's headers, so idle scrapers cannot hold its connections open.
+const metricsReadHeaderTimeout = 10 * time.Second
+
+// run is the whole of the echo command: it parses args, serves until ctx is
+// done (main cancels it on SIGINT or SIGTERM), shuts down gracefully and
+// returns the exit status. Help goes to stdout; usage errors and logs go to
+// stderr. run may be called from any goroutine, more than once.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, o, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	log := newLogger(stderr, o)
+	cfg.Logger = log
+	srv, err := netserver.New(cfg, netserver.Echo{})
+	if err != nil {
+		fmt.Fprintf(stderr, "echo: %s (run echo -h for help)\n", flagNames(err.Error()))
+		return exitUsage
+	}
+
+	var mln net.Listener
+	if o.metricsAddr != "" {
+		if mln, err = net.Listen("tcp", o.metricsAddr); err != nil {
+			log.Error("echo: metrics listener", "err", err)
+			return exitError
+		}
+	}
+	if err := srv.Start(); err != nil {
+		if mln != nil {
+			mln.Close()
+		}
+		log.Error("echo: start", "err", err)
+		return exitError
+	}
+
+	var hs *http.Server
+	metricsDone := make(chan error, 1)
+	if mln != nil {
+		hs = &http.Server{
+			Handler:           metricsMux(srv),
+			ReadHeaderTimeout: metricsReadHeaderTimeout,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go func() { metricsDone <- hs.Serve(mln) }()
+	}
+	log.Info("echo: serving", effectiveConfig(srv, cfg, o, mln)...)
+
+	code := exitOK
+	select {
+	case <-ctx.Done():
+		log.Info("echo: shutting down", "grace", o.shutdownTimeout.String())
+	case err := <-metricsDone:
+		log.Error("echo: metrics server failed, shutting down", "err", err)
+		metricsDone <- err // for the wait below
+		code = exitError
+	}
+	// The grace period runs on its own clock: ctx is already done.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("echo: shutdown cut busy connections", "err", err, "grace", o.shutdownTimeout.String())
+		code = exitError
+	}
+	if hs != nil {
+		// Metrics stay up while connections drain; then stop the server,
+		// cutting requests (a long pprof profile) that outlive the grace.
+		if err := hs.Shutdown(sctx); err != nil {
+			hs.Close()
+		}
+		<-metricsDone
+	}
+	log.Info("echo: stopped", "exit", code)
+	return code
+}
+
+// metricsMux routes /metrics to the server's Prometheus handler and
+// /debug/pprof/ to net/http/pprof, on a mux of its own.
+func metricsMux(srv *netserver.Server) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv.MetricsHandler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves the named profiles: heap, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func newLogger(w io.Writer, o options) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: o.logLevel}
+	if o.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// effectiveConfig lists the settings the server runs with as log
+// attributes: the actual listen addresses, and the defaults that zero
+// values stand for. Durations are strings so that JSON logs read as well
+// as text ones.
+func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln net.Listener) []any {
+	off := func(d time.Duration) string {
+		if d == 0 {
+			return "off"
+		}
+		return d.String()
+	}
+	or := func(d, def time.Duration) string {
+		if d == 0 {
+			d = def
+		}
+		return d.String()
+	}
+	orInt := func(n, def int) int {
+		if n == 0 {
+			return def
+		}
+		return n
+	}
+	sys := func(d time.Duration) string {
+		if d == 0 {
+			return "system"
+		}
+		return d.String()
+	}
+	metrics := "off"
+	if mln != nil {
+		metrics = mln.Addr().String()
+	}
+	tick := cfg.Tick
+	if tick == 0 {
+		tick = wheel.DefaultTick
+	}
+	maxConns := "none"
+	if cfg.MaxConns > 0 {
+		maxConns = fmt.Sprint(cfg.MaxConns)
+	}
+	t, k := cfg.Timeouts, cfg.Kernel
+	kaCount := "off"
+	if t.KeepaliveTime != 0 {
+		kaCount = fmt.Sprint(orInt(t.KeepaliveCount, 1))
+	}
+	attrs := []any{
+		"addr", srv.Addr().String(),
+		"proto", cfg.Protocol.String(),
+		"event_loops", orInt(cfg.EventLoops, runtime.GOMAXPROCS(0)),
+		"reuse_port", cfg.ReusePort,
+		"tick", tick.String(),
+		"max_conns", maxConns,
+		slog.Group("timeouts",
+			"idle", off(t.IdleTimeout),
+			"read_silence", off(t.ReadSilenceTimeout),
+			"keepalive_time", off(t.KeepaliveTime),
+			"keepalive_timeout", off(t.KeepaliveTimeout),
+			"keepalive_count", kaCount,
+			"frame", off(t.FrameTimeout),
+			"handshake", off(t.HandshakeTimeout),
+			"max_age", off(t.MaxAge),
+			"max_age_jitter", off(t.MaxAgeJitter),
+			"max_age_grace", off(t.MaxAgeGrace),
+			"write_stall", off(t.WriteStallTimeout),
+		),
+	}
+	if cfg.Protocol == netserver.Framed {
+		r := cfg.Retransmit
+		attrs = append(attrs,
+			"max_frame", orInt(cfg.MaxFrame, frame.DefaultMax),
+			slog.Group("retransmit",
+				"initial_rto", or(r.InitialRTO, retransmit.DefaultInitialRTO),
+				"min_rto", or(r.MinRTO, retransmit.DefaultMinRTO),
+				"max_rto", or(r.MaxRTO, retransmit.DefaultMaxRTO),
+				"granularity", or(r.Granularity, tick),
+				"variant", r.Variant.String(),
+				"max_retransmits", orInt(r.MaxRetransmits, retransmit.DefaultMaxRetransmits),
+				"give_up_after", or(r.GiveUpAfter, retransmit.DefaultGiveUpAfter),
+				"window", orInt(r.Window, retransmit.DefaultWindow),
+			),
+			"silent_shutdown", cfg.SilentShutdown,
+		)
+	}
+	return append(attrs,
+		slog.Group("tcp",
+			"keepalive_idle", sys(k.KeepaliveIdle),
+			"keepalive_interval", sys(k.KeepaliveInterval),
+			"keepalive_count", orSystem(k.KeepaliveCount),
+			"user_timeout", sys(k.UserTimeout),
+		),
+		"shutdown_timeout", o.shutdownTimeout.String(),
+		"metrics", metrics,
+	)
+}
+
+func orSystem(n int) string {
+	if n == 0 {
+		return "system"
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// gnet's shared worker pool (ants) keeps goroutines for the life of the
+// process once any gnet engine has run; they are not per server.
+var gnetPool = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, gnetPool...) }
+
+// syncBuffer is a bytes.Buffer that run's logger and the test may use from
+// different goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// logLine returns the first JSON log line with message msg, or nil.
+func logLine(t *testing.T, logs, msg string) map[string]any {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+		if m["msg"] == msg {
+			return m
+		}
+	}
+	return nil
+}
+
+func TestRun_EndToEnd(t *testing.T) {
+	defer goleak.VerifyNone(t, append(gnetPool, goleak.IgnoreCurrent())...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"-addr", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-event-loops", "2",
+			"-idle-timeout", "1m", "-log-format", "json", "-shutdown-timeout", "5s"}, &stdout, &stderr)
+	}()
+
+	// The startup line carries the actual addresses.
+	var started map[string]any
+	require.Eventually(t, func() bool {
+		started = logLine(t, stderr.String(), "echo: serving")
+		return started != nil
+	}, 10*time.Second, 5*time.Millisecond, "no startup line; stderr:\n%s", &stderr)
+	addr, _ := started["addr"].(string)
+	metricsAddr, _ := started["metrics"].(string)
+	assert.NotContains(t, addr, ":0", "the log shows the actual port")
+	assert.Equal(t, "raw", started["proto"])
+	assert.Equal(t, float64(2), started["event_loops"])
+	assert.Equal(t, "1ms", started["tick"])
+	assert.Equal(t, "5s", started["shutdown_timeout"])
+	require.IsType(t, map[string]any{}, started["timeouts"])
+	assert.Equal(t, "1m0s", started["timeouts"].(map[string]any)["idle"])
+	assert.Equal(t, "off", started["timeouts"].(map[string]any)["max_age"])
+
+	// Raw echo.
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	msg := []byte("hello, netwheel\x00\xff")
+	_, err = conn.Write(msg)
+	require.NoError(t, err)
+	got := make([]byte, len(msg))
+	_, err = io.ReadFull(conn, got)
+	require.NoError(t, err)
+	assert.Equal(t, msg, got)
+
+	// Metrics and pprof on their own server.
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := hc.Get("http://" + metricsAddr + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, body := get("/metrics")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "netwheel_connections_open 1\n", "the echo connection is open")
+	assert.Contains(t, body, "netwheel_connections_accepted_total 1\n")
+	code, body = get("/debug/pprof/")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "goroutine")
+	code, _ = get("/debug/pprof/goroutine?debug=1")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = get("/")
+	assert.Equal(t, http.StatusNotFound, code, "only /metrics and /debug/pprof/ are served")
+
+	// SIGTERM, with the connection still open: it is idle, so the
+	// shutdown closes it at once and exits cleanly.
+	cancel()
+	select {
+	case c := <-exit:
+		assert.Equal(t, 0, c, "stderr:\n%s", &stderr)
+	case <-time.After(15 * time.Second):
+		t.Fatalf("run did not return after cancel; stderr:\n%s", &stderr)
+	}
+	_, err = conn.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the server closed the connection")
+	_, err = net.DialTimeout("tcp", addr, time.Second)
+	assert.Error(t, err, "the listener is closed")
+	_, err = net.DialTimeout("tcp", metricsAddr, time.Second)
+	assert.Error(t, err, "the metrics listener is closed")
+
+	logs := stderr.String()
+	assert.NotNil(t, logLine(t, logs, "echo: shutting down"))
+	stopped := logLine(t, logs, "echo: stopped")
+	require.NotNil(t, stopped, logs)
+	assert.Equal(t, float64(0), stopped["exit"])
+	assert.Empty(t, stdout.String())
+}
+
+func TestRun_ExitStatus(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr []string
+	}{
+		{name: "help", args: []string{"-h"}, wantCode: 0, wantStdout: "Usage: echo [flags]"},
+		{name: "bad flag", args: []string{"-proto", "tcp"}, wantCode: 2,
+			wantStderr: []string{`echo: invalid value "tcp" for flag -proto: want raw or framed`}},
+		{name: "invalid config", args: []string{"-addr", "127.0.0.1:0", "-max-age", "1s", "-max-age-jitter", "2s"}, wantCode: 2,
+			wantStderr: []string{"echo: netserver: invalid config", "-max-age-jitter 2s, -max-age 1s", "echo -h"}},
+		{name: "invalid framed config", args: []string{"-addr", "127.0.0.1:0", "-proto", "framed", "-min-rto", "2s", "-max-rto", "1s"},
+			wantCode: 2, wantStderr: []string{"-min-rto 2s exceeds -max-rto 1s"}},
+		{name: "address in use", args: []string{"-addr", busy.Addr().String()}, wantCode: 1,
+			wantStderr: []string{"echo: start", busy.Addr().String()}},
+		{name: "metrics address in use", args: []string{"-addr", "127.0.0.1:0", "-metrics", busy.Addr().String()}, wantCode: 1,
+			wantStderr: []string{"echo: metrics listener", busy.Addr().String()}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			assert.Equal(t, tc.wantCode, code)
+			if tc.wantStdout != "" {
+				assert.Contains(t, stdout.String(), tc.wantStdout)
+			} else {
+				assert.Empty(t, stdout.String())
+			}
+			for _, w := range tc.wantStderr {
+				assert.Contains(t, stderr.String(), w)
+			}
+		})
+	}
+}
