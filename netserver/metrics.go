@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -35,6 +36,14 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 	if own {
 		r = prometheus.NewRegistry()
 		reg = r
+		// A registry of our own also carries the Go runtime and process
+		// metrics a default one would have.
+		if err := r.Register(collectors.NewGoCollector()); err != nil {
+			return nil, fmt.Errorf("netserver: register metrics: %w", err)
+		}
+		if err := r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, fmt.Errorf("netserver: register metrics: %w", err)
+		}
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)

@@ -180,6 +180,27 @@ func (s *Server) Start() error {
 	}
 }
 
+// Done is closed when the server has stopped serving: after Shutdown, or
+// if gnet's engine stopped by itself (then Err says why).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err reports why the server stopped serving, once Done is closed: nil after
+// a Shutdown, gnet's error otherwise.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		if s.draining.Load() {
+			return nil
+		}
+		if s.runErr == nil {
+			return errors.New("netserver: the engine stopped without Shutdown")
+		}
+		return fmt.Errorf("netserver: engine stopped: %w", s.runErr)
+	default:
+		return nil
+	}
+}
+
 // Addr reports the address the server listens on (after Start).
 func (s *Server) Addr() net.Addr { return s.addr }
 

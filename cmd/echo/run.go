@@ -86,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("echo: metrics server failed, shutting down", "err", err)
 		metricsDone <- err // for the wait below
 		code = exitError
+	case <-srv.Done():
+		log.Error("echo: the server stopped by itself", "err", srv.Err())
+		code = exitError
 	}
 	// The grace period runs on its own clock: ctx is already done.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
