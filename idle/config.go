@@ -23,11 +23,15 @@ var (
 )
 
 // Config selects the timeouts a Tracker enforces. Every zero value means
-// "off", so the zero Config enforces nothing. Durations are measured on the
-// wheel's coarse clock: a timeout fires no earlier than its duration and
-// normally within a tick or two after it (exactly on time with a
-// wheel.ManualClock and whole-tick durations). A Config is a plain value:
-// copy it freely; New keeps its own copy.
+// "off", so the zero Config enforces nothing. Events are stamped with the
+// wheel's coarse clock, yet a timeout never fires before its duration has
+// really passed since the event it is measured from, even when that clock
+// was stale (the wheel's goroutine scheduled late); it normally fires within
+// a tick or two after that, plus the wheel's scheduling delay (exactly on
+// time with a wheel.ManualClock and whole-tick durations). A deadline beyond
+// the wheel's range (Wheel.MaxDuration after it started: 139 years at the
+// default tick) is never enforced. A Config is a plain value: copy it
+// freely; New keeps its own copy.
 type Config struct {
 	// IdleTimeout closes the connection (ReasonIdle) after no application
 	// activity, as reported by Tracker.Activity, for this long. What counts

@@ -4,7 +4,12 @@ import "time"
 
 // AgeAt reports the instant, on the wheel's clock, at which max age is
 // reached (0 if MaxAge is off).
-func (t *Tracker) AgeAt() time.Duration { return time.Duration(t.ageAt) }
+func (t *Tracker) AgeAt() time.Duration {
+	if t.ageDur == 0 {
+		return 0
+	}
+	return time.Duration(t.opened + t.ageDur)
+}
 
 // WriteArmed reports whether a write-stall deadline is running.
-func (t *Tracker) WriteArmed() bool { return t.writeAt.Load() != 0 }
+func (t *Tracker) WriteArmed() bool { return t.write.at.Load() != 0 }

@@ -37,44 +37,73 @@ type Hooks struct {
 //
 // Timers: one policy timer carries the idle, read-silence, keepalive,
 // handshake and max-age timeouts; it is armed only by New and by its own
-// callback, which reads the last-activity times and re-arms at the earliest
-// instant anything could fall due, so that per-packet calls only store a
-// time and never touch the wheel. Frame and write-stall deadlines each have a
-// timer of their own (initialized only when configured), armed lazily by
-// FrameStart and Written; see docs/design.md for why three and not one.
+// callback, so that per-packet calls only store a time stamp and never touch
+// the wheel. Frame and write-stall deadlines each have a timer of their own
+// (initialized only when configured), armed lazily by FrameStart and Written;
+// see docs/design.md for why three and not one.
 //
-// Ownership: lastAct, lastIn, frameAt, writeAt, handshakeAt and state are
+// Never early: every deadline is a stamp (a value returned by the wheel's
+// Now) plus a duration, and a timer is armed for it with ResetFrom(stamp,
+// duration), which the wheel never fires early even when its coarse clock
+// was stale at the stamp. A close, probe or drain happens only in the
+// callback of a timer armed for exactly that deadline; a callback never
+// decides that something is due by comparing coarse times, which would be
+// early by as much as the clock was stale.
+//
+// Ownership: lastAct, lastIn, frame, write, handshakeAt and state are
 // shared: written by per-packet calls, New, Stop and callbacks, read by the
-// callbacks, and accessed only atomically. probes, probeAt and draining
-// belong to the callbacks, which run one at a time on the wheel's goroutine
-// (New writes them before the Tracker is published). Everything else is
-// written by New and only read afterwards. The fields a per-packet call
-// touches come first, to share one cache line.
+// callbacks, and accessed only atomically. frame.armed and write.armed say
+// which party owns the arming of that timer (see deadline). probes, probeAt,
+// draining, armedFrom and armedDur belong to the policy callback, which runs
+// one at a time on the wheel's goroutine (New writes them before the Tracker
+// is published). Everything else is written by New and only read afterwards.
+// The fields a per-packet call touches come first, to share a cache line.
 type Tracker struct {
-	w        *wheel.Wheel
-	lastAct  atomic.Int64 // wheel time of the last Activity
-	lastIn   atomic.Int64 // wheel time of the last inbound byte
-	frameAt  atomic.Int64 // absolute frame deadline; 0: no frame in flight
-	writeAt  atomic.Int64 // absolute write-stall deadline; 0: output drained
-	frameDur int64        // Config.FrameTimeout
-	writeDur int64        // Config.WriteStallTimeout
-	state    atomic.Uint32
-	count    int32 // KeepaliveCount, defaulted to 1
+	w       *wheel.Wheel
+	lastAct atomic.Int64 // wheel time of the last Activity
+	lastIn  atomic.Int64 // wheel time of the last inbound byte
+	frame   deadline     // Config.FrameTimeout
+	write   deadline     // Config.WriteStallTimeout
+	state   atomic.Uint32
 
+	count       int32        // KeepaliveCount, defaulted to 1
 	handshakeAt atomic.Int64 // absolute handshake deadline; 0: done or off
+	opened      int64        // wheel time of New: the stamp of handshake and max age
 	idleDur     int64        // Config.IdleTimeout
 	silenceDur  int64        // Config.ReadSilenceTimeout
 	kaTime      int64        // Config.KeepaliveTime
 	kaWait      int64        // Config.KeepaliveTimeout
-	ageAt       int64        // absolute max-age instant; 0: off
+	ageDur      int64        // max age drawn for this connection; 0: off
 	grace       int64        // Config.MaxAgeGrace
 	hooks       Hooks
 
-	probeAt  int64 // when the last probe was sent
+	probeAt  int64 // wheel time at which the last probe was sent
 	probes   int32 // unanswered probes sent
 	draining bool  // Drain has been called
 
-	policy, frame, write wheel.Timer
+	// The policy timer is armed with ResetFrom(armedFrom, armedDur); when
+	// it fires, a deadline with that stamp and no longer a duration has
+	// passed. armedDur < 0 in New: nothing has fired.
+	armedFrom, armedDur int64
+
+	policy, frameTimer, writeTimer wheel.Timer
+}
+
+// deadline is an absolute deadline that a per-packet event starts (a
+// frame's first byte, queued output) and another clears, enforced by a
+// timer of its own.
+//
+// Ownership: at and armed are shared and accessed only atomically; dur is
+// written by New. at is written by the event methods (one goroutine at a
+// time). armed is the deadline the timer is armed for, and tells who may
+// arm it: while it is 0 the timer is free and an event that swaps in its
+// own deadline arms it; while it is not, only the timer's callback arms it,
+// storing the new deadline first. One party at a time thus arms the timer,
+// and armed always names the deadline the pending arming is for.
+type deadline struct {
+	dur   int64        // the configured timeout; 0: off
+	at    atomic.Int64 // stamp + dur of the deadline running; 0: none
+	armed atomic.Int64 // the deadline the timer is armed for; 0: timer free
 }
 
 // Values of Tracker.state: stateOpen, stateStopped, or a Reason (the close).
@@ -117,8 +146,14 @@ func (h *Hooks) check(cfg *Config) error {
 // start initializes t from a validated cfg and arms the policy timer.
 func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks) {
 	t.w = w
-	t.frameDur = int64(cfg.FrameTimeout)
-	t.writeDur = int64(cfg.WriteStallTimeout)
+	// A deadline beyond the wheel's range is never reached; the wheel would
+	// clamp its arming, whose firing would then prove nothing.
+	if cfg.FrameTimeout < w.MaxDuration() {
+		t.frame.dur = int64(cfg.FrameTimeout)
+	}
+	if cfg.WriteStallTimeout < w.MaxDuration() {
+		t.write.dur = int64(cfg.WriteStallTimeout)
+	}
 	t.count = int32(min(max(cfg.KeepaliveCount, 1), math.MaxInt32))
 	t.idleDur = int64(cfg.IdleTimeout)
 	t.silenceDur = int64(cfg.ReadSilenceTimeout)
@@ -127,24 +162,25 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks) {
 	t.grace = int64(cfg.MaxAgeGrace)
 	t.hooks = hooks
 	now := int64(w.Now())
+	t.opened = now
 	t.lastAct.Store(now)
 	t.lastIn.Store(now)
 	if cfg.HandshakeTimeout > 0 {
 		t.handshakeAt.Store(now + int64(cfg.HandshakeTimeout))
 	}
 	if cfg.MaxAge > 0 {
-		t.ageAt = now + int64(cfg.MaxAge-cfg.MaxAgeJitter) + jitter(cfg.Jitter, 2*int64(cfg.MaxAgeJitter)+1)
+		j := jitter(cfg.Jitter, 2*int64(cfg.MaxAgeJitter)+1)
+		t.ageDur = int64(satAdd(cfg.MaxAge-cfg.MaxAgeJitter, time.Duration(j)))
 	}
 	t.policy.Init(w, t.onPolicy)
-	if cfg.FrameTimeout > 0 {
-		t.frame.Init(w, t.onFrame)
+	if t.frame.dur != 0 {
+		t.frameTimer.Init(w, t.onFrame)
 	}
-	if cfg.WriteStallTimeout > 0 {
-		t.write.Init(w, t.onWrite)
+	if t.write.dur != 0 {
+		t.writeTimer.Init(w, t.onWrite)
 	}
-	if next := t.nextPolicy(now); next != never {
-		t.policy.Reset(time.Duration(next - now))
-	}
+	t.armedDur = -1 // nothing has fired: nothing is due yet
+	t.runPolicy(now)
 }
 
 // jitter returns a number in [0, n) from src (math/rand/v2 if nil), clamped.
@@ -193,30 +229,22 @@ func (t *Tracker) Received() {
 }
 
 // FrameStart records that the first byte of a frame arrived: unless a frame
-// is already in flight, it arms the frame deadline FrameTimeout from now.
+// is already in flight, it starts the frame deadline, FrameTimeout from now.
 // Calling it again before FrameEnd does not extend the deadline, so it may
 // be called for every partial read. Nothing happens if FrameTimeout is 0.
-// O(1), no allocation, no lock; touches the wheel at most once per
+// O(1), no allocation, no lock; touches the wheel at most about once per
 // FrameTimeout. Call FrameStart and FrameEnd from one goroutine at a time
 // (the connection's reader).
 func (t *Tracker) FrameStart() {
-	if t.frameDur == 0 || t.frameAt.Load() != 0 {
-		return
-	}
-	t.frameAt.Store(int64(t.w.Now()) + t.frameDur)
-	// A pending frame timer was armed for an earlier frame, so it is due
-	// no later than this one: its callback will re-arm for this deadline.
-	if !t.frame.Pending() {
-		t.arm(&t.frame, time.Duration(t.frameDur))
-	}
+	t.begin(&t.frame, &t.frameTimer)
 }
 
 // FrameEnd records that the frame in flight is complete, clearing its
 // deadline. The timer is left to lapse rather than stopped: re-arming it on
 // the next frame is then usually free. O(1); same rules as FrameStart.
 func (t *Tracker) FrameEnd() {
-	if t.frameAt.Load() != 0 {
-		t.frameAt.Store(0)
+	if t.frame.at.Load() != 0 {
+		t.frame.at.Store(0)
 	}
 }
 
@@ -229,25 +257,33 @@ func (t *Tracker) HandshakeDone() {
 }
 
 // Written records that outbound bytes are queued and not yet drained:
-// unless output is already pending, it arms the write-stall deadline
+// unless output is already pending, it starts the write-stall deadline,
 // WriteStallTimeout from now. Nothing happens if WriteStallTimeout is 0.
 // O(1), no allocation, no lock. Call Written and Drained from one goroutine
 // at a time (the connection's writer).
 func (t *Tracker) Written() {
-	if t.writeDur == 0 || t.writeAt.Load() != 0 {
-		return
-	}
-	t.writeAt.Store(int64(t.w.Now()) + t.writeDur)
-	if !t.write.Pending() {
-		t.arm(&t.write, time.Duration(t.writeDur))
-	}
+	t.begin(&t.write, &t.writeTimer)
 }
 
 // Drained records that all queued output has been written, clearing the
 // write-stall deadline. O(1); same rules as Written.
 func (t *Tracker) Drained() {
-	if t.writeAt.Load() != 0 {
-		t.writeAt.Store(0)
+	if t.write.at.Load() != 0 {
+		t.write.at.Store(0)
+	}
+}
+
+// begin starts deadline d unless it is off or running, and arms its timer
+// if the timer is free. A timer that is not free is armed for an earlier
+// deadline (deadlines only grow), and its callback re-arms it for this one.
+func (t *Tracker) begin(d *deadline, tm *wheel.Timer) {
+	if d.dur == 0 || d.at.Load() != 0 {
+		return
+	}
+	at := int64(t.w.Now()) + d.dur
+	d.at.Store(at)
+	if d.armed.Load() == 0 && d.armed.CompareAndSwap(0, at) {
+		t.arm(tm, at-d.dur, d.dur)
 	}
 }
 
@@ -275,19 +311,20 @@ func (t *Tracker) Reason() Reason {
 
 func (t *Tracker) stopTimers() {
 	t.policy.Stop()
-	if t.frameDur != 0 {
-		t.frame.Stop()
+	if t.frame.dur != 0 {
+		t.frameTimer.Stop()
 	}
-	if t.writeDur != 0 {
-		t.write.Stop()
+	if t.write.dur != 0 {
+		t.writeTimer.Stop()
 	}
 }
 
-// arm resets tm unless the tracker has ended. The check after Reset pairs
-// with Stop and close, which change state before stopping the timers: either
-// they see this arming, or this sees their state.
-func (t *Tracker) arm(tm *wheel.Timer, d time.Duration) {
-	tm.Reset(d)
+// arm sets tm to fire d after the instant the wheel's clock read from,
+// unless the tracker has ended. The check after ResetFrom pairs with Stop
+// and close, which change state before stopping the timers: either they see
+// this arming, or this sees their state.
+func (t *Tracker) arm(tm *wheel.Timer, from, d int64) {
+	tm.ResetFrom(time.Duration(from), time.Duration(d))
 	if t.state.Load() != stateOpen {
 		tm.Stop()
 	}
@@ -302,126 +339,168 @@ func (t *Tracker) close(r Reason) {
 	t.hooks.Close(r)
 }
 
-// onPolicy is the policy timer's callback: it acts on whatever is due and
-// re-arms for the earliest instant something may next fall due.
+// onPolicy is the policy timer's callback.
 func (t *Tracker) onPolicy() {
 	if t.state.Load() != stateOpen {
 		return
 	}
-	now := int64(t.w.Now())
-	next := t.nextPolicy(now)
-	if t.state.Load() != stateOpen || next == never {
-		return
-	}
-	t.arm(&t.policy, time.Duration(next-now))
+	t.runPolicy(int64(t.w.Now()))
 }
 
-// nextPolicy closes the connection or sends a probe if due at now, and
-// returns when the policy timer must next fire (never: not at all). When
-// several timeouts are due at once, the first in this order wins: handshake,
-// dead peer, idle, keepalive, max age (so no probe is sent on a connection
-// that is closing anyway). It reads the clock before the
-// last-activity times, so a byte arriving meanwhile is stamped no earlier
+// fired reports whether the policy timer's firing proves that the deadline
+// d after stamp from has passed: the timer was armed with
+// ResetFrom(armedFrom, armedDur), so any deadline with the same stamp and
+// no longer a duration is behind us, however stale the clock was at the
+// stamp. A deadline that looks due on the coarse clock but is not proven
+// due this way is re-armed for: ResetFrom on a past deadline fires on the
+// next tick.
+func (t *Tracker) fired(from, d int64) bool {
+	return from == t.armedFrom && d <= t.armedDur
+}
+
+// earliest collects the policy deadlines still to come and keeps the first.
+type earliest struct {
+	from, d, at int64 // at: from+d, saturated
+}
+
+// add considers the deadline d after from. On a tie the first added wins,
+// so deadlines are added in priority order.
+func (e *earliest) add(from, d int64) {
+	at := from + d
+	if at < from {
+		at = never
+	}
+	if at < e.at {
+		*e = earliest{from: from, d: d, at: at}
+	}
+}
+
+// runPolicy closes the connection, sends a probe or drains it for every
+// deadline the firing proves due, and re-arms the policy timer for the
+// earliest deadline to come. When several are due at once, the first in this
+// order wins: handshake, dead peer, idle, keepalive, max age (so no probe is
+// sent on a connection that is closing anyway). now is the wheel's clock,
+// read before the stamps, so a byte arriving meanwhile is stamped no earlier
 // than now. Runs on the wheel's goroutine (or in New).
-func (t *Tracker) nextPolicy(now int64) int64 {
-	next := int64(never)
+func (t *Tracker) runPolicy(now int64) {
+	next := earliest{at: never}
 	if at := t.handshakeAt.Load(); at != 0 {
-		if now >= at {
+		if t.fired(t.opened, at-t.opened) {
 			t.close(ReasonHandshake)
-			return never
+			return
 		}
-		next = min(next, at)
+		next.add(t.opened, at-t.opened)
 	}
 	in := t.lastIn.Load()
 	if d := t.silenceDur; d > 0 {
-		at := in + d
-		if now >= at {
+		if t.fired(in, d) {
 			t.close(ReasonDeadPeer)
-			return never
+			return
 		}
-		next = min(next, at)
+		next.add(in, d)
 	}
 	if d := t.idleDur; d > 0 {
-		at := t.lastAct.Load() + d
-		if now >= at {
+		act := t.lastAct.Load()
+		if t.fired(act, d) {
 			t.close(ReasonIdle)
-			return never
+			return
 		}
-		next = min(next, at)
+		next.add(act, d)
 	}
 	if ka := t.kaTime; ka > 0 {
-		wait := t.kaWait
 		if t.probes > 0 && in >= t.probeAt {
 			t.probes = 0 // answered
 		}
-		at := in + ka
+		from, d := in, ka // the next probe
 		if t.probes > 0 {
-			at = t.probeAt + wait
+			from, d = t.probeAt, t.kaWait // the answer to the last one
 		}
-		if now >= at {
+		if t.fired(from, d) {
 			if t.probes >= t.count {
 				t.close(ReasonKeepalive)
-				return never
+				return
 			}
 			t.probes++
 			t.probeAt = now
 			t.hooks.Probe()
-			at = now + wait
+			from, d = now, t.kaWait
 		}
+		next.add(from, d)
 		if t.probes > 0 {
-			// An answer arriving from now on makes the next probe due
-			// KeepaliveTime after it: wake by then to notice.
-			at = min(at, now+ka)
+			// An answer arriving from now on is stamped no earlier than
+			// now, and makes the next probe due KeepaliveTime after it:
+			// wake by then to notice.
+			next.add(now, ka)
 		}
-		next = min(next, at)
 	}
-	if t.ageAt != 0 {
-		at := t.ageAt
-		if now >= at {
-			grace := t.grace
-			if now >= at+grace {
-				t.close(ReasonMaxAge)
-				return never
-			}
-			if !t.draining {
+	if t.ageDur != 0 {
+		d := t.ageDur
+		if !t.draining {
+			if t.fired(t.opened, d) {
+				if t.grace == 0 {
+					t.close(ReasonMaxAge)
+					return
+				}
 				t.draining = true
 				if t.hooks.Drain != nil {
 					t.hooks.Drain()
 				}
+			} else {
+				next.add(t.opened, d)
 			}
-			at += grace
 		}
-		next = min(next, at)
+		if t.draining {
+			d = int64(satAdd(time.Duration(d), time.Duration(t.grace)))
+			if t.fired(t.opened, d) {
+				t.close(ReasonMaxAge)
+				return
+			}
+			next.add(t.opened, d)
+		}
 	}
-	return next
+	// A deadline beyond the wheel's range (MaxDuration after its start:
+	// 139 years at a 1 ms tick) is never reached: the wheel would clamp the
+	// arming, and its firing would prove nothing.
+	if t.state.Load() != stateOpen || next.at >= int64(t.w.MaxDuration()) {
+		return
+	}
+	t.armedFrom, t.armedDur = next.from, next.d
+	t.arm(&t.policy, next.from, next.d)
 }
 
 // onFrame is the frame timer's callback.
 func (t *Tracker) onFrame() {
-	t.onDeadline(&t.frameAt, &t.frame, ReasonFrameDeadline)
+	t.onDeadline(&t.frame, &t.frameTimer, ReasonFrameDeadline)
 }
 
 // onWrite is the write-stall timer's callback.
 func (t *Tracker) onWrite() {
-	t.onDeadline(&t.writeAt, &t.write, ReasonWriteStall)
+	t.onDeadline(&t.write, &t.writeTimer, ReasonWriteStall)
 }
 
-// onDeadline closes with r if the deadline in at has passed, and otherwise
-// re-arms tm for it. The deadline may belong to a later frame (or write)
-// than the one the timer was armed for; deadlines only grow, so a timer
-// armed by anyone for any of them is never late for the current one.
-func (t *Tracker) onDeadline(at *atomic.Int64, tm *wheel.Timer, r Reason) {
+// onDeadline handles the firing of tm, the timer of d: it closes with r if
+// the deadline running is the one tm was armed for, re-arms tm for the
+// deadline running if it is another (a later frame or write), and otherwise
+// frees the timer for the next event to arm.
+func (t *Tracker) onDeadline(d *deadline, tm *wheel.Timer, r Reason) {
 	if t.state.Load() != stateOpen {
 		return
 	}
-	now := int64(t.w.Now())
-	d := at.Load()
+	armed := d.armed.Load()
+	at := d.at.Load()
 	switch {
-	case d == 0:
-		// Cleared: let the timer lapse; the next FrameStart/Written arms it.
-	case now >= d:
+	case at != 0 && at == armed:
 		t.close(r)
+		return
+	case at != 0:
+		d.armed.Store(at)
 	default:
-		t.arm(tm, time.Duration(d-now))
+		// Cleared. Free the timer; an event that started a deadline
+		// meanwhile found it taken, so take it back for that one.
+		d.armed.Store(0)
+		if at = d.at.Load(); at == 0 || !d.armed.CompareAndSwap(0, at) {
+			return
+		}
 	}
+	t.arm(tm, at-d.dur, d.dur)
 }

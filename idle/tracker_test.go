@@ -294,6 +294,21 @@ func TestTracker_Steps(t *testing.T) {
 			},
 		},
 		{
+			// A callback acts only on the deadline its timer was armed for
+			// (here the probe, first in priority order); the drain, due at
+			// the same instant but measured from another stamp, is re-armed
+			// for and happens on the next tick.
+			name: "due together from different stamps: the second a tick later",
+			cfg: idle.Config{KeepaliveTime: 50 * s, KeepaliveTimeout: 10 * s,
+				MaxAge: 60 * s, MaxAgeGrace: 5 * s},
+			steps: []step{
+				{advance: 10 * s, event: bytesIn},
+				{advance: 50 * s, want: []string{"probe 1m0s"}},
+				{advance: time.Millisecond, want: []string{"drain 1m0.001s"}},
+				{advance: 5 * s, want: []string{"close:max_age 1m5s"}},
+			},
+		},
+		{
 			name: "stop before anything is due: no close ever",
 			cfg: idle.Config{IdleTimeout: 10 * s, KeepaliveTime: 2 * s, KeepaliveTimeout: time.Second,
 				FrameTimeout: s, WriteStallTimeout: s},
@@ -375,6 +390,33 @@ func TestTracker_CloseOnce(t *testing.T) {
 			assert.False(t, tr.Stop())
 		})
 	}
+}
+
+// TestTracker_BeyondWheelRange: on a 100µs wheel, whose range is about 13.9
+// years, deadlines of 20 years are never armed (the wheel would clamp them
+// to its range, and their firing would not mean that they had passed), and
+// nothing closes when the range is reached.
+func TestTracker_BeyondWheelRange(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk), wheel.WithTick(wheel.MinTick))
+	defer w.Stop()
+	require.Less(t, w.MaxDuration(), 15*year)
+	var got []idle.Reason
+	hooks := idle.Hooks{Close: func(r idle.Reason) { got = append(got, r) }}
+	far, err := idle.New(w, idle.Config{MaxAge: 20 * year, MaxAgeGrace: year, IdleTimeout: 19 * year,
+		FrameTimeout: 20 * year, WriteStallTimeout: 20 * year}, hooks)
+	require.NoError(t, err)
+	far.FrameStart()
+	far.Written()
+	assert.Zero(t, w.Len(), "no timer armed beyond the wheel's range")
+	near, err := idle.New(w, idle.Config{IdleTimeout: 10 * year}, hooks)
+	require.NoError(t, err)
+	clk.Advance(w.MaxDuration() + time.Second)
+	assert.Equal(t, []idle.Reason{idle.ReasonIdle}, got, "only the deadline within range is enforced")
+	assert.Equal(t, idle.ReasonNone, far.Reason())
+	assert.Equal(t, idle.ReasonIdle, near.Reason())
+	far.Stop()
 }
 
 func TestTracker_StopReleasesTimers(t *testing.T) {
