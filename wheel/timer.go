@@ -136,9 +136,9 @@ func (t *Timer) reset(d time.Duration) bool {
 // wheel's clock read from, a value returned earlier by Wheel.Now: it lets a
 // policy stamp events cheaply with Now on every packet and arm one timer
 // later for the earliest of several deadlines. The callback never runs
-// before d has passed since the Now call that returned from (the wheel
-// accounts for its coarse clock having been stale then, as it does for
-// Reset). A deadline already past fires on the next tick. from must not lie
+// before d has passed since any Now call that returned from (the wheel holds
+// back timers by how long each coarse tick stayed visible, so this holds for
+// every call that read that tick, the latest included). A deadline already past fires on the next tick. from must not lie
 // in the future; it is clamped to the present. O(1), allocation-free, no lock.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	w := t.w
