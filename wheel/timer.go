@@ -100,14 +100,13 @@ func (t *Timer) Init(w *Wheel, f func()) {
 // slept, which reads it once.
 func (t *Timer) Reset(d time.Duration) bool {
 	// The per-packet case, small enough to be inlined: same duration as
-	// last time, same tick, still pending.
+	// last time, same tick, still pending. The clock word is laid out like
+	// a state word armed from it, so the deadline is one add away.
 	if w := t.w; w != nil {
 		c, dc := w.clock.Load(), t.dur.Load()
-		if c&clockSlow == 0 && dc>>durTickBits == uint64(d) {
-			now := c >> clockShift
-			if t.state.Load()&^keepMask == (now+1+dc&durTickMask)<<whenShift|(now&baseMask)<<baseShift|statePending {
-				return true
-			}
+		if c&clockSlow == 0 && dc>>durTickBits == uint64(d) &&
+			t.state.Load()&^keepMask == c+(dc&durTickMask+1)<<whenShift|statePending {
+			return true
 		}
 	}
 	return t.reset(d)

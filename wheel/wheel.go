@@ -30,15 +30,23 @@ import (
 	"unsafe"
 )
 
-// Layout of Wheel.clock: the current coarse tick above three flag bits. Any
+// Layout of Wheel.clock: the current coarse tick laid out as a Timer.state
+// word armed from it would hold it (the tick at whenShift, its low bits as
+// the base), with three flag bits below. A Reset's fast path then compares a
+// timer's state with the clock word plus the duration, with no shifting. Any
 // flag sends a resetter down the slow path.
 const (
 	clockStale   = 1 << 0 // the wheel sleeps and does not keep the tick fresh
 	clockStopped = 1 << 1 // Stop was called
 	clockManual  = 1 << 2 // driven by a ManualClock, which has the exact time
 	clockSlow    = clockStale | clockStopped | clockManual
-	clockShift   = 3
+	clockShift   = whenShift
 )
+
+// clockOf returns the clock word for tick t, without flags.
+func clockOf(t uint64) uint64 {
+	return t<<whenShift | (t&baseMask)<<baseShift
+}
 
 // Buckets: 7 levels of 64 slots cover the 42-bit deadline, then a list of
 // timers due but held back (see fireAt).
@@ -293,7 +301,7 @@ func (w *Wheel) refresh(c uint64) (uint64, bool) {
 		if c&clockStopped != 0 {
 			return now, false
 		}
-		if w.clock.CompareAndSwap(c, now<<clockShift) {
+		if w.clock.CompareAndSwap(c, clockOf(now)) {
 			break
 		}
 		c = w.clock.Load()
@@ -481,7 +489,7 @@ func (w *Wheel) publish(now int64) {
 		if c&clockStale == 0 && t >= k {
 			return
 		}
-		if w.clock.CompareAndSwap(c, max(t, k)<<clockShift|c&clockStopped) {
+		if w.clock.CompareAndSwap(c, clockOf(max(t, k))|c&clockStopped) {
 			if c&clockStale == 0 {
 				w.visibleUntil(t, now)
 			}
