@@ -43,7 +43,30 @@ type options struct {
 	quiet     bool
 	maxConns  int // embedded netwheel server's MaxConns (0: no limit)
 	dialConc  int
+	spread    time.Duration // quiet connections' send window (see attack.Config.IdleSpread)
+	barrier   time.Duration // bound of the wait for every quiet connection to open
+	cpuProf   string
+	listen    string // embedded server's listen address ("": 127.0.0.1:0)
 	notes     []string
+}
+
+// defaultSpread is -idle-spread's default; it is capped at a quarter of
+// the idle timeout unless given explicitly.
+const defaultSpread = time.Second
+
+// quietBounds returns the barrier bound and the spread window for the
+// quiet connections: the barrier waits at most 10 s, and with an idle
+// timeout at most a quarter of it, so that barrier and spread together
+// stay within half the timeout (the server's idle timer runs from the open).
+func quietBounds(idle, spread time.Duration, spreadSet bool) (barrier, window time.Duration) {
+	barrier, window = 10*time.Second, spread
+	if idle > 0 {
+		barrier = min(barrier, idle/4)
+		if !spreadSet {
+			window = min(window, idle/4)
+		}
+	}
+	return barrier, window
 }
 
 // parseShard parses "i/n" with 1 <= i <= n.
@@ -106,9 +129,13 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "embedded netwheel server's connection limit (0: none)")
 	fs.IntVar(&o.dialConc, "dial-concurrency", 128, "dials in flight at once")
+	fs.DurationVar(&o.spread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, or a quarter of -idle), then send their last message\n"+
+		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded server) to `FILE`")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
-			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n\nflags:\n")
+			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n"+
+			"       loadtest compare [-servers LIST] [-rounds N] -- [flags]   echo msgs/s of embedded servers in rotation\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -169,7 +196,12 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, o.dialConc)
 	case t.Slack < 0 || t.Tick < 0:
 		return nil, fmt.Errorf("%w: -slack and -tick must not be negative", errUsage)
+	case o.spread < 0:
+		return nil, fmt.Errorf("%w: -idle-spread %s is negative", errUsage, o.spread)
+	case set["idle-spread"] && t.Idle > 0 && o.spread > t.Idle/2 && (slices.Contains(o.scenarios, attack.Idle) || slices.Contains(o.scenarios, attack.Keepalive)):
+		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.spread, t.Idle)
 	}
+	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
 	if o.plotPath != "" {
 		if ext := filepath.Ext(o.plotPath); ext != ".svg" && ext != ".html" {
 			return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)

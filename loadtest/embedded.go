@@ -26,7 +26,7 @@ func netwheelConfig(o *options) netserver.Config {
 		proto = netserver.Framed
 	}
 	cfg := netserver.Config{
-		Addr: "127.0.0.1:0", Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
+		Addr: listenAddr(o), Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
 		Timeouts: idle.Config{IdleTimeout: t.Idle, FrameTimeout: t.Frame},
 	}
 	if proto == netserver.Framed {

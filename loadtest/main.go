@@ -7,6 +7,9 @@
 //	go run ./loadtest -server gnetafterfunc    a baseline server, raw protocol
 //	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
 //	go run ./loadtest report a.json b.json     re-render or merge results
+//	go run ./loadtest compare -separate -- -proto raw -closed
+//	                                           servers in rotation: msgs/s and ratios
+//	go run ./loadtest serve -server gnet       a server alone, for a client elsewhere
 //
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags and issue 5 for the design.
@@ -21,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/netwheel/netwheel/loadtest/internal/report"
@@ -41,11 +45,24 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "report" {
 		return reportCmd(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "serve" {
+		return serveCmd(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "compare" {
+		return compareCmd(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	stopProf, err := startCPUProfile(o.cpuProf)
+	if err != nil {
+		return err
+	}
 	res, err := run(ctx, o, stdout)
+	if perr := stopProf(); err == nil && perr != nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
@@ -71,6 +88,26 @@ func output(res *report.Result, jsonPath, plotPath string, stdout io.Writer) err
 		}
 	}
 	return nil
+}
+
+// startCPUProfile starts a CPU profile to path ("" : none); the returned
+// function stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("loadtest: cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 func writeFile(path string, f func(io.Writer) error) error {

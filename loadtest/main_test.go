@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,36 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
+
+// TestMain lets the test binary stand in for loadtest when compare
+// -separate starts `loadtest serve` from os.Executable.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestCompare_SeparateProcesses(t *testing.T) {
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, realMain(ctx, []string{"compare", "-separate", "-servers", "gnet,netwheel", "-rounds", "1", "-pause", "0s",
+		"--", "-proto", "raw", "-closed", "-conns", "4", "-duration", "200ms"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "each server in its own process")
+	assert.Contains(t, out.String(), "netwheel ")
+}
+
+func TestServe_RefusesNonLoopback(t *testing.T) {
+	err := realMain(context.Background(), []string{"serve", "-listen", "0.0.0.0:0"}, io.Discard, io.Discard)
+	assert.ErrorIs(t, err, errUsage)
+}
 
 func TestParseFlags_Errors(t *testing.T) {
 	tests := []struct {
@@ -41,6 +74,8 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "keepalive slower than idle", args: []string{"-scenario", "keepalive", "-keepalive", "2s"}, want: "below -idle"},
 		{name: "give-up after idle", args: []string{"-scenario", "retransmit", "-rto", "1s"}, want: "give-up"},
 		{name: "stray argument", args: []string{"extra"}, want: "report"},
+		{name: "negative spread", args: []string{"-idle-spread", "-1s"}, want: "-idle-spread"},
+		{name: "spread beyond half the idle timeout", args: []string{"-scenario", "idle", "-idle", "1s", "-idle-spread", "600ms"}, want: "half of -idle"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +101,71 @@ func TestParseFlags_Defaults(t *testing.T) {
 	o, err = parseFlags([]string{"-server", "gnet"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"echo", "idle", "churn"}, o.scenarios, "raw: no framed-only scenarios")
+}
+
+func TestQuietBounds(t *testing.T) {
+	tests := []struct {
+		name                string
+		idle, spread        time.Duration
+		spreadSet           bool
+		wantBarrier, wantSp time.Duration
+	}{
+		{name: "long idle: default spread and 10s barrier", idle: 20 * time.Second, spread: time.Second, wantBarrier: 5 * time.Second, wantSp: time.Second},
+		{name: "huge idle: barrier capped at 10s", idle: time.Hour, spread: time.Second, wantBarrier: 10 * time.Second, wantSp: time.Second},
+		{name: "short idle caps the default spread", idle: 400 * time.Millisecond, spread: time.Second, wantBarrier: 100 * time.Millisecond, wantSp: 100 * time.Millisecond},
+		{name: "explicit spread is kept", idle: 400 * time.Millisecond, spread: 150 * time.Millisecond, spreadSet: true, wantBarrier: 100 * time.Millisecond, wantSp: 150 * time.Millisecond},
+		{name: "no idle timeout", idle: 0, spread: time.Second, wantBarrier: 10 * time.Second, wantSp: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, sp := quietBounds(tt.idle, tt.spread, tt.spreadSet)
+			assert.Equal(t, tt.wantBarrier, b)
+			assert.Equal(t, tt.wantSp, sp)
+		})
+	}
+	o, err := parseFlags([]string{"-scenario", "idle", "-idle", "20s"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, o.spread, "-idle-spread defaults to 1s")
+	assert.Equal(t, 5*time.Second, o.barrier)
+}
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	assert.Equal(t, 0.0, median(nil))
+	xs := []float64{3, 1, 2}
+	median(xs)
+	assert.Equal(t, []float64{3, 1, 2}, xs, "input not modified")
+}
+
+func TestCompare_RotatesServers(t *testing.T) {
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, realMain(ctx, []string{"compare", "-servers", "gnet,netwheel,netwheel-notimers", "-rounds", "2", "-pause", "0s",
+		"--", "-proto", "raw", "-closed", "-conns", "4", "-duration", "200ms"}, &out, &errOut))
+	assert.Equal(t, 6, strings.Count(errOut.String(), "msgs/s"), "three servers, two rounds: %s", errOut.String())
+	assert.Contains(t, errOut.String(), "round 2/2 netwheel ", "round 2 starts with the second server")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 5, out.String())
+	assert.Contains(t, lines[0], "closed loop, 4 connections")
+	assert.Contains(t, lines[2], "1.000 [1.000-1.000]", "the reference against itself")
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		rate, err := strconv.ParseFloat(f[1], 64)
+		require.NoError(t, err)
+		assert.Positive(t, rate, l)
+	}
+
+	out.Reset()
+	require.NoError(t, realMain(ctx, []string{"compare", "-servers", "netwheel-notimers,netwheel", "-rounds", "1", "-pause", "0s",
+		"--", "-proto", "framed", "-conns", "4", "-duration", "200ms"}, &out, io.Discard), "framed, timers off and on")
+	assert.Contains(t, out.String(), "framed protocol, open loop")
+
+	err := realMain(ctx, []string{"compare", "-servers", "gnet"}, &out, io.Discard)
+	assert.ErrorIs(t, err, errUsage)
+	err = realMain(ctx, []string{"compare", "--", "-addr", "127.0.0.1:1"}, &out, io.Discard)
+	assert.Error(t, err)
 }
 
 func TestShareOf_SplitsExactly(t *testing.T) {
@@ -169,7 +269,13 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	e := r.Scenario("echo")
 	require.NotNil(t, e)
 	assert.Equal(t, e.Sent, e.Recv, out)
-	checkReaped(t, r.Scenario("idle"), 300*time.Millisecond)
+	idle := r.Scenario("idle")
+	checkReaped(t, idle, 300*time.Millisecond)
+	assert.Equal(t, uint64(idle.Expected), idle.ReapErrorAck.Count(), "framed: every idle connection's ACK was seen")
+	assert.GreaterOrEqual(t, idle.AckDelay.Min(), int64(0), "the ACK comes after the send")
+	assert.LessOrEqual(t, idle.ReapErrorAck.Max(), idle.ReapError.Max(), "measured from the later ACK, the error is smaller")
+	assert.Contains(t, out, "close error from the server's answer")
+	assert.Contains(t, out, "quiet connections: all 30 open", "20 idle and 10 silent wait at the barrier")
 	checkReaped(t, r.Scenario("slowloris"), 300*time.Millisecond)
 	checkReaped(t, r.Scenario("retransmit"), 300*time.Millisecond)
 	rt := r.Scenario("retransmit")

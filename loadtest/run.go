@@ -29,7 +29,15 @@ func startServer(o *options) (baseline.Server, error) {
 		}
 		return startNetwheel(o)
 	}
-	return baseline.Start(o.server, "127.0.0.1:0", o.timeouts.Idle)
+	return baseline.Start(o.server, listenAddr(o), o.timeouts.Idle)
+}
+
+// listenAddr is where the embedded server listens.
+func listenAddr(o *options) string {
+	if o.listen == "" {
+		return "127.0.0.1:0"
+	}
+	return o.listen
 }
 
 // plan is this process's share of the connections, after the shard split and
@@ -123,7 +131,7 @@ func hardBound(o *options) time.Duration {
 	t := o.timeouts
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, giveUp)
-	return o.duration + longest + 2*t.Slack + 20*time.Second
+	return o.duration + o.barrier + o.spread + longest + 2*t.Slack + 20*time.Second
 }
 
 func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
@@ -160,7 +168,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	}
 	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
-		Timeouts: o.timeouts, DialConcurrency: o.dialConc}
+		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier}
 
 	figs := map[string]*report.Scenario{}
 	ladder, giveUp, _ := attack.Ladder(o.timeouts)
@@ -187,6 +195,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		res.Notes = append(res.Notes, "interrupted: the figures cover the run up to the interrupt")
 	} else if hitBound {
 		res.Limits = append(res.Limits, fmt.Sprintf("the run hit its hard time bound (%s): the server stopped answering or closing", hardBound(o)))
+	}
+	if b := out.Barrier; b.Waiting > 0 {
+		note := fmt.Sprintf("quiet connections: all %d open (or failed) %s after the start; last messages spread over %s", b.Waiting, b.Wait.Round(time.Millisecond), o.spread)
+		if b.TimedOut {
+			note = fmt.Sprintf("quiet connections: the barrier gave up after %s with %d of %d open (or failed); the late ones sent at once; last messages spread over %s",
+				b.Wait.Round(time.Millisecond), b.Arrived, b.Waiting, o.spread)
+		}
+		res.Notes = append(res.Notes, note)
 	}
 	for _, s := range o.scenarios {
 		f := figs[s]

@@ -73,6 +73,25 @@ type Config struct {
 	Timeouts        report.Timeouts
 	DialConcurrency int           // dials in flight at once (0: 128)
 	Drain           time.Duration // how long to wait for outstanding echoes (0: 2 s)
+	// IdleSpread is the window over which the quiet connections (idle, and
+	// keepalive's silent half) send their last message, evenly: connection i
+	// of n sends at release + IdleSpread*i/n, where release is when every
+	// quiet connection is open (see BarrierTimeout). Spreading the sends
+	// spreads the expiries, so neither the server's reaps nor the client's
+	// timestamps are measured inside one burst. 0 sends them all at release.
+	IdleSpread time.Duration
+	// BarrierTimeout bounds the wait for every quiet connection to open
+	// (0: 10 s); at the bound the connections open so far go ahead and
+	// Outcome.Barrier says so.
+	BarrierTimeout time.Duration
+}
+
+// Barrier is how the quiet connections' barrier ended.
+type Barrier struct {
+	Waiting  int           // quiet connections the barrier waited for
+	Arrived  int           // how many had connected or failed when it released
+	Wait     time.Duration // from the start of the run to the release
+	TimedOut bool          // released by BarrierTimeout rather than by the last arrival
 }
 
 // Counters are live totals for the progress line. Every field is atomic;
@@ -115,6 +134,7 @@ func (c *Counters) opened() {
 type Outcome struct {
 	Latency map[string]*hist.Histogram // echo latencies, ns, per scenario
 	Elapsed map[string]time.Duration   // sending window per scenario
+	Barrier Barrier                    // the quiet connections' barrier (zero if none)
 }
 
 // Ladder returns the retransmission offsets, from a message's first
@@ -181,6 +201,76 @@ type run struct {
 	mu      sync.Mutex
 	outcome Outcome
 	payload []byte
+
+	quiet *barrier // nil without quiet connections
+}
+
+// barrier holds the quiet connections until all have dialed (successfully
+// or not) or the timeout passes, then releases them together. arrive may be
+// called from any goroutine, once per connection; released is closed once.
+//
+// Ownership: left and arrived are guarded by mu; at and timedOut are
+// written under mu before released is closed and read after <-released.
+type barrier struct {
+	mu       sync.Mutex
+	left     int
+	arrived  int
+	released chan struct{}
+	at       time.Time
+	timedOut bool
+	timer    *time.Timer
+}
+
+// newBarrier returns a barrier awaiting n arrivals, released at the latest
+// after timeout.
+func newBarrier(n int, timeout time.Duration) *barrier {
+	b := &barrier{left: n, released: make(chan struct{})}
+	b.mu.Lock()
+	b.timer = time.AfterFunc(timeout, func() { b.release(true) })
+	b.mu.Unlock()
+	if n <= 0 {
+		b.release(false)
+	}
+	return b
+}
+
+func (b *barrier) arrive() {
+	b.mu.Lock()
+	b.arrived++
+	b.left--
+	last := b.left == 0
+	b.mu.Unlock()
+	if last {
+		b.release(false)
+	}
+}
+
+func (b *barrier) release(timedOut bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.released:
+		return
+	default:
+	}
+	b.at, b.timedOut = time.Now(), timedOut
+	b.timer.Stop()
+	close(b.released)
+}
+
+// sendAt is when quiet connection i of n sends its last message: spread
+// evenly over [release, release+spread).
+func sendAt(release time.Time, spread time.Duration, i, n int) time.Time {
+	if n <= 0 {
+		return release
+	}
+	return release.Add(time.Duration(float64(spread) * float64(i) / float64(n)))
+}
+
+// isQuiet reports whether connection i of scenario s waits at the barrier
+// and sends its last message on the spread schedule.
+func isQuiet(s string, i int) bool {
+	return s == Idle || (s == Keepalive && i%2 == 1)
 }
 
 // Run performs the attack and returns when every connection has ended:
@@ -193,6 +283,12 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	}
 	if cfg.Drain <= 0 {
 		cfg.Drain = 2 * time.Second
+	}
+	if cfg.BarrierTimeout <= 0 {
+		cfg.BarrierTimeout = 10 * time.Second
+	}
+	if cfg.IdleSpread < 0 {
+		return Outcome{}, fmt.Errorf("attack: idle spread %s must not be negative", cfg.IdleSpread)
 	}
 	if cfg.Size <= 0 {
 		return Outcome{}, fmt.Errorf("attack: message size %d must be positive", cfg.Size)
@@ -212,6 +308,17 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 				return Outcome{}, fmt.Errorf("attack: retransmit settings: %w", err)
 			}
 		}
+	}
+	quiet := 0
+	for _, s := range cfg.Scenarios {
+		for i := range cfg.Conns[s] {
+			if isQuiet(s, i) {
+				quiet++
+			}
+		}
+	}
+	if quiet > 0 {
+		r.quiet = newBarrier(quiet, cfg.BarrierTimeout)
 	}
 	var wg sync.WaitGroup
 	for _, s := range cfg.Scenarios {
@@ -237,6 +344,12 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		}
 	}
 	wg.Wait()
+	if b := r.quiet; b != nil {
+		<-b.released // every quiet connection has arrived by now
+		b.mu.Lock()
+		r.outcome.Barrier = Barrier{Waiting: quiet, Arrived: b.arrived, Wait: b.at.Sub(r.start), TimedOut: b.timedOut}
+		b.mu.Unlock()
+	}
 	return r.outcome, nil
 }
 
@@ -282,6 +395,9 @@ func (r *run) dial(ctx context.Context) (net.Conn, time.Duration, error) {
 func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *recorder) {
 	res := report.ConnResult{Scenario: scenario, Role: role}
 	c, dt, err := r.dial(ctx)
+	if isQuiet(scenario, i) {
+		r.quiet.arrive()
+	}
 	if err != nil {
 		res.DialErr = DialErrKind(err)
 		r.emit(res)
@@ -294,11 +410,11 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	case Echo:
 		r.echo(ctx, cl, i, n, rec, &res)
 	case Idle:
-		r.idle(ctx, cl, &res)
+		r.idle(ctx, cl, i, n, &res)
 	case "survivor":
 		r.survivor(ctx, cl, &res)
 	case "silent":
-		r.silent(ctx, cl, &res)
+		r.silent(ctx, cl, i, n, &res)
 	case Retransmit:
 		r.retransmit(ctx, cl, &res)
 	case Slowloris:
@@ -348,7 +464,8 @@ func wait(ctx context.Context, cl *client, t time.Time) bool {
 }
 
 func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res *report.ConnResult) {
-	cl.answerPings, cl.ack = true, true
+	cl.answerPings.Store(true)
+	cl.ack = true
 	var recv atomic.Uint64
 	got := make(chan struct{}, 1)
 	var batch []int64
@@ -453,6 +570,13 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 
 // once sends one message and waits for its echo; it returns the send time.
 func (r *run) once(ctx context.Context, cl *client, res *report.ConnResult) (time.Time, bool) {
+	got := startForOnce(cl)
+	return r.sendOnce(ctx, cl, got, res)
+}
+
+// startForOnce starts cl's reader for sendOnce; the returned channel
+// receives when the echo arrives.
+func startForOnce(cl *client) chan struct{} {
 	got := make(chan struct{}, 1)
 	cl.onEcho = func(uint64, time.Time) {
 		select {
@@ -461,6 +585,12 @@ func (r *run) once(ctx context.Context, cl *client, res *report.ConnResult) (tim
 		}
 	}
 	go cl.read()
+	return got
+}
+
+// sendOnce sends message 1 on a connection started by startForOnce and
+// waits for its echo; it returns the send time.
+func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *report.ConnResult) (time.Time, bool) {
 	t := time.Now()
 	if err := cl.write(r.message(nil, 1)); err != nil {
 		res.Err = "write"
@@ -488,19 +618,76 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 	wait(ctx, cl, expected.Add(r.cfg.Timeouts.Slack))
 }
 
-func (r *run) idle(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.answerPings, cl.ack = true, true
-	t, ok := r.once(ctx, cl, res)
+// quietStart starts a quiet connection's reader, answering pings until its
+// send, waits at the barrier and then until its turn in the spread window.
+// It reports false (with res.Err set if the server closed it) if the
+// connection ended first.
+func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.ConnResult) (chan struct{}, bool) {
+	cl.ack = true
+	cl.answerPings.Store(true) // the server may probe while we wait; we are alive until the send
+	got := startForOnce(cl)
+	select {
+	case <-r.quiet.released:
+	case <-cl.done:
+	case <-ctx.Done():
+	}
+	if isDone(cl) || ctx.Err() != nil {
+		return r.quietEnded(cl, res)
+	}
+	if !wait(ctx, cl, sendAt(r.quiet.at, r.cfg.IdleSpread, i, n)) {
+		return r.quietEnded(cl, res)
+	}
+	return got, true
+}
+
+func (r *run) quietEnded(cl *client, res *report.ConnResult) (chan struct{}, bool) {
+	if isDone(cl) {
+		res.Err = "closed_before_send"
+		r.ctr.Errors.Add(1)
+	}
+	return nil, false
+}
+
+func isDone(cl *client) bool {
+	select {
+	case <-cl.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// idle waits for every quiet connection to open, sends its one message at
+// its place in the spread window and goes silent: the idle timeout must
+// close it. The close is judged against the send (the server cannot have
+// seen the message earlier); the arrival of the server's answer (framed:
+// its ACK; raw: the echo) is recorded too, a later reference that leaves
+// out the message's delivery and the server's read queue.
+func (r *run) idle(ctx context.Context, cl *client, i, n int, res *report.ConnResult) {
+	got, ok := r.quietStart(ctx, cl, i, n, res)
+	if !ok {
+		return
+	}
+	t, ok := r.sendOnce(ctx, cl, got, res)
+	if ok {
+		res.AckedAt = cl.answeredAt()
+	}
 	if !ok || r.cfg.Timeouts.Idle <= 0 {
 		return
 	}
 	r.expectClose(ctx, cl, res, "idle", t.Add(r.cfg.Timeouts.Idle))
 }
 
-// silent: one echo (acknowledged), then not a byte: keepalive must close it.
-func (r *run) silent(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.ack = true
-	if _, ok := r.once(ctx, cl, res); !ok {
+// silent: waits at the barrier like idle, then one echo (acknowledged) on
+// the spread schedule, then not a byte: keepalive must close it. Until its
+// send it answers pings, so the wait does not kill it.
+func (r *run) silent(ctx context.Context, cl *client, i, n int, res *report.ConnResult) {
+	got, ok := r.quietStart(ctx, cl, i, n, res)
+	if !ok {
+		return
+	}
+	cl.answerPings.Store(false)
+	if _, ok := r.sendOnce(ctx, cl, got, res); !ok {
 		return
 	}
 	time.Sleep(5 * time.Millisecond) // let the reader's ACK go out; it is the last byte
@@ -518,7 +705,8 @@ func (r *run) survivorWindow() time.Duration {
 // survivor answers pings and sends a message between the keepalive time and
 // the idle timeout, so that it is probed but never idle.
 func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.answerPings, cl.ack = true, true
+	cl.answerPings.Store(true)
+	cl.ack = true
 	res.Survivor = true
 	t := r.cfg.Timeouts
 	every := 2 * max(t.KeepaliveTime, 10*time.Millisecond)
@@ -551,7 +739,7 @@ func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) 
 // retransmit never acknowledges: the server must resend its echo on the
 // RFC 6298 ladder and give up.
 func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.answerPings = true
+	cl.answerPings.Store(true)
 	var arrivals []time.Time
 	var mu sync.Mutex
 	cl.onData = func(seq uint64, at time.Time) bool {
@@ -641,7 +829,8 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 			}
 			res.Connect = dt
 			cl := newClient(c, r.cfg.Proto, r.ctr)
-			cl.size, cl.answerPings, cl.ack = r.cfg.Size, true, true
+			cl.size, cl.ack = r.cfg.Size, true
+			cl.answerPings.Store(true)
 			if _, ok := r.once(ctx, cl, &res); ok {
 				rec.flush([]int64{int64(time.Since(at))})
 			}

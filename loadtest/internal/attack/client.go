@@ -18,24 +18,26 @@ import (
 //
 // Ownership: end, endAt, closeCode are written by the reader before it
 // closes done and read by others only after <-done. lastWrite is atomic
-// (both goroutines write). closing is atomic (set by the role, read by the
-// reader).
+// (both goroutines write). closing and answerPings are atomic (set by the
+// role, read by the reader). answered is atomic (written once by the
+// reader, read by the role).
 type client struct {
 	c     net.Conn
 	proto Proto
 	ctr   *Counters
 
 	// set before read starts
-	answerPings bool
-	ack         bool
-	size        int                                       // raw: message size
-	onEcho      func(k uint64, at time.Time)              // k-th echo (1-based) arrived
-	onData      func(seq uint64, at time.Time) (dup bool) // framed: every DATA, before echo counting
+	ack    bool
+	size   int                                       // raw: message size
+	onEcho func(k uint64, at time.Time)              // k-th echo (1-based) arrived
+	onData func(seq uint64, at time.Time) (dup bool) // framed: every DATA, before echo counting
 
-	lastWrite atomic.Int64 // unix nanos of the start of the last write that completed
-	closing   atomic.Bool
-	pings     atomic.Int64
-	done      chan struct{}
+	lastWrite   atomic.Int64 // unix nanos of the start of the last write that completed
+	answered    atomic.Int64 // unix nanos when the server first answered: framed, its first ACK; raw, the first whole echo
+	answerPings atomic.Bool  // answer the server's PINGs with PONG
+	closing     atomic.Bool
+	pings       atomic.Int64
+	done        chan struct{}
 
 	wmu sync.Mutex // serializes writes, so frames never interleave
 
@@ -77,6 +79,15 @@ func (cl *client) shut() {
 	<-cl.done
 }
 
+// answeredAt returns when the server first answered a message (framed: its
+// first ACK; raw: the first whole echo), or the zero time.
+func (cl *client) answeredAt() time.Time {
+	if ns := cl.answered.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
 // closedByServer reports whether the reader ended because the server closed.
 func (cl *client) closedByServer() bool {
 	return cl.end != "client" && cl.end != ""
@@ -99,6 +110,9 @@ func (cl *client) read() {
 			if cl.proto == Raw {
 				rawBytes += uint64(n)
 				for k := rawBytes / uint64(cl.size); echoes < k; {
+					if echoes == 0 {
+						cl.answered.CompareAndSwap(0, now.UnixNano())
+					}
 					echoes++
 					cl.ctr.Recv.Add(1)
 					if cl.onEcho != nil {
@@ -139,9 +153,11 @@ func (cl *client) read() {
 						}
 					case frame.TypePing:
 						cl.pings.Add(1)
-						if cl.answerPings {
+						if cl.answerPings.Load() {
 							out = frame.AppendPong(out, f.Nonce)
 						}
+					case frame.TypeAck:
+						cl.answered.CompareAndSwap(0, now.UnixNano())
 					case frame.TypeClose:
 						if cl.closeCode == 0 {
 							cl.closeCode = f.Code

@@ -97,6 +97,8 @@ func (s *Scenario) merge(o *Scenario) {
 	s.Latency.Merge(o.Latency)
 	s.Connect.Merge(o.Connect)
 	s.ReapError.Merge(o.ReapError)
+	s.ReapErrorAck.Merge(o.ReapErrorAck)
+	s.AckDelay.Merge(o.AckDelay)
 	if o.Expect != "" {
 		s.Expect = o.Expect
 	}

@@ -116,3 +116,24 @@ func TestJSONRoundTripAndRender(t *testing.T) {
 	_, err = ReadJSON(strings.NewReader(`{"version":99}`))
 	assert.Error(t, err)
 }
+
+func TestScenario_AddIdleAnswer(t *testing.T) {
+	s := NewScenario("idle")
+	send := t0
+	s.Add(ConnResult{Scenario: "idle", Role: "idle", Expect: "idle", End: "idle", ExpectedAt: send.Add(to.Idle),
+		AckedAt: send.Add(3 * time.Millisecond), ClosedAt: send.Add(to.Idle + 5*time.Millisecond)}, to)
+	s.Add(ConnResult{Scenario: "idle", Role: "idle", Expect: "idle", End: "idle", ExpectedAt: send.Add(to.Idle),
+		ClosedAt: send.Add(to.Idle + 7*time.Millisecond)}, to) // no answer seen
+	assert.Equal(t, uint64(2), s.ReapError.Count())
+	require.Equal(t, uint64(1), s.ReapErrorAck.Count(), "only connections with an answer")
+	assert.Equal(t, int64(2*time.Millisecond), s.ReapErrorAck.Max(), "close - (answer + idle)")
+	assert.Equal(t, int64(3*time.Millisecond), s.AckDelay.Max(), "answer - send")
+
+	m, err := Merge(&Result{Version: Version, Shards: []string{"1/2"}, Scenarios: []*Scenario{s}},
+		&Result{Version: Version, Shards: []string{"2/2"}, Scenarios: []*Scenario{s}})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), m.Scenario("idle").ReapErrorAck.Count(), "merged")
+	var b bytes.Buffer
+	Text(&b, m)
+	assert.Contains(t, b.String(), "close error from the server's answer")
+}

@@ -77,9 +77,13 @@ type ConnResult struct {
 	Expect     string
 	ExpectedAt time.Time
 	ClosedAt   time.Time // when the server's close was seen; zero if it was not
-	Pings      int       // pings received
-	Retx       []time.Duration
-	Survivor   bool // expected to stay open until the harness closes it
+	// AckedAt is, for an idle connection, when the server's answer to its
+	// last message arrived (framed: the ACK; raw: the echo); zero if none.
+	// The server read the message between the send and AckedAt.
+	AckedAt  time.Time
+	Pings    int // pings received
+	Retx     []time.Duration
+	Survivor bool // expected to stay open until the harness closes it
 }
 
 // Scenario is the figures of one scenario. The JSON form is the full record.
@@ -106,6 +110,15 @@ type Scenario struct {
 	NeverReaped int             `json:"never_reaped,omitempty"` // not closed within expected + slack
 	Early       int             `json:"early,omitempty"`        // closed more than a tick early
 	ReapError   *hist.Histogram `json:"reap_error,omitempty"`   // ns, observed - expected close
+	// Idle connections with an answer to their last message (AckedAt): the
+	// close error measured from the answer's arrival instead of the send,
+	// and the send-to-answer time. ReapError (from the send) is an upper
+	// bound of the reap lateness, since it includes the message's delivery
+	// and the server's read queue; ReapErrorAck leaves those out and
+	// subtracts the answer's return trip as well, so it can read low
+	// (even negative) by that much.
+	ReapErrorAck *hist.Histogram `json:"reap_error_ack,omitempty"` // ns, observed - (answer + idle)
+	AckDelay     *hist.Histogram `json:"ack_delay,omitempty"`      // ns, answer - send of the last message
 
 	Survivors int `json:"survivors,omitempty"` // expected to survive
 	Survived  int `json:"survived,omitempty"`
@@ -121,7 +134,8 @@ type Scenario struct {
 func NewScenario(name string) *Scenario {
 	return &Scenario{Name: name, DialErrors: map[string]int{}, Errors: map[string]int{},
 		Ends: map[string]int{}, WrongReason: map[string]int{}, RetxCount: map[int]int{},
-		Latency: &hist.Histogram{}, Connect: &hist.Histogram{}, ReapError: &hist.Histogram{}}
+		Latency: &hist.Histogram{}, Connect: &hist.Histogram{}, ReapError: &hist.Histogram{},
+		ReapErrorAck: &hist.Histogram{}, AckDelay: &hist.Histogram{}}
 }
 
 // Add folds one connection's outcome into s; t says what lateness and
@@ -166,6 +180,10 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 			s.ReapError.Record(int64(e))
 			if e < -max(t.Tick, time.Millisecond) {
 				s.Early++
+			}
+			if r.Expect == "idle" && !r.AckedAt.IsZero() && t.Idle > 0 {
+				s.ReapErrorAck.Record(int64(r.ClosedAt.Sub(r.AckedAt.Add(t.Idle))))
+				s.AckDelay.Record(int64(r.AckedAt.Sub(r.ExpectedAt.Add(-t.Idle))))
 			}
 		}
 	}

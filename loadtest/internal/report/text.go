@@ -37,7 +37,7 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 		if s.RetxCount == nil {
 			s.RetxCount = n.RetxCount
 		}
-		for _, h := range []**hist.Histogram{&s.Latency, &s.Connect, &s.ReapError} {
+		for _, h := range []**hist.Histogram{&s.Latency, &s.Connect, &s.ReapError, &s.ReapErrorAck, &s.AckDelay} {
 			if *h == nil {
 				*h = &hist.Histogram{}
 			}
@@ -169,6 +169,12 @@ func Text(w io.Writer, r *Result) {
 			if s.ReapError.Count() > 0 {
 				p("  close error (observed - expected): p50 %s  p99 %s  max %s  min %s", D(s.ReapError.Quantile(0.5)),
 					D(s.ReapError.Quantile(0.99)), D(s.ReapError.Max()), D(s.ReapError.Min()))
+			}
+			if h := s.ReapErrorAck; h != nil && h.Count() > 0 {
+				p("    (from the send: an upper bound of the reap lateness; from the answer below: a lower bound)")
+				p("  close error from the server's answer: p50 %s  p99 %s  max %s  min %s (%d connections)",
+					D(h.Quantile(0.5)), D(h.Quantile(0.99)), D(h.Max()), D(h.Min()), h.Count())
+				p("  last message to answer: p50 %s  p99 %s  max %s", D(s.AckDelay.Quantile(0.5)), D(s.AckDelay.Quantile(0.99)), D(s.AckDelay.Max()))
 			}
 		}
 		if s.Survivors > 0 {

@@ -1,0 +1,188 @@
+package attack
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+func TestSendAt_SpreadsEvenly(t *testing.T) {
+	base := time.Unix(1000, 0)
+	tests := []struct {
+		name   string
+		spread time.Duration
+		i, n   int
+		want   time.Duration
+	}{
+		{name: "first sends at release", spread: time.Second, i: 0, n: 4, want: 0},
+		{name: "second of four", spread: time.Second, i: 1, n: 4, want: 250 * time.Millisecond},
+		{name: "last stays inside the window", spread: time.Second, i: 3, n: 4, want: 750 * time.Millisecond},
+		{name: "no spread", spread: 0, i: 3, n: 4, want: 0},
+		{name: "no connections", spread: time.Second, i: 0, n: 0, want: 0},
+		{name: "15k over 1s", spread: time.Second, i: 7500, n: 15000, want: 500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, sendAt(base, tt.spread, tt.i, tt.n).Sub(base))
+		})
+	}
+}
+
+func TestIsQuiet(t *testing.T) {
+	assert.True(t, isQuiet(Idle, 0))
+	assert.True(t, isQuiet(Keepalive, 1), "odd keepalive connections are the silent half")
+	assert.False(t, isQuiet(Keepalive, 2), "survivors do not wait")
+	assert.False(t, isQuiet(Echo, 1))
+}
+
+func TestBarrier_ReleasesOnLastArrival(t *testing.T) {
+	b := newBarrier(3, time.Hour)
+	b.arrive()
+	b.arrive()
+	select {
+	case <-b.released:
+		t.Fatal("released before the last arrival")
+	default:
+	}
+	b.arrive()
+	<-b.released
+	assert.False(t, b.timedOut)
+	assert.Equal(t, 3, b.arrived)
+	assert.False(t, b.timer.Stop(), "the timeout was stopped at release")
+}
+
+func TestBarrier_ReleasesAtTimeout(t *testing.T) {
+	start := time.Now()
+	b := newBarrier(3, 20*time.Millisecond)
+	b.arrive()
+	select {
+	case <-b.released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the timeout did not release the barrier")
+	}
+	assert.True(t, b.timedOut)
+	assert.GreaterOrEqual(t, b.at.Sub(start), 20*time.Millisecond)
+	b.arrive() // late arrivals are harmless
+	b.mu.Lock()
+	assert.Equal(t, 2, b.arrived)
+	b.mu.Unlock()
+}
+
+func TestBarrier_NoneToWaitFor(t *testing.T) {
+	b := newBarrier(0, time.Hour)
+	<-b.released
+	assert.False(t, b.timedOut)
+}
+
+// idleServer is a raw echo server that closes a connection idle for idle,
+// and records when it accepted each connection and when each first byte
+// arrived.
+type idleServer struct {
+	ln   net.Listener
+	idle time.Duration
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	accepted []time.Time
+	first    []time.Time
+}
+
+func startIdleServer(t *testing.T, idle time.Duration) *idleServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &idleServer{ln: ln, idle: idle}
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.accepted = append(s.accepted, time.Now())
+			s.mu.Unlock()
+			s.wg.Go(func() { s.serve(c) })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+func (s *idleServer) serve(c net.Conn) {
+	defer c.Close()
+	buf := make([]byte, 4096)
+	seen := false
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(s.idle)) // from the open, then from each read
+		n, err := c.Read(buf)
+		if n > 0 && !seen {
+			seen = true
+			s.mu.Lock()
+			s.first = append(s.first, time.Now())
+			s.mu.Unlock()
+		}
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func TestRun_IdleOpensAllThenSpreadsSends(t *testing.T) {
+	const conns = 40
+	const idle = 600 * time.Millisecond
+	const spread = 200 * time.Millisecond
+	srv := startIdleServer(t, idle)
+	cfg := Config{Addr: srv.ln.Addr().String(), Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
+		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: spread, DialConcurrency: 8,
+		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
+	var mu sync.Mutex
+	var results []report.ConnResult
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := Run(ctx, cfg, &Counters{}, func(r report.ConnResult) { mu.Lock(); results = append(results, r); mu.Unlock() })
+	require.NoError(t, err)
+	require.Len(t, results, conns)
+
+	assert.Equal(t, Barrier{Waiting: conns, Arrived: conns, Wait: out.Barrier.Wait}, out.Barrier, "released by the last arrival")
+	srv.mu.Lock()
+	lastAccept, firstByte := slices.MaxFunc(srv.accepted, time.Time.Compare), slices.MinFunc(srv.first, time.Time.Compare)
+	srv.mu.Unlock()
+	assert.False(t, firstByte.Before(lastAccept), "no message before every connection was open (barrier)")
+
+	var sends []time.Time
+	for _, r := range results {
+		require.Empty(t, r.Err)
+		require.Equal(t, "idle", r.Expect)
+		send := r.ExpectedAt.Add(-idle)
+		sends = append(sends, send)
+		require.False(t, r.AckedAt.IsZero(), "raw: the echo's arrival is recorded")
+		assert.False(t, r.AckedAt.Before(send), "the answer comes after the send")
+		assert.False(t, r.ClosedAt.IsZero(), "reaped")
+		assert.GreaterOrEqual(t, r.ClosedAt.Sub(r.AckedAt), idle-time.Millisecond, "never closed before idle after the answer")
+	}
+	slices.SortFunc(sends, time.Time.Compare)
+	span := sends[len(sends)-1].Sub(sends[0])
+	assert.Greater(t, span, spread*3/4, "sends spread over the window, not in one burst")
+	assert.Less(t, span, spread+100*time.Millisecond)
+	// Evenly: each half of the window holds about half of the sends.
+	mid := sends[0].Add(spread / 2)
+	firstHalf := 0
+	for _, s := range sends {
+		if s.Before(mid) {
+			firstHalf++
+		}
+	}
+	assert.InDelta(t, conns/2, firstHalf, conns/5)
+}
