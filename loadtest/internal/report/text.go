@@ -211,6 +211,10 @@ func Text(w io.Writer, r *Result) {
 	if pr := r.Process; pr != nil {
 		p("process: cpu %s, peak RSS %.1f MiB (client and embedded server together), peak client conns %d",
 			pr.CPU.Round(10*time.Millisecond), float64(pr.PeakRSSBytes)/(1<<20), pr.PeakConns)
+		if pr.PeakConns > 0 {
+			p("  at most %.1f KiB of RSS per connection, both ends and the runtime included (for the server alone, run it apart: docs/perf.md)",
+				float64(pr.PeakRSSBytes)/1024/float64(pr.PeakConns))
+		}
 		p("  goroutines %d -> %d, open files %d -> %d (before -> after)", pr.Goroutines[0], pr.Goroutines[1], pr.FDs[0], pr.FDs[1])
 	}
 	for _, l := range r.Limits {
