@@ -105,10 +105,10 @@ type Conn struct {
 // retransmit.ErrWindowFull when the peer has too many unacknowledged
 // messages. Allocation-free in steady state.
 func (c *Conn) Send(msg []byte) error {
-	if c.closing {
+	if c.closing || c.closed {
 		return ErrClosed
 	}
-	l := c.l
+	l := c.own()
 	if c.s.cfg.Protocol == Raw {
 		l.out = append(l.out, msg...)
 		return nil
@@ -171,20 +171,47 @@ func (c *Conn) closeWith(r Reason) {
 	if c.s.cfg.Protocol == Framed && !c.sentClose && r.code() != 0 &&
 		!(r == ReasonShutdown && c.s.cfg.SilentShutdown) {
 		c.sentClose = true
-		c.l.out = frame.AppendClose(c.l.out, r.code(), r.String())
+		l := c.own()
+		l.out = frame.AppendClose(l.out, r.code(), r.String())
 	}
-	if !c.l.inTraffic {
-		c.flush()
+	if c.l.inEvent != c {
+		c.l.flushOwner()
 		if !c.closed {
 			_ = c.l.el.Close(c.gc)
 		}
 	}
 }
 
-// flush writes what the loop's buffer holds for c. gnet's Write closes the
-// connection (calling OnClose) if the socket fails.
+// own makes c the owner of its loop's output buffer, writing out first what
+// the buffer holds for another connection (a handler may Send to several
+// connections of its loop in one event), and returns the loop.
+func (c *Conn) own() *loop {
+	l := c.l
+	if l.owner != c {
+		if prev := l.owner; prev != nil {
+			prev.flush()
+		}
+		l.owner = c
+	}
+	return l
+}
+
+// flushOwner writes out whatever the loop's output buffer holds, to the
+// connection it is for. Every event ends with it.
+func (l *loop) flushOwner() {
+	if o := l.owner; o != nil {
+		o.flush()
+	}
+}
+
+// flush writes what the loop's buffer holds for c, if anything. gnet's
+// Write closes the connection (calling OnClose) if the socket fails.
 func (c *Conn) flush() {
 	l := c.l
+	if l.owner != c {
+		return
+	}
+	l.owner = nil
 	if len(l.out) == 0 || c.closed {
 		l.out = l.out[:0]
 		return
@@ -225,18 +252,21 @@ func (c *Conn) handleEvents(ev uint32) {
 	if ev&evDrain != 0 && s.cfg.Protocol == Framed && !c.sentClose {
 		// Max age reached: tell the peer now; the close follows after the grace.
 		c.sentClose = true
-		c.l.out = frame.AppendClose(c.l.out, frame.CodeMaxAge, "max_age: closing after grace period")
+		l := c.own()
+		l.out = frame.AppendClose(l.out, frame.CodeMaxAge, "max_age: closing after grace period")
 	}
 	if ev&evProbe != 0 && s.cfg.Protocol == Framed {
 		c.nonce++
-		c.l.out = frame.AppendPing(c.l.out, c.nonce)
+		l := c.own()
+		l.out = frame.AppendPing(l.out, c.nonce)
 		s.probes.Add(1)
 	}
 	if ev&evRetransmit != 0 && len(c.unacked) > 0 {
 		// RFC 6298 5.4: resend the earliest unacknowledged message.
-		c.l.out = frame.AppendData(c.l.out, c.ackedTo+1, c.unacked[0])
+		l := c.own()
+		l.out = frame.AppendData(l.out, c.ackedTo+1, c.unacked[0])
 		s.retransmits.Add(1)
 		s.m.rto.Observe(c.rtx.Stats().RTO.Seconds())
 	}
-	c.flush()
+	c.l.flushOwner()
 }

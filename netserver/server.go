@@ -89,7 +89,8 @@ type loop struct {
 	run       gnet.RunnableFunc
 
 	out       []byte
-	inTraffic bool
+	owner     *Conn // the connection out holds output for
+	inEvent   *Conn // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
 	conns     map[*Conn]struct{}
 	free      [][]byte
 }
@@ -491,10 +492,10 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	l.conns[c] = struct{}{}
 	s.open.Add(1)
-	l.inTraffic = true // closeWith must not close inside OnOpen: return gnet.Close
+	l.inEvent = c // closeWith must not close inside OnOpen: return gnet.Close
 	s.safely(c, func() { s.h.OnOpen(c) })
-	l.inTraffic = false
-	c.flush()
+	l.inEvent = nil
+	l.flushOwner()
 	if c.closing && !c.closed {
 		return nil, gnet.Close
 	}
@@ -512,7 +513,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	s := e.s
 	l := c.l
-	l.inTraffic = true
+	l.inEvent = c
 	s.safely(c, func() {
 		if s.cfg.Protocol == Raw {
 			c.onRaw()
@@ -520,13 +521,13 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 			c.onFramed()
 		}
 	})
-	l.inTraffic = false
-	c.flush()
+	l.inEvent = nil
+	l.flushOwner()
 	if !c.closing && s.draining.Load() && c.isIdle() {
-		l.inTraffic = true
+		l.inEvent = c
 		c.closeWith(ReasonShutdown)
-		l.inTraffic = false
-		c.flush()
+		l.inEvent = nil
+		l.flushOwner()
 	}
 	if c.closing {
 		return gnet.Close
@@ -613,7 +614,8 @@ func (c *Conn) onFramed() {
 				acked = true
 			}
 		case frame.TypePing:
-			c.l.out = frame.AppendPong(c.l.out, f.Nonce)
+			l := c.own()
+			l.out = frame.AppendPong(l.out, f.Nonce)
 		case frame.TypePong:
 		case frame.TypeClose:
 			c.sentClose = true // the peer is going: no need to tell it
@@ -621,7 +623,8 @@ func (c *Conn) onFramed() {
 		}
 	}
 	if needAck && !c.closing {
-		c.l.out = frame.AppendAck(c.l.out, c.recvNext-1)
+		l := c.own()
+		l.out = frame.AppendAck(l.out, c.recvNext-1)
 	}
 	if acked && len(c.unacked) == 0 && cap(c.unacked) > 64 {
 		c.unacked = nil // do not pin a burst's worth of slots
@@ -670,6 +673,10 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}
 	c.unacked = nil
 	delete(c.l.conns, c)
+	if c.l.owner == c { // output queued for a connection that is gone
+		c.l.owner = nil
+		c.l.out = c.l.out[:0]
+	}
 	s.open.Add(-1)
 	level := slog.LevelDebug
 	switch c.reason {
