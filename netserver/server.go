@@ -88,11 +88,11 @@ type loop struct {
 	scheduled atomic.Bool
 	run       gnet.RunnableFunc
 
-	out       []byte
-	owner     *Conn // the connection out holds output for
-	inEvent   *Conn // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
-	conns     map[*Conn]struct{}
-	free      [][]byte
+	out     []byte
+	owner   *Conn // the connection out holds output for
+	inEvent *Conn // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
+	conns   map[*Conn]struct{}
+	free    [][]byte
 }
 
 // New validates cfg and builds a Server that will run h. It starts nothing:
