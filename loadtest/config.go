@@ -47,6 +47,7 @@ type options struct {
 	barrier   time.Duration // bound of the wait for every quiet connection to open
 	cpuProf   string
 	listen    string // embedded server's listen address ("": 127.0.0.1:0)
+	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
 	notes     []string
 }
 
@@ -131,6 +132,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.IntVar(&o.dialConc, "dial-concurrency", 128, "dials in flight at once")
 	fs.DurationVar(&o.spread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, or a quarter of -idle), then send their last message\n"+
 		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
+	fs.StringVar(&o.metrics, "metrics", "", "with -addr: the server's Prometheus endpoint `URL`: http://HOST:PORT/PATH, or HOST:PORT for http://HOST:PORT/metrics;\n"+
+		"read before and after the run to check that no connection, timer, open file or goroutine leaked (loopback or -addr's host only)")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded server) to `FILE`")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
@@ -200,6 +203,11 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -idle-spread %s is negative", errUsage, o.spread)
 	case set["idle-spread"] && t.Idle > 0 && o.spread > t.Idle/2 && (slices.Contains(o.scenarios, attack.Idle) || slices.Contains(o.scenarios, attack.Keepalive)):
 		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.spread, t.Idle)
+	}
+	if set["metrics"] {
+		if o.metrics, err = metricsTarget(o.metrics, o.addr); err != nil {
+			return nil, err
+		}
 	}
 	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
 	if o.plotPath != "" {

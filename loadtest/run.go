@@ -114,9 +114,12 @@ func hasScenario(o *options, s string) bool {
 
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+	return err == nil && isLoopbackHost(host)
+}
+
+// isLoopbackHost reports whether host (no port) is localhost or a loopback
+// IP address.
+func isLoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}
@@ -170,6 +173,18 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier}
 
+	var rc *remoteCheck
+	if o.metrics != "" {
+		if rc, err = startRemoteCheck(ctx, o.metrics); err != nil {
+			return nil, err
+		}
+		if o.shardN > 1 {
+			res.Notes = append(res.Notes, "leak check with -shard: the server also counts the other shards' connections, so only a shard that starts after and ends after all others can tell a leak from them")
+		}
+	} else if o.addr != "" {
+		res.Notes = append(res.Notes, "leak check: not done; give -metrics with the server's Prometheus endpoint to check that no connection, timer, open file or goroutine leaked on it")
+	}
+
 	figs := map[string]*report.Scenario{}
 	ladder, giveUp, _ := attack.Ladder(o.timeouts)
 	for _, s := range o.scenarios {
@@ -217,6 +232,13 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		if n := f.DialErrors["ephemeral_ports"]; n > 0 {
 			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections ran out of ephemeral ports; use -shard over several hosts", s, n))
 		}
+	}
+	if rc != nil {
+		opened := 0
+		for _, f := range res.Scenarios {
+			opened += f.Opened
+		}
+		rc.finish(res, opened)
 	}
 	if srv != nil {
 		// Every client has closed: the server must get back to nothing.

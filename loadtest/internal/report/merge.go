@@ -64,6 +64,9 @@ func Merge(rs ...*Result) (*Result, error) {
 		if r.Process != nil && len(rs) == 1 {
 			out.Process = r.Process
 		}
+		if r.Remote != nil && len(rs) == 1 {
+			out.Remote = r.Remote
+		}
 	}
 	if len(rs) > 1 {
 		out.Notes = appendNew(out.Notes, fmt.Sprintf("merged from %d results; server and process figures are per run and not merged", len(rs)))

@@ -216,6 +216,44 @@ type Server struct {
 	PeakOpen      int64            `json:"peak_open"`
 }
 
+// Remote is an external server's own account of its resources, read from
+// its metrics endpoint (-metrics) before the run and again after it, once
+// the server had settled or a bound had passed: the leak check of -addr
+// runs, which cannot look inside the server as embedded runs do.
+type Remote struct {
+	URL     string        `json:"url"`
+	Settled time.Duration `json:"settled"` // from the end of the run to the after reading
+	// Metrics are the figures checked, in report order.
+	Metrics []RemoteMetric `json:"metrics"`
+	// Err says why there is no after reading (the endpoint failed); the
+	// before figures are kept.
+	Err string `json:"err,omitempty"`
+}
+
+// RemoteMetric is one server metric before and after the run.
+type RemoteMetric struct {
+	Name      string  `json:"name"`  // as exposed: netwheel_connections_open, ...
+	Label     string  `json:"label"` // for people: "connections open"
+	Before    float64 `json:"before"`
+	After     float64 `json:"after"`
+	Tolerance float64 `json:"tolerance"` // growth allowed before it counts as a leak
+	// Missing is set when the endpoint did not expose the metric before or
+	// after the run; it is then not checked, and Before and After are 0.
+	Missing bool `json:"missing,omitempty"`
+	Leak    bool `json:"leak,omitempty"` // After > Before + Tolerance
+}
+
+// Leaks returns the metrics flagged as leaks.
+func (r *Remote) Leaks() []RemoteMetric {
+	var out []RemoteMetric
+	for _, m := range r.Metrics {
+		if m.Leak {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // Process is the harness process's resource use (client and, when
 // embedded, server together).
 type Process struct {
@@ -238,6 +276,7 @@ type Result struct {
 	Notes     []string    `json:"notes,omitempty"`
 	Server    *Server     `json:"server,omitempty"`
 	Process   *Process    `json:"process,omitempty"`
+	Remote    *Remote     `json:"remote,omitempty"` // -metrics: the external server's leak check
 	Scenarios []*Scenario `json:"scenarios"`
 }
 

@@ -217,6 +217,9 @@ func Text(w io.Writer, r *Result) {
 		}
 		p("  goroutines %d -> %d, open files %d -> %d (before -> after)", pr.Goroutines[0], pr.Goroutines[1], pr.FDs[0], pr.FDs[1])
 	}
+	if rm := r.Remote; rm != nil {
+		remoteText(p, rm)
+	}
 	for _, l := range r.Limits {
 		p("LIMIT: %s", l)
 	}
@@ -240,4 +243,33 @@ func counts64(m map[string]int64) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// remoteText writes the external server's leak check.
+func remoteText(p func(string, ...any), rm *Remote) {
+	p("")
+	if rm.Err != "" {
+		p("server metrics (%s): no reading after the run: %s", rm.URL, rm.Err)
+		return
+	}
+	verdict := "no leak"
+	if n := len(rm.Leaks()); n > 0 {
+		verdict = fmt.Sprintf("%d LEAK? (lines marked !)", n)
+	}
+	p("server metrics (%s), read %s after the run: %s", rm.URL, rm.Settled.Round(time.Millisecond), verdict)
+	for _, m := range rm.Metrics {
+		switch {
+		case m.Missing:
+			p("  %-18s not exposed by the server: not checked", m.Label)
+		default:
+			mark, tol := " ", ""
+			if m.Leak {
+				mark = "!"
+			}
+			if m.Tolerance > 0 {
+				tol = fmt.Sprintf(" (up to +%g allowed)", m.Tolerance)
+			}
+			p(" %s%-18s %g -> %g%s", mark, m.Label, m.Before, m.After, tol)
+		}
+	}
 }

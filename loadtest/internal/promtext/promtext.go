@@ -1,0 +1,110 @@
+// Package promtext reads a few sample values out of the Prometheus text
+// exposition format (what a /metrics endpoint serves), enough for the
+// harness to compare a server's gauges before and after a run. It is not a
+// general parser: it keeps only the metrics asked for, ignores HELP, TYPE
+// and other comments, skips label sets without reading them and ignores
+// timestamps. Do not use it to scrape histograms or to tell series apart;
+// use github.com/prometheus/common/expfmt for that.
+package promtext
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// ErrSyntax is wrapped by the error Parse returns for a malformed sample
+// line of a wanted metric.
+var ErrSyntax = errors.New("promtext: syntax error")
+
+// maxLine bounds one line of the exposition; a longer one is an error.
+const maxLine = 1 << 20
+
+// Parse reads the text exposition from r and returns the value of each
+// metric in names that it holds. A metric exposed as several series (label
+// sets) gets the sum of their values, which is what a count split by, say,
+// event loop adds up to. Metrics absent from r are absent from the map:
+// the caller decides what a missing metric means. Lines of other metrics
+// are not checked, so a malformed line elsewhere does not spoil the read;
+// a malformed line of a wanted metric is an error wrapping ErrSyntax, with
+// its line number. Cost: one pass over r, O(lines); it allocates the map
+// and the scanner's buffer. Safe from any goroutine.
+func Parse(r io.Reader, names ...string) (map[string]float64, error) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out := make(map[string]float64, len(names))
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimLeft(sc.Text(), " \t")
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		end := strings.IndexAny(line, "{ \t")
+		if end < 0 {
+			end = len(line)
+		}
+		name, rest := line[:end], line[end:]
+		if !want[name] {
+			continue
+		}
+		v, err := sampleValue(rest)
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d (%s): %v", ErrSyntax, n, name, err)
+		}
+		out[name] += v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("promtext: reading: %w", err)
+	}
+	return out, nil
+}
+
+// sampleValue parses what follows a metric name: an optional label set,
+// the value, and an optional timestamp.
+func sampleValue(rest string) (float64, error) {
+	if strings.HasPrefix(rest, "{") {
+		i, err := labelsEnd(rest)
+		if err != nil {
+			return 0, err
+		}
+		rest = rest[i:]
+	}
+	f := strings.Fields(rest)
+	if len(f) == 0 || len(f) > 2 {
+		return 0, fmt.Errorf("want a value and at most a timestamp, got %q", rest)
+	}
+	if len(f) == 2 {
+		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
+			return 0, fmt.Errorf("timestamp %q is not an integer", f[1])
+		}
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, fmt.Errorf("value %q is not a number", f[0])
+	}
+	return v, nil
+}
+
+// labelsEnd returns the index just past the '}' that closes the label set
+// s starts with, skipping quoted label values and their escapes (\\, \",
+// \n), so a '}' or ',' inside a value does not end it.
+func labelsEnd(s string) (int, error) {
+	quoted := false
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++ // the escaped character
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == '}':
+			return i + 1, nil
+		}
+	}
+	return 0, errors.New("label set not closed")
+}

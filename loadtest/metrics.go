@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/netwheel/netwheel/loadtest/internal/promtext"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+// This file is the leak check of -addr runs: the external server's own
+// gauges, read from its Prometheus endpoint (-metrics) before the run and
+// after it, as embedded runs read netserver's Stats directly.
+
+// Tolerances of the leak check. Connections and timers are exact counts
+// the server keeps itself: once every client has closed and the server has
+// seen the closes they must be back to their value before the run, so
+// they get none. Open files and goroutines also move for reasons that are
+// not leaks: each HTTP connection to the metrics endpoint holds one fd and
+// one or two net/http goroutines while it is served (ours, and any other
+// scraper's that happens to coincide), and the runtime and libraries start
+// a few goroutines or open a file lazily on first use. A leak of one per
+// connection grows them by about the number of connections the run opened,
+// far beyond these; the report notes runs too small to tell.
+const (
+	fdTolerance        = 4
+	goroutineTolerance = 10
+)
+
+// leakMetric is one metric the leak check reads, and the growth over the
+// run it tolerates.
+type leakMetric struct {
+	name, label string
+	tolerance   float64
+}
+
+// leakMetrics are the metrics checked, in report order; netserver exposes
+// all four (the last two through client_golang's Go and process
+// collectors).
+var leakMetrics = []leakMetric{
+	{name: "netwheel_connections_open", label: "connections open"},
+	{name: "netwheel_timers_pending", label: "timers pending"},
+	{name: "process_open_fds", label: "open fds", tolerance: fdTolerance},
+	{name: "go_goroutines", label: "goroutines", tolerance: goroutineTolerance},
+}
+
+// Bounds of the leak check's reads: each request, the whole wait for the
+// server to settle after the run (longer than embedded mode's 2 s, since
+// the server may be on another host and every reading is an HTTP round
+// trip), the pause between readings, and the size of one exposition.
+var (
+	metricsFetchTimeout = 2 * time.Second
+	metricsSettle       = 5 * time.Second
+	metricsPoll         = 100 * time.Millisecond
+)
+
+const metricsMaxBody = 16 << 20
+
+// metricsTarget validates -metrics and returns the URL to read. It takes
+// an http URL (http://HOST:PORT/metrics) or, like cmd/echo's own -metrics
+// flag, a bare HOST:PORT, which means http://HOST:PORT/metrics; an empty
+// path also means /metrics. The host must be a loopback one, or -addr's
+// host: the harness talks to no other machine than the one it tests.
+func metricsTarget(raw, addr string) (string, error) {
+	if addr == "" {
+		return "", fmt.Errorf("%w: -metrics reads an external server's endpoint and needs -addr (embedded runs check their server directly)", errUsage)
+	}
+	s := raw
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%w: -metrics %q: want http://HOST:PORT/PATH or HOST:PORT", errUsage, raw)
+	}
+	if u.Path == "" {
+		u.Path = "/metrics"
+	}
+	addrHost, _, _ := net.SplitHostPort(addr)
+	if h := u.Hostname(); !isLoopbackHost(h) && !strings.EqualFold(h, addrHost) {
+		return "", fmt.Errorf("%w: -metrics %q: the host must be loopback or -addr's (%s)", errUsage, raw, addrHost)
+	}
+	return u.String(), nil
+}
+
+// compareMetrics sets each leak metric's before and after figures side by
+// side and flags growth beyond its tolerance. A metric absent (or not a
+// number) in either reading is marked Missing and not checked.
+func compareMetrics(before, after map[string]float64) []report.RemoteMetric {
+	out := make([]report.RemoteMetric, 0, len(leakMetrics))
+	for _, m := range leakMetrics {
+		r := report.RemoteMetric{Name: m.name, Label: m.label, Tolerance: m.tolerance}
+		b, okB := before[m.name]
+		a, okA := after[m.name]
+		if !okB || !okA || math.IsNaN(a) || math.IsNaN(b) {
+			r.Missing = true
+		} else {
+			r.Before, r.After = b, a
+			r.Leak = a > b+m.tolerance
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// metricsClient reads the endpoint: a connection per reading (no idle
+// keep-alive connection left on the server between the readings to count
+// as an fd and a goroutine), no proxy, no redirect to another host.
+func metricsClient() *http.Client {
+	return &http.Client{
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// scrape reads the leak metrics from target, in at most
+// metricsFetchTimeout.
+func scrape(ctx context.Context, c *http.Client, target string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, metricsFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: metrics: %w", err)
+	}
+	// The text format, not the protobuf one client_golang may negotiate.
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("loadtest: metrics: %s: %s", target, resp.Status)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/plain" && mt != "application/openmetrics-text" {
+			return nil, fmt.Errorf("loadtest: metrics: %s: content type %q, want the Prometheus text format", target, ct)
+		}
+	}
+	names := make([]string, len(leakMetrics))
+	for i, m := range leakMetrics {
+		names[i] = m.name
+	}
+	got, err := promtext.Parse(http.MaxBytesReader(nil, resp.Body, metricsMaxBody), names...)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
+	}
+	return got, nil
+}
+
+// remoteCheck is the leak check of one run. It is used by run's goroutine
+// only.
+type remoteCheck struct {
+	target string
+	client *http.Client
+	before map[string]float64
+}
+
+// startRemoteCheck takes the before reading. An endpoint that cannot be
+// read is an error now, rather than a missing check after a long run.
+func startRemoteCheck(ctx context.Context, target string) (*remoteCheck, error) {
+	c := &remoteCheck{target: target, client: metricsClient()}
+	var err error
+	if c.before, err = scrape(ctx, c.client, target); err != nil {
+		return nil, fmt.Errorf("%w (the leak check reads -metrics before the run)", err)
+	}
+	return c, nil
+}
+
+// finish reads the endpoint again after the run, every metricsPoll until
+// nothing looks leaked or metricsSettle has passed, and records the
+// figures in res: res.Remote, a LEAK? limit line like embedded mode's, and
+// notes for metrics the server does not expose and runs too small for the
+// tolerances. opened is the number of connections the run opened.
+func (c *remoteCheck) finish(res *report.Result, opened int) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), metricsSettle)
+	defer cancel()
+	rm := &report.Remote{URL: c.target}
+	res.Remote = rm
+	var lastErr error
+poll:
+	for {
+		after, err := scrape(ctx, c.client, c.target)
+		switch {
+		case err == nil:
+			rm.Metrics, rm.Settled = compareMetrics(c.before, after), time.Since(start)
+			if len(rm.Leaks()) == 0 {
+				break poll
+			}
+		case lastErr == nil || ctx.Err() == nil: // not just our own deadline cutting a request
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			break poll
+		case <-time.After(metricsPoll):
+		}
+	}
+	if rm.Metrics == nil {
+		rm.Metrics = compareMetrics(c.before, nil)
+		for i := range rm.Metrics { // keep what was read before
+			if v, ok := c.before[rm.Metrics[i].Name]; ok {
+				rm.Metrics[i].Before = v
+			}
+		}
+		rm.Err = lastErr.Error()
+		res.Limits = append(res.Limits, fmt.Sprintf("leak check: the server's metrics could not be read after the run: %v", lastErr))
+		return
+	}
+	var leaks, missing []string
+	for _, m := range rm.Metrics {
+		switch {
+		case m.Missing:
+			missing = append(missing, m.Name)
+		case m.Leak:
+			leaks = append(leaks, fmt.Sprintf("%s %g -> %g", m.Label, m.Before, m.After))
+		}
+	}
+	if len(leaks) > 0 {
+		res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server (%s) still has %s %s after every client closed",
+			c.target, strings.Join(leaks, ", "), rm.Settled.Round(time.Millisecond)))
+	}
+	if len(missing) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("leak check: %s not exposed by %s before and after the run: not checked", strings.Join(missing, ", "), c.target))
+	}
+	if opened <= goroutineTolerance {
+		res.Notes = append(res.Notes, fmt.Sprintf("leak check: the run opened %d connections, within the fd and goroutine tolerances (%d, %d): a leak of one per connection would not show there",
+			opened, fdTolerance, goroutineTolerance))
+	}
+}
