@@ -137,3 +137,17 @@ func TestScenario_AddIdleAnswer(t *testing.T) {
 	Text(&b, m)
 	assert.Contains(t, b.String(), "close error from the server's answer")
 }
+
+// TestText_LeakSpoilsTheVerdict: a suspected leak must not end the report
+// with a plain "all ok".
+func TestText_LeakSpoilsTheVerdict(t *testing.T) {
+	r := shard("1/1", 10, 5e5, 7e5)
+	var clean bytes.Buffer
+	Text(&clean, r)
+	assert.Contains(t, clean.String(), "scenarios ok\n")
+	assert.NotContains(t, clean.String(), "leaked")
+	r.Limits = append(r.Limits, "LEAK? the server still has 3 connections open")
+	var leaky bytes.Buffer
+	Text(&leaky, r)
+	assert.Contains(t, leaky.String(), "but the server may have leaked")
+}

@@ -209,11 +209,15 @@ func Text(w io.Writer, r *Result) {
 		p("  expiries %d, probes %d, retransmits %d, give-ups %d; closes: %s", sv.Expiries, sv.Probes, sv.Retransmits, sv.GiveUps, counts64(sv.Closes))
 	}
 	if pr := r.Process; pr != nil {
-		p("process: cpu %s, peak RSS %.1f MiB (client and embedded server together), peak client conns %d",
-			pr.CPU.Round(10*time.Millisecond), float64(pr.PeakRSSBytes)/(1<<20), pr.PeakConns)
+		who, per := "client and embedded server together", "both ends and the runtime included"
+		if r.Config.Server == "external" {
+			who, per = "the harness's clients only", "the client side, runtime included"
+		}
+		p("process: cpu %s, peak RSS %.1f MiB (%s), peak client conns %d",
+			pr.CPU.Round(10*time.Millisecond), float64(pr.PeakRSSBytes)/(1<<20), who, pr.PeakConns)
 		if pr.PeakConns > 0 {
-			p("  at most %.1f KiB of RSS per connection, both ends and the runtime included (for the server alone, run it apart: docs/perf.md)",
-				float64(pr.PeakRSSBytes)/1024/float64(pr.PeakConns))
+			p("  at most %.1f KiB of RSS per connection, %s (for the server alone, run it apart: docs/perf.md)",
+				float64(pr.PeakRSSBytes)/1024/float64(pr.PeakConns), per)
 		}
 		p("  goroutines %d -> %d, open files %d -> %d (before -> after)", pr.Goroutines[0], pr.Goroutines[1], pr.FDs[0], pr.FDs[1])
 	}
@@ -227,9 +231,18 @@ func Text(w io.Writer, r *Result) {
 		p("note: %s", n)
 	}
 	p("")
-	if failed == 0 {
+	leaks := 0
+	for _, l := range r.Limits {
+		if strings.Contains(l, "LEAK") {
+			leaks++
+		}
+	}
+	switch {
+	case failed == 0 && leaks == 0:
 		p("all %d scenarios ok", len(r.Scenarios))
-	} else {
+	case failed == 0:
+		p("all %d scenarios ok, but the server may have leaked (LIMIT: LEAK? above)", len(r.Scenarios))
+	default:
 		p("%d of %d scenarios need a look (lines marked !)", failed, len(r.Scenarios))
 	}
 }
