@@ -340,7 +340,7 @@ func (w *Wheel) ticksCeil(d time.Duration, now uint64) uint64 {
 	return min(q, lim)
 }
 
-// tickNanosAt returns the time of tick t, saturating.
+// tickTime returns the time of tick t, in nanoseconds since start, saturating.
 func (w *Wheel) tickTime(t uint64) int64 {
 	if t > uint64(math.MaxInt64/w.tickNanos) {
 		return math.MaxInt64
@@ -491,7 +491,9 @@ func (w *Wheel) publish(now int64) {
 		}
 		if w.clock.CompareAndSwap(c, clockOf(max(t, k))|c&clockStopped) {
 			if c&clockStale == 0 {
-				w.visibleUntil(t, now)
+				// Resetters read t until the swap, which came after now was
+				// read: take the time again for the end of t's visibility.
+				w.visibleUntil(t, max(now, w.sinceStart()))
 			}
 			return
 		}
@@ -518,7 +520,11 @@ func (w *Wheel) markStale() {
 // longer, timers armed from it are held back by the excess.
 func (w *Wheel) visibleUntil(t uint64, now int64) {
 	if extra := now - w.tickTime(t+1) - w.slackNanos; extra > 0 {
-		w.hiccups = append(w.hiccups, hiccup{base: t, extra: extra})
+		if n := len(w.hiccups); n > 0 && w.hiccups[n-1].base == t {
+			w.hiccups[n-1].extra = max(w.hiccups[n-1].extra, extra)
+		} else {
+			w.hiccups = append(w.hiccups, hiccup{base: t, extra: extra})
+		}
 	}
 	// Forget hiccups whose base no longer fits the 18 bits a timer keeps.
 	i := 0

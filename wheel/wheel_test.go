@@ -1,10 +1,10 @@
 package wheel_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,8 +124,11 @@ func TestWheel_Executor(t *testing.T) {
 }
 
 // TestWheel_RealClockStress arms, resets and stops timers from many
-// goroutines while the wheel runs on the real clock. Every arming that was
-// not stopped fires exactly once, none fires early, and nothing outlives Stop
+// goroutines while the wheel runs on the real clock. Every arming is
+// accounted for exactly: its deadline (taken before the call) is recorded,
+// a Reset of a pending timer replaces it, a successful Stop removes it, and
+// each firing consumes the oldest one, which must be due. Every arming that
+// was not stopped fires exactly once, none early, and nothing outlives Stop
 // (TestMain checks for leaked goroutines).
 func TestWheel_RealClockStress(t *testing.T) {
 	const (
@@ -137,22 +140,31 @@ func TestWheel_RealClockStress(t *testing.T) {
 	defer w.Stop()
 
 	type stressTimer struct {
-		t         wheel.Timer
-		notBefore atomic.Int64 // lower bound of every deadline this timer may still fire for, ns since start
-		armings   int          // owned by the worker
-		stops     int
-		fires     atomic.Int64
+		t        wheel.Timer
+		mu       sync.Mutex // held around each Reset/Stop and its bookkeeping, and by the callback
+		deadline []int64    // the not-yet-fired armings' deadlines, ns since start, oldest first
+		armings  int
+		fires    int
+		stops    int
+		early    []string
 	}
 	start := time.Now()
-	var early atomic.Int64
 	all := make([]*stressTimer, workers*perWorker)
 	for i := range all {
 		st := &stressTimer{}
 		st.t.Init(w, func() {
-			if int64(time.Since(start)) < st.notBefore.Load() {
-				early.Add(1)
+			now := int64(time.Since(start))
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			st.fires++
+			if len(st.deadline) == 0 {
+				st.early = append(st.early, "fired with no arming outstanding")
+				return
 			}
-			st.fires.Add(1)
+			if now < st.deadline[0] {
+				st.early = append(st.early, fmt.Sprintf("fired at %v, due at %v", time.Duration(now), time.Duration(st.deadline[0])))
+			}
+			st.deadline = st.deadline[1:]
 		})
 		all[i] = st
 	}
@@ -166,22 +178,23 @@ func TestWheel_RealClockStress(t *testing.T) {
 			mine := all[g*perWorker : (g+1)*perWorker]
 			for i := range ops {
 				st := mine[rng.IntN(len(mine))]
+				st.mu.Lock()
 				if rng.IntN(5) == 0 {
 					if st.t.Stop() {
 						st.stops++
+						st.deadline = st.deadline[:len(st.deadline)-1]
 					}
 				} else {
 					d := durs[rng.IntN(len(durs))]
-					nb := int64(time.Since(start)) + int64(d)
-					if nb < st.notBefore.Load() || !st.t.Pending() {
-						st.notBefore.Store(min(nb, st.notBefore.Load()))
-					}
+					due := int64(time.Since(start)) + int64(d)
 					if st.t.Reset(d) {
-						st.notBefore.Store(nb) // the old arming is gone
+						st.deadline[len(st.deadline)-1] = due // the pending arming, moved
 					} else {
 						st.armings++
+						st.deadline = append(st.deadline, due)
 					}
 				}
+				st.mu.Unlock()
 				if i%64 == 0 {
 					time.Sleep(100 * time.Microsecond) // let the wheel's clock move between bursts
 				}
@@ -189,21 +202,21 @@ func TestWheel_RealClockStress(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// Wait for the remaining timers (at most 50ms out) to fire; bounded.
+	// The remaining timers are due within 50ms; wait for them, bounded.
 	deadline := time.Now().Add(10 * time.Second)
 	for w.Len() > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	require.Zero(t, w.Len(), "timers still pending long after their deadlines")
-	var armings, stops, fires int64
+	var armings, stops, fires int
 	for i, st := range all {
-		want := int64(st.armings - st.stops)
-		require.Equal(t, want, st.fires.Load(), "timer %d: %d armings, %d stopped", i, st.armings, st.stops)
-		armings += int64(st.armings)
-		stops += int64(st.stops)
-		fires += st.fires.Load()
+		st.mu.Lock()
+		assert.Empty(t, st.early, "timer %d", i)
+		assert.Equal(t, st.armings-st.stops, st.fires, "timer %d: %d armings, %d stopped", i, st.armings, st.stops)
+		assert.Empty(t, st.deadline, "timer %d: armings that never fired", i)
+		armings, stops, fires = armings+st.armings, stops+st.stops, fires+st.fires
+		st.mu.Unlock()
 	}
-	assert.Zero(t, early.Load(), "timers fired before their deadline")
 	t.Logf("%d armings, %d stopped, %d fired", armings, stops, fires)
 	assert.Positive(t, fires)
 	assert.Positive(t, stops)
