@@ -190,13 +190,13 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 func (s *Server) Err() error {
 	select {
 	case <-s.done:
-		if s.draining.Load() {
+		switch {
+		case s.runErr != nil:
+			return fmt.Errorf("netserver: engine stopped: %w", s.runErr)
+		case s.draining.Load():
 			return nil
 		}
-		if s.runErr == nil {
-			return errors.New("netserver: the engine stopped without Shutdown")
-		}
-		return fmt.Errorf("netserver: engine stopped: %w", s.runErr)
+		return errors.New("netserver: the engine stopped without Shutdown")
 	default:
 		return nil
 	}
@@ -229,20 +229,37 @@ func (s *Server) shutdown(ctx context.Context) error {
 	}
 	s.draining.Store(true)
 	s.checkDrained()
-	for _, l := range *s.loops.Load() {
-		_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-			for c := range l.conns {
-				if c.isIdle() {
-					c.closeWith(ReasonShutdown)
+	// Close the idle connections now, and the busy ones as they become
+	// idle: most do so on their own traffic (OnTraffic checks), but one
+	// whose output drains with no more input would not, so look again
+	// every 20ms.
+	closeIdle := func() {
+		for _, l := range *s.loops.Load() {
+			_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				for c := range l.conns {
+					if c.isIdle() {
+						c.closeWith(ReasonShutdown)
+					}
 				}
-			}
-			return nil
-		}))
+				return nil
+			}))
+		}
 	}
+	closeIdle()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	var err error
-	select {
-	case <-s.drained:
-	case <-ctx.Done():
+wait:
+	for {
+		select {
+		case <-s.drained:
+			break wait
+		case <-tick.C:
+			s.checkDrained()
+			closeIdle()
+			continue
+		case <-ctx.Done():
+		}
 		err = ctx.Err()
 		s.log.Warn("netserver: shutdown deadline passed, closing busy connections", "open", s.open.Load())
 		for _, l := range *s.loops.Load() {
@@ -257,6 +274,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		case <-s.drained:
 		case <-time.After(5 * time.Second):
 		}
+		break
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -319,7 +337,9 @@ func (s *Server) handOff() {
 	for _, l := range *s.loops.Load() {
 		if l.head.Load() != nil && l.scheduled.CompareAndSwap(false, true) {
 			if err := l.el.Execute(context.Background(), l.run); err != nil {
-				l.scheduled.Store(false) // shutting down: OnClose cleans up
+				// Shutting down: the engine closes every connection (OnClose
+				// stops its timers); what stays on the list is never run.
+				l.scheduled.Store(false)
 			}
 		}
 	}
@@ -382,6 +402,9 @@ func (s *Server) safely(c *Conn, f func()) {
 		if p := recover(); p != nil {
 			s.log.Error("netserver: handler panicked; closing the connection",
 				"remote", remote(c), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if c.closed {
+				return // it closed (and was counted) before the panic
+			}
 			c.closing = false // let closeWith run
 			c.closeWith(ReasonPanic)
 		}
@@ -441,14 +464,19 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	l := s.loopFor(gc.EventLoop())
 	c := &Conn{gc: gc, l: l, s: s, recvNext: 1, sendNext: 1}
 	gc.SetContext(c)
+	// Reserve a place first, so event loops opening connections at the same
+	// time cannot overshoot MaxConns together.
+	n := s.open.Add(1)
 	var reject Reason
 	switch {
 	case s.draining.Load():
 		reject = ReasonShutdown
-	case s.cfg.MaxConns > 0 && s.open.Load() >= int64(s.cfg.MaxConns):
+	case s.cfg.MaxConns > 0 && n > int64(s.cfg.MaxConns):
 		reject = ReasonOverload
 	}
 	if reject != ReasonNone {
+		s.open.Add(-1)
+		s.checkDrained()
 		c.rejected = true
 		c.closing = true
 		c.reason = reject
@@ -465,6 +493,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	})
 	if err != nil { // validated in New; cannot happen
 		s.log.Error("netserver: idle tracker", "err", err)
+		s.open.Add(-1)
 		c.rejected, c.closing, c.reason = true, true, ReasonPanic
 		return nil, gnet.Close
 	}
@@ -478,6 +507,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		if err != nil {
 			s.log.Error("netserver: retransmit tracker", "err", err)
 			tr.Stop()
+			s.open.Add(-1)
 			c.rejected, c.closing, c.reason = true, true, ReasonPanic
 			return nil, gnet.Close
 		}
@@ -491,7 +521,6 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 	}
 	l.conns[c] = struct{}{}
-	s.open.Add(1)
 	l.inEvent = c // closeWith must not close inside OnOpen: return gnet.Close
 	s.safely(c, func() { s.h.OnOpen(c) })
 	l.inEvent = nil

@@ -208,6 +208,7 @@ func TestFramed_RetransmitLadderAndGiveUp(t *testing.T) {
 	cfg.Retransmit = retransmit.Config{InitialRTO: 100 * time.Millisecond, MinRTO: 50 * time.Millisecond, MaxRetransmits: 3}
 	s := start(t, cfg, nil)
 	c := dial(t, s)
+	wrote := time.Now() // the server cannot have echoed, nor started its timer, before this
 	c.write(frame.AppendData(nil, 1, []byte("x")))
 	var sent []time.Time
 	var code frame.Code
@@ -226,11 +227,14 @@ func TestFramed_RetransmitLadderAndGiveUp(t *testing.T) {
 		}
 	}
 	require.Len(t, sent, 4, "the echo and three retransmissions")
-	// RFC 6298 backoff: 100ms, then 200ms, 400ms between sends.
-	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
-		gap := sent[i+1].Sub(sent[i])
-		assert.GreaterOrEqual(t, gap, want-5*time.Millisecond, "retransmission %d", i+1) // client timing slack
-		assert.Less(t, gap, want+60*time.Millisecond, "retransmission %d", i+1)
+	// RFC 6298 backoff: resends 100ms, 300ms and 700ms after the echo. The
+	// echo left the server after our write, so each resend arrives no
+	// earlier than that much after the write (a lower bound that a slow
+	// client read cannot shrink); and, measured from the echo's arrival, no
+	// later than the ladder plus scheduling slack.
+	for i, want := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 700 * time.Millisecond} {
+		assert.GreaterOrEqual(t, sent[i+1].Sub(wrote), want, "retransmission %d", i+1)
+		assert.Less(t, sent[i+1].Sub(sent[0]), want+150*time.Millisecond, "retransmission %d", i+1)
 	}
 	assert.Equal(t, frame.CodeGiveUp, code)
 	require.Eventually(t, func() bool { return s.Stats().GiveUps == 1 }, 2*time.Second, time.Millisecond)

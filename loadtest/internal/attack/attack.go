@@ -395,6 +395,7 @@ func (r *run) dial(ctx context.Context) (net.Conn, time.Duration, error) {
 func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *recorder) {
 	res := report.ConnResult{Scenario: scenario, Role: role}
 	c, dt, err := r.dial(ctx)
+	res.OpenedAt = time.Now()
 	if isQuiet(scenario, i) {
 		r.quiet.arrive()
 	}

@@ -64,6 +64,7 @@ type ConnResult struct {
 	Role     string        // echo, idle, survivor, silent, retransmit, slowloris, churn
 	DialErr  string        // kind of dial failure (fd_limit, ephemeral_ports, ...); "" if connected
 	Connect  time.Duration // dial time
+	OpenedAt time.Time     `json:"-"` // when the dial completed (not written to results)
 	Sent     uint64        // messages sent
 	Recv     uint64        // echoes received
 	Err      string        // kind of error that ended it early, if any
