@@ -137,8 +137,9 @@ func (t *Timer) reset(d time.Duration) bool {
 // later for the earliest of several deadlines. The callback never runs
 // before d has passed since any Now call that returned from (the wheel holds
 // back timers by how long each coarse tick stayed visible, so this holds for
-// every call that read that tick, the latest included). A deadline already past fires on the next tick. from must not lie
-// in the future; it is clamped to the present. O(1), allocation-free, no lock.
+// every call that read that tick, the latest included). A deadline already
+// past fires on the next tick. from must not lie in the future; it is
+// clamped to the present. O(1), allocation-free, no lock.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	w := t.w
 	if w == nil {
