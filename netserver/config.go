@@ -63,6 +63,12 @@ type Config struct {
 	// Protocol is Raw (the zero value) or Framed.
 	Protocol Protocol
 	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS.
+	// Each loop waits in epoll_wait holding a P (the Go scheduler's
+	// processor), so with a loop on every P the timer wheel's goroutine may
+	// wait for the runtime to take a P back (up to 10ms on a quiet process)
+	// and timers, which never fire early, fire that much later. Where reap
+	// latency matters more than throughput, use GOMAXPROCS-1 loops, or run
+	// with GOMAXPROCS above the loop count (docs/perf.md has the figures).
 	EventLoops int
 	// ReusePort sets SO_REUSEPORT, so several servers (processes) can share
 	// the address and the kernel balances connections between them.
