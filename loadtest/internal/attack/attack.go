@@ -472,34 +472,25 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	var batch []int64
 	var p pacer.Pacer
 	var sentAt atomic.Int64 // closed loop: send time of the outstanding message
-	if r.cfg.Closed {
-		cl.onEcho = func(k uint64, at time.Time) {
-			batch = append(batch, at.UnixNano()-sentAt.Load())
-			if len(batch) == cap(batch) {
-				rec.flush(batch)
-				batch = batch[:0]
-			}
-			recv.Store(k)
-			select {
-			case got <- struct{}{}:
-			default:
-			}
-		}
-	} else {
-		// The schedule starts when this connection is open, so the dial ramp
-		// is not counted as latency; every connection stops at the same end.
+	// latency of echo k arriving at at: closed loop, from the send of the
+	// one outstanding message; open loop, from the message's scheduled
+	// instant (the schedule starts when this connection is open, so the dial
+	// ramp is not counted as latency; every connection stops at the same end).
+	latency := func(_ uint64, at time.Time) int64 { return at.UnixNano() - sentAt.Load() }
+	if !r.cfg.Closed {
 		p, _ = pacer.New(time.Now(), pacer.Phase(i, n, r.cfg.Rate), r.cfg.Rate)
-		cl.onEcho = func(k uint64, at time.Time) {
-			batch = append(batch, int64(at.Sub(p.At(k-1))))
-			if len(batch) == cap(batch) {
-				rec.flush(batch)
-				batch = batch[:0]
-			}
-			recv.Store(k)
-			select {
-			case got <- struct{}{}:
-			default:
-			}
+		latency = func(k uint64, at time.Time) int64 { return int64(at.Sub(p.At(k - 1))) }
+	}
+	cl.onEcho = func(k uint64, at time.Time) {
+		batch = append(batch, latency(k, at))
+		if len(batch) == cap(batch) {
+			rec.flush(batch)
+			batch = batch[:0]
+		}
+		recv.Store(k)
+		select {
+		case got <- struct{}{}:
+		default:
 		}
 	}
 	batch = make([]int64, 0, 256)

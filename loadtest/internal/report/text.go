@@ -69,7 +69,7 @@ func D(ns int64) string {
 	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
-func counts(m map[string]int) string {
+func counts[V int | int64](m map[string]V) string {
 	if len(m) == 0 {
 		return "none"
 	}
@@ -206,7 +206,7 @@ func Text(w io.Writer, r *Result) {
 	if sv := r.Server; sv != nil {
 		p("")
 		p("server (%s): %d accepted, peak %d open, %d open at the end, %d timers pending at the end", sv.Kind, sv.Accepted, sv.PeakOpen, sv.Open, sv.TimersPending)
-		p("  expiries %d, probes %d, retransmits %d, give-ups %d; closes: %s", sv.Expiries, sv.Probes, sv.Retransmits, sv.GiveUps, counts64(sv.Closes))
+		p("  expiries %d, probes %d, retransmits %d, give-ups %d; closes: %s", sv.Expiries, sv.Probes, sv.Retransmits, sv.GiveUps, counts(sv.Closes))
 	}
 	if pr := r.Process; pr != nil {
 		who, per := "client and embedded server together", "both ends and the runtime included"
@@ -245,17 +245,6 @@ func Text(w io.Writer, r *Result) {
 	default:
 		p("%d of %d scenarios need a look (lines marked !)", failed, len(r.Scenarios))
 	}
-}
-
-func counts64(m map[string]int64) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
-	}
-	return strings.Join(parts, " ")
 }
 
 // remoteText writes the external server's leak check.
