@@ -150,13 +150,7 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	case c&clockStopped != 0:
 		return false
 	case w.manual != nil:
-		fromNanos := min(int64(max(from, 0)), w.manual.now.Load())
-		end := fromNanos + int64(min(max(d, 0), w.maxDur))
-		when := uint64((end + w.tickNanos - 1) / w.tickNanos)
-		if now := uint64(w.manual.now.Load() / w.tickNanos); when <= now {
-			when = now + 1
-		}
-		return t.arm(min(when, maxWhen), 0)
+		return t.arm(w.manualWhen(min(int64(max(from, 0)), w.manual.now.Load()), d), 0)
 	}
 	now := c >> clockShift
 	if c&clockStale != 0 {
@@ -186,18 +180,7 @@ func (t *Timer) resetSlow(d time.Duration, c uint64) bool {
 	case c&clockStopped != 0:
 		return false
 	case w.manual != nil:
-		nowNanos := w.manual.now.Load()
-		now := uint64(nowNanos / w.tickNanos)
-		when := now + 1
-		if d > 0 {
-			// The manual clock is exact, so the deadline is exact too:
-			// the first tick at or after now+d.
-			end := nowNanos + int64(min(d, w.maxDur))
-			if e := uint64((end + w.tickNanos - 1) / w.tickNanos); e > when {
-				when = e
-			}
-		}
-		return t.arm(min(when, maxWhen), 0)
+		return t.arm(w.manualWhen(w.manual.now.Load(), d), 0)
 	default:
 		now, ok := w.refresh(c)
 		if !ok {
@@ -205,6 +188,19 @@ func (t *Timer) resetSlow(d time.Duration, c uint64) bool {
 		}
 		return t.arm(now+1+t.ticks(d, now), now)
 	}
+}
+
+// manualWhen is the deadline, in ticks, of a timer on a manual wheel armed
+// for d from fromNanos (not after the clock's now): the clock is exact, so
+// the deadline is too, the first tick at or after from+d, and at least the
+// tick after now.
+func (w *Wheel) manualWhen(fromNanos int64, d time.Duration) uint64 {
+	end := fromNanos + int64(min(max(d, 0), w.maxDur))
+	when := uint64((end + w.tickNanos - 1) / w.tickNanos)
+	if now := uint64(w.manual.now.Load() / w.tickNanos); when <= now {
+		when = now + 1
+	}
+	return min(when, maxWhen)
 }
 
 // arm makes t pending with deadline when, computed from coarse tick base.
