@@ -233,18 +233,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// idle: most do so on their own traffic (OnTraffic checks), but one
 	// whose output drains with no more input would not, so look again
 	// every 20ms.
-	closeIdle := func() {
-		for _, l := range *s.loops.Load() {
-			_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-				for c := range l.conns {
-					if c.isIdle() {
-						c.closeWith(ReasonShutdown)
-					}
-				}
-				return nil
-			}))
-		}
-	}
+	closeIdle := func() { s.closeOnLoops((*Conn).isIdle) }
 	closeIdle()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -262,14 +251,7 @@ wait:
 		}
 		err = ctx.Err()
 		s.log.Warn("netserver: shutdown deadline passed, closing busy connections", "open", s.open.Load())
-		for _, l := range *s.loops.Load() {
-			_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-				for c := range l.conns {
-					c.closeWith(ReasonShutdown)
-				}
-				return nil
-			}))
-		}
+		s.closeOnLoops(func(*Conn) bool { return true })
 		select {
 		case <-s.drained:
 		case <-time.After(5 * time.Second):
@@ -285,6 +267,21 @@ wait:
 	s.wheel.Stop()
 	s.log.Info("netserver: stopped", "accepted", s.accepted.Load())
 	return err
+}
+
+// closeOnLoops asks every event loop to close, with ReasonShutdown, its
+// connections for which which returns true.
+func (s *Server) closeOnLoops(which func(*Conn) bool) {
+	for _, l := range *s.loops.Load() {
+		_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			for c := range l.conns {
+				if which(c) {
+					c.closeWith(ReasonShutdown)
+				}
+			}
+			return nil
+		}))
+	}
 }
 
 func (s *Server) checkDrained() {
