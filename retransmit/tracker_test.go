@@ -311,6 +311,9 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 	tr.AckedThrough(seq-1, w.Now())
 	stop.Store(true)
 	wg.Wait()
+	// A handler call decided before the last ack may still be running on the
+	// wheel's goroutine; Stop waits for it, so the counts below are final.
+	w.Stop()
 	st := tr.Stats()
 	assert.Zero(t, st.Outstanding)
 	assert.Zero(t, bad.Load())
