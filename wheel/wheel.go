@@ -93,8 +93,7 @@ type Wheel struct {
 	start      time.Time
 	inbox      []inboxShard
 	shardShift uint
-	wakeCh     chan struct{}
-	stopCh     chan struct{}
+	park       parker
 	done       chan struct{}
 	stopOnce   sync.Once
 
@@ -212,8 +211,7 @@ func build(opts []Option) *Wheel {
 		w.cur = uint64(cfg.clock.now.Load() / w.tickNanos)
 		return w
 	}
-	w.wakeCh = make(chan struct{}, 1)
-	w.stopCh = make(chan struct{})
+	w.park.init()
 	w.done = make(chan struct{})
 	return w
 }
@@ -240,8 +238,8 @@ func (w *Wheel) Stop() {
 				break
 			}
 		}
-		if w.stopCh != nil {
-			close(w.stopCh)
+		if w.done != nil {
+			w.park.wake()
 		}
 	})
 	if w.done != nil {
@@ -349,12 +347,7 @@ func (w *Wheel) tickTime(t uint64) int64 {
 }
 
 // wake nudges a sleeping driver. It never blocks.
-func (w *Wheel) wake() {
-	select {
-	case w.wakeCh <- struct{}{}:
-	default:
-	}
-}
+func (w *Wheel) wake() { w.park.wake() }
 
 // push puts t on the inbox. when is the deadline that made it necessary, or
 // 0 when the wheel need not wake for it (a Stop).
@@ -389,9 +382,7 @@ type inboxShard struct {
 
 func (w *Wheel) run() {
 	defer close(w.done)
-	sleep := time.NewTimer(time.Hour)
-	sleep.Stop()
-	for {
+	for w.clock.Load()&clockStopped == 0 {
 		w.wakeups.Add(1)
 		w.sleepUntil.Store(0)
 		wakeAt := w.step(w.sinceStart())
@@ -404,25 +395,7 @@ func (w *Wheel) run() {
 		if w.inboxBusy() {
 			continue
 		}
-		if wakeAt == math.MaxInt64 {
-			select {
-			case <-w.wakeCh:
-				w.woken = true
-			case <-w.stopCh:
-				return
-			}
-			continue
-		}
-		sleep.Reset(time.Duration(wakeAt - w.sinceStart()))
-		select {
-		case <-sleep.C:
-		case <-w.wakeCh:
-			w.woken = true
-			sleep.Stop()
-		case <-w.stopCh:
-			sleep.Stop()
-			return
-		}
+		w.woken = w.park.sleep(wakeAt, w.sinceStart)
 	}
 }
 
