@@ -50,7 +50,7 @@ type Hooks struct {
 // decides that something is due by comparing coarse times, which would be
 // early by as much as the clock was stale.
 //
-// Ownership: lastAct, lastIn, frame, write, handshakeAt and state are
+// Ownership: lastAct, lastIn, frame, write, handshakeAt, state and due are
 // shared: written by per-packet calls, New, Stop and callbacks, read by the
 // callbacks, and accessed only atomically. frame.armed and write.armed say
 // which party owns the arming of that timer (see deadline). probes, probeAt,
@@ -65,6 +65,7 @@ type Tracker struct {
 	frame   deadline     // Config.FrameTimeout
 	write   deadline     // Config.WriteStallTimeout
 	state   atomic.Uint32
+	due     atomic.Int64 // the deadline the close was for; published by state
 
 	count       int32        // KeepaliveCount, defaulted to 1
 	handshakeAt atomic.Int64 // absolute handshake deadline; 0: done or off
@@ -300,6 +301,19 @@ func (t *Tracker) Stop() bool {
 	return true
 }
 
+// Due reports the deadline whose expiry closed the connection, in the
+// wheel's time (the stamp the timeout ran from plus the timeout), and false
+// while the tracker is open or after Stop. A timeout never fires before its
+// deadline, so wheel.Elapsed minus Due is how late the close came (at least
+// zero; it includes the wheel's tick rounding). Any goroutine; Hooks.Close
+// may call it.
+func (t *Tracker) Due() (time.Duration, bool) {
+	if s := t.state.Load(); s == stateOpen || s == stateStopped {
+		return 0, false
+	}
+	return time.Duration(t.due.Load()), true
+}
+
 // Reason reports why the tracker closed the connection, or ReasonNone while
 // it is open or after Stop. Any goroutine.
 func (t *Tracker) Reason() Reason {
@@ -330,8 +344,10 @@ func (t *Tracker) arm(tm *wheel.Timer, from, d int64) {
 	}
 }
 
-// close ends the tracker with reason r and delivers it, once.
-func (t *Tracker) close(r Reason) {
+// close ends the tracker with reason r, for the deadline at (wheel time),
+// and delivers it, once.
+func (t *Tracker) close(r Reason, at int64) {
+	t.due.Store(at) // before the state, which publishes it
 	if !t.state.CompareAndSwap(stateOpen, uint32(r)) {
 		return
 	}
@@ -386,7 +402,7 @@ func (t *Tracker) runPolicy(now int64) {
 	next := earliest{at: never}
 	if at := t.handshakeAt.Load(); at != 0 {
 		if t.fired(t.opened, at-t.opened) {
-			t.close(ReasonHandshake)
+			t.close(ReasonHandshake, at)
 			return
 		}
 		next.add(t.opened, at-t.opened)
@@ -394,7 +410,7 @@ func (t *Tracker) runPolicy(now int64) {
 	in := t.lastIn.Load()
 	if d := t.silenceDur; d > 0 {
 		if t.fired(in, d) {
-			t.close(ReasonDeadPeer)
+			t.close(ReasonDeadPeer, in+d)
 			return
 		}
 		next.add(in, d)
@@ -402,7 +418,7 @@ func (t *Tracker) runPolicy(now int64) {
 	if d := t.idleDur; d > 0 {
 		act := t.lastAct.Load()
 		if t.fired(act, d) {
-			t.close(ReasonIdle)
+			t.close(ReasonIdle, act+d)
 			return
 		}
 		next.add(act, d)
@@ -417,7 +433,7 @@ func (t *Tracker) runPolicy(now int64) {
 		}
 		if t.fired(from, d) {
 			if t.probes >= t.count {
-				t.close(ReasonKeepalive)
+				t.close(ReasonKeepalive, from+d)
 				return
 			}
 			t.probes++
@@ -438,7 +454,7 @@ func (t *Tracker) runPolicy(now int64) {
 		if !t.draining {
 			if t.fired(t.opened, d) {
 				if t.grace == 0 {
-					t.close(ReasonMaxAge)
+					t.close(ReasonMaxAge, t.opened+d)
 					return
 				}
 				t.draining = true
@@ -452,7 +468,7 @@ func (t *Tracker) runPolicy(now int64) {
 		if t.draining {
 			d = int64(satAdd(time.Duration(d), time.Duration(t.grace)))
 			if t.fired(t.opened, d) {
-				t.close(ReasonMaxAge)
+				t.close(ReasonMaxAge, t.opened+d)
 				return
 			}
 			next.add(t.opened, d)
@@ -490,7 +506,7 @@ func (t *Tracker) onDeadline(d *deadline, tm *wheel.Timer, r Reason) {
 	at := d.at.Load()
 	switch {
 	case at != 0 && at == armed:
-		t.close(r)
+		t.close(r, at)
 		return
 	case at != 0:
 		d.armed.Store(at)

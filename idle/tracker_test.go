@@ -535,3 +535,44 @@ func TestReason_Names(t *testing.T) {
 	assert.Equal(t, "none", idle.ReasonNone.String())
 	assert.Equal(t, "unknown", idle.Reason(200).String())
 }
+
+func TestTracker_Due(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		cfg     idle.Config
+		after   time.Duration // clock advance before the event
+		event   op
+		reason  idle.Reason
+		wantDue time.Duration
+	}{
+		{name: "idle", cfg: idle.Config{IdleTimeout: 100 * ms}, after: 30 * ms, event: activity, reason: idle.ReasonIdle, wantDue: 130 * ms},
+		{name: "read silence", cfg: idle.Config{ReadSilenceTimeout: 60 * ms}, after: 10 * ms, event: bytesIn, reason: idle.ReasonDeadPeer, wantDue: 70 * ms},
+		{name: "keepalive", cfg: idle.Config{KeepaliveTime: 50 * ms, KeepaliveTimeout: 20 * ms}, after: 5 * ms, event: bytesIn, reason: idle.ReasonKeepalive, wantDue: 75 * ms},
+		{name: "handshake", cfg: idle.Config{HandshakeTimeout: 25 * ms}, reason: idle.ReasonHandshake, wantDue: 25 * ms},
+		{name: "frame", cfg: idle.Config{FrameTimeout: 40 * ms}, after: 10 * ms, event: frameStart, reason: idle.ReasonFrameDeadline, wantDue: 50 * ms},
+		{name: "write stall", cfg: idle.Config{WriteStallTimeout: 30 * ms}, after: 5 * ms, event: written, reason: idle.ReasonWriteStall, wantDue: 35 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			h.clk.Advance(tc.after)
+			h.do(tc.event)
+			_, ok := h.tr.Due()
+			assert.False(t, ok, "no deadline while open")
+			h.clk.Advance(time.Second)
+			require.Equal(t, tc.reason, h.tr.Reason())
+			due, ok := h.tr.Due()
+			require.True(t, ok)
+			assert.Equal(t, tc.wantDue, due)
+			assert.Equal(t, []string{"close:" + tc.reason.String() + " " + due.String()}, h.log[len(h.log)-1:],
+				"on a manual clock the close comes exactly at its deadline")
+		})
+	}
+	t.Run("stopped", func(t *testing.T) {
+		h := newHarness(t, idle.Config{IdleTimeout: 10 * ms})
+		h.do(stop)
+		h.clk.Advance(time.Second)
+		_, ok := h.tr.Due()
+		assert.False(t, ok, "a stopped tracker closed nothing")
+	})
+}

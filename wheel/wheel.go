@@ -289,6 +289,18 @@ func (w *Wheel) Now() time.Duration {
 	return time.Duration((c >> clockShift) * uint64(w.tickNanos))
 }
 
+// Elapsed reports the exact time since the wheel started, on the clock that
+// Now rounds down to the tick: the monotonic clock, or the ManualClock. Unlike
+// Now it reads the system clock on every call, so it is for measurements (how
+// long after a deadline something happened), not for per-packet paths. It
+// allocates nothing; any goroutine may call it.
+func (w *Wheel) Elapsed() time.Duration {
+	if m := w.manual; m != nil {
+		return time.Duration(m.now.Load())
+	}
+	return time.Duration(w.sinceStart())
+}
+
 // refresh handles a stale clock word c: the wheel is asleep, so read the
 // monotonic clock once, publish its tick for the callers that follow, and
 // wake the wheel so it keeps the clock fresh while it is being used. It

@@ -287,3 +287,26 @@ func TestTimer_ResetFrom(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	assert.Equal(t, 17*time.Millisecond, fired[len(fired)-1])
 }
+
+func TestWheel_Elapsed(t *testing.T) {
+	t.Run("manual", func(t *testing.T) {
+		clk := wheel.NewManualClock()
+		w := wheel.New(wheel.WithClock(clk))
+		defer w.Stop()
+		clk.Advance(1500 * time.Microsecond)
+		assert.Equal(t, 1500*time.Microsecond, w.Elapsed(), "exact, not rounded")
+		assert.Equal(t, time.Millisecond, w.Now().Truncate(time.Millisecond))
+	})
+	t.Run("real", func(t *testing.T) {
+		w := wheel.New()
+		defer w.Stop()
+		prev := w.Elapsed()
+		for range 1000 {
+			now := w.Now()
+			e := w.Elapsed()
+			require.GreaterOrEqual(t, e, prev, "Elapsed went backwards")
+			require.GreaterOrEqual(t, e, now, "the coarse clock ran ahead of the exact one")
+			prev = e
+		}
+	})
+}
