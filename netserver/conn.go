@@ -242,6 +242,9 @@ func (c *Conn) isIdle() bool {
 func (c *Conn) handleEvents(ev uint32) {
 	s := c.s
 	if ev&evClose != 0 {
+		if due, ok := c.idle.Due(); ok {
+			s.m.late.Observe((s.wheel.Elapsed() - due).Seconds())
+		}
 		c.closeWith(Reason(c.hookReason.Load()))
 		return
 	}

@@ -15,7 +15,16 @@ import (
 type metrics struct {
 	rtt     prometheus.Histogram
 	rto     prometheus.Histogram
+	late    prometheus.Histogram
 	handler http.Handler
+}
+
+// closeDelayBuckets resolve the close delay finely where a wheel with a
+// millisecond tick should put it (up to a few milliseconds) and coarsely in
+// the tail, up to a second.
+var closeDelayBuckets = []float64{
+	0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008,
+	0.010, 0.0125, 0.015, 0.020, 0.025, 0.030, 0.040, 0.050, 0.075, 0.100, 0.150, 0.200, 0.300, 0.500, 1,
 }
 
 func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
@@ -29,6 +38,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 			Name:    "netwheel_rto_seconds",
 			Help:    "Retransmission timeout in force at each retransmission, backoff included.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}),
+		late: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "netwheel_timeout_close_delay_seconds",
+			Help: "How long after its deadline a timeout (idle, keepalive, dead peer, handshake, frame, write stall, max age) " +
+				"closed its connection: from the deadline on the wheel's clock (the tick of the last activity plus the timeout) " +
+				"to the event loop acting on it. Includes the rounding to the tick; never negative.",
+			Buckets: closeDelayBuckets,
 		}),
 	}
 	own := reg == nil
@@ -52,7 +68,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		m.rtt, m.rto,
+		m.rtt, m.rto, m.late,
 		gauge("netwheel_connections_open", "Connections open now.", func() float64 { return float64(s.open.Load()) }),
 		counter("netwheel_connections_accepted_total", "Connections accepted.", func() float64 { return float64(s.accepted.Load()) }),
 		gauge("netwheel_timers_pending", "Timers pending in the wheel.", func() float64 {

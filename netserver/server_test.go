@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,6 +167,32 @@ func TestRaw_EchoAndIdleReap(t *testing.T) {
 	assert.GreaterOrEqual(t, closed.Sub(c.start), timeout, "closed before the idle timeout")
 	assert.Less(t, closed.Sub(last), timeout+2*time.Millisecond+100*time.Millisecond, "closed too late")
 	require.Eventually(t, func() bool { return s.Stats().Closed["idle"] == 1 }, 2*time.Second, time.Millisecond)
+	// The server measured the close against its deadline: one sample, not
+	// negative, and within the bound the client saw.
+	m := scrape(t, s)
+	assert.Equal(t, 1.0, m["netwheel_timeout_close_delay_seconds_count"])
+	assert.GreaterOrEqual(t, m["netwheel_timeout_close_delay_seconds_sum"], 0.0)
+	assert.Less(t, m["netwheel_timeout_close_delay_seconds_sum"], (2*time.Millisecond + 100*time.Millisecond).Seconds())
+}
+
+// scrape reads the server's metrics endpoint and returns its unlabelled
+// samples by name.
+func scrape(t *testing.T, s *netserver.Server) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	out := map[string]float64{}
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		require.NoError(t, err, line)
+		out[name] = v
+	}
+	return out
 }
 
 func framedCfg() netserver.Config {
