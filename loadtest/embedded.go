@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
@@ -57,6 +58,10 @@ func startNetserver(o *options) (baseline.Server, error) {
 
 func (n netwheelServer) Addr() net.Addr                     { return n.s.Addr() }
 func (n netwheelServer) Shutdown(ctx context.Context) error { return n.s.Shutdown(ctx) }
+
+// MetricsHandler serves the server's Prometheus metrics, which hold its
+// own close delay (report.CloseDelayMetric).
+func (n netwheelServer) MetricsHandler() http.Handler { return n.s.MetricsHandler() }
 
 func (n netwheelServer) Stats() report.Server {
 	st := n.s.Stats()

@@ -252,6 +252,8 @@ func TestEndToEnd_Baseline(t *testing.T) {
 	assert.Zero(t, r.Server.Open, "server back to no connections")
 	assert.Equal(t, int64(30), r.Server.Closes["idle"])
 	assert.Contains(t, out, "all 2 scenarios ok")
+	assert.Nil(t, r.CloseDelay, "a baseline exports no close delay")
+	assert.NotContains(t, out, "close delay", "and nothing is said about it")
 }
 
 func TestEndToEnd_BaselineWithoutTimersNeverReaps(t *testing.T) {
@@ -292,6 +294,25 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	assert.Equal(t, 10, k.Reaped, "silent ones are closed as dead peers")
 	assert.Zero(t, r.Server.Open)
 	assert.Zero(t, r.Server.TimersPending)
+	require.NotNil(t, r.CloseDelay, "netserver's own close delay")
+	timeouts := r.Server.Closes["idle"] + r.Server.Closes["keepalive"] + r.Server.Closes["dead_peer"] + r.Server.Closes["frame_deadline"]
+	assert.Positive(t, timeouts)
+	assert.Equal(t, uint64(timeouts), r.CloseDelay.Count, "one per timeout close (retransmission give-ups are not timeouts): %v", r.Server.Closes)
+	assert.Contains(t, out, "timeout closes of every scenario", "the close delay counts the other timer scenarios too")
+
+	// Idle alone: the server saw exactly the idle reaps the clients saw.
+	r, out = e2e(t, "-scenario", "idle", "-conns", "20", "-duration", "200ms", "-idle", "200ms", "-slack", "200ms")
+	idle = r.Scenario("idle")
+	checkReaped(t, idle, 200*time.Millisecond)
+	cd := r.CloseDelay
+	require.NotNil(t, cd, out)
+	assert.Equal(t, report.CloseDelayMetric, cd.Metric)
+	assert.Equal(t, uint64(idle.Reaped), cd.Count, "one close delay per idle reap")
+	p99, ok := cd.Quantile(0.99)
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, p99, 0.0)
+	assert.LessOrEqual(t, cd.Mean(), (200 * time.Millisecond).Seconds(), "within the slack the clients saw")
+	assert.Regexp(t, `\n  server's own close delay \(deadline to close on its loop, netwheel_timeout_close_delay_seconds\): 20 timeout closes, p50 <= \S+, p99 <= \S+, max <= \S+, mean \S+\n`, out)
 }
 
 func TestReportCmd_MergesShards(t *testing.T) {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"mime"
 	"net"
@@ -17,7 +19,9 @@ import (
 
 // This file is the leak check of -addr runs: the external server's own
 // gauges, read from its Prometheus endpoint (-metrics) before the run and
-// after it, as embedded runs read netserver's Stats directly.
+// after it, as embedded runs read netserver's Stats directly. The same
+// readings give the server's own close delay (report.CloseDelayMetric),
+// which embedded netwheel runs read from the server's handler.
 
 // Tolerances of the leak check. Connections and timers are exact counts
 // the server keeps itself: once every client has closed and the server has
@@ -120,39 +124,153 @@ func metricsClient() *http.Client {
 	}
 }
 
-// scrape reads the leak metrics from target, in at most
-// metricsFetchTimeout.
-func scrape(ctx context.Context, c *http.Client, target string) (map[string]float64, error) {
+// reading is one read of a server's metrics endpoint.
+type reading struct {
+	values map[string]float64 // the leak metrics it has
+	// closeDelay is the server's close-delay histogram, nil if it has none
+	// or it could not be read (closeDelayErr says why).
+	closeDelay    *report.ServerHistogram
+	closeDelayErr error
+}
+
+// scrape reads the leak metrics and the close-delay histogram from target,
+// in at most metricsFetchTimeout. A histogram that cannot be read is not
+// an error of the scrape: the leak check does not need it.
+func scrape(ctx context.Context, c *http.Client, target string) (reading, error) {
 	ctx, cancel := context.WithTimeout(ctx, metricsFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: metrics: %w", err)
+		return reading{}, fmt.Errorf("loadtest: metrics: %w", err)
 	}
 	// The text format, not the protobuf one client_golang may negotiate.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: metrics: %w", err)
+		return reading{}, fmt.Errorf("loadtest: metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("loadtest: metrics: %s: %s", target, resp.Status)
+		return reading{}, fmt.Errorf("loadtest: metrics: %s: %s", target, resp.Status)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/plain" && mt != "application/openmetrics-text" {
-			return nil, fmt.Errorf("loadtest: metrics: %s: content type %q, want the Prometheus text format", target, ct)
+			return reading{}, fmt.Errorf("loadtest: metrics: %s: content type %q, want the Prometheus text format", target, ct)
 		}
 	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, resp.Body, metricsMaxBody))
+	if err != nil {
+		return reading{}, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
+	}
+	r, err := parseReading(body)
+	if err != nil {
+		return reading{}, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
+	}
+	return r, nil
+}
+
+// parseReading reads the leak metrics and the close-delay histogram out of
+// an exposition. Only the leak metrics' errors are its errors.
+func parseReading(body []byte) (reading, error) {
 	names := make([]string, len(leakMetrics))
 	for i, m := range leakMetrics {
 		names[i] = m.name
 	}
-	got, err := promtext.Parse(http.MaxBytesReader(nil, resp.Body, metricsMaxBody), names...)
+	values, err := promtext.Parse(bytes.NewReader(body), names...)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
+		return reading{}, err
 	}
-	return got, nil
+	r := reading{values: values}
+	r.closeDelay, r.closeDelayErr = closeDelayOf(body)
+	return r, nil
+}
+
+// closeDelayOf reads the close-delay histogram out of an exposition; nil,
+// nil if it has none.
+func closeDelayOf(body []byte) (*report.ServerHistogram, error) {
+	h, ok, err := promtext.ParseHistogram(bytes.NewReader(body), report.CloseDelayMetric)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return serverHistogram(report.CloseDelayMetric, h)
+}
+
+// serverHistogram turns a histogram read from an exposition into the
+// report's form: whole counts, the +Inf bucket as the count.
+func serverHistogram(name string, h promtext.Histogram) (*report.ServerHistogram, error) {
+	whole := func(v float64) (uint64, error) {
+		if v < 0 || v > 1<<53 || v != math.Trunc(v) {
+			return 0, fmt.Errorf("loadtest: %s: count %v is not a whole number", name, v)
+		}
+		return uint64(v), nil
+	}
+	n := len(h.Bounds) - 1 // promtext.ParseHistogram ends them with +Inf
+	out := &report.ServerHistogram{Metric: name, Bounds: h.Bounds[:n], Counts: make([]uint64, n), Sum: h.Sum}
+	var err error
+	if out.Count, err = whole(h.Count); err != nil {
+		return nil, err
+	}
+	for i, c := range h.Counts[:n] {
+		if out.Counts[i], err = whole(c); err != nil {
+			return nil, err
+		}
+	}
+	if math.IsNaN(h.Sum) || math.IsInf(h.Sum, 0) {
+		return nil, fmt.Errorf("loadtest: %s: sum %v is not a number", name, h.Sum)
+	}
+	return out, nil
+}
+
+// handlerCloseDelay reads the close-delay histogram from an embedded
+// server's metrics handler, in memory; nil, nil if it has none.
+func handlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
+	w := &memResponse{header: http.Header{}, code: http.StatusOK}
+	req, err := http.NewRequest(http.MethodGet, "/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	h.ServeHTTP(w, req)
+	if w.code != http.StatusOK {
+		return nil, fmt.Errorf("loadtest: server metrics: status %d", w.code)
+	}
+	return closeDelayOf(w.body.Bytes())
+}
+
+// memResponse is an http.ResponseWriter that keeps the response in memory.
+// It is used by one goroutine.
+type memResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (w *memResponse) Header() http.Header         { return w.header }
+func (w *memResponse) Write(b []byte) (int, error) { return w.body.Write(b) }
+func (w *memResponse) WriteHeader(code int)        { w.code = code }
+
+// closeDelayDiff is this run's part of an external server's close delay:
+// the after reading minus the before one. It returns nil and a note to
+// report when it cannot tell, nil and no note when the server exports no
+// such histogram.
+func closeDelayDiff(before, after reading) (*report.ServerHistogram, string) {
+	const what = "server's own close delay (" + report.CloseDelayMetric + ") not reported: "
+	switch b, a := before.closeDelay, after.closeDelay; {
+	case before.closeDelayErr != nil:
+		return nil, what + before.closeDelayErr.Error()
+	case after.closeDelayErr != nil:
+		return nil, what + after.closeDelayErr.Error()
+	case b == nil && a == nil:
+		return nil, ""
+	case b == nil || a == nil:
+		return nil, what + "exposed in only one of the readings before and after the run"
+	default:
+		d, err := a.Sub(b)
+		if err != nil {
+			return nil, what + err.Error()
+		}
+		return d, ""
+	}
 }
 
 // remoteCheck is the leak check of one run. It is used by run's goroutine
@@ -160,7 +278,7 @@ func scrape(ctx context.Context, c *http.Client, target string) (map[string]floa
 type remoteCheck struct {
 	target string
 	client *http.Client
-	before map[string]float64
+	before reading
 }
 
 // startRemoteCheck takes the before reading. An endpoint that cannot be
@@ -186,12 +304,14 @@ func (c *remoteCheck) finish(res *report.Result, opened int) {
 	rm := &report.Remote{URL: c.target}
 	res.Remote = rm
 	var lastErr error
+	var after reading // the last reading, once rm.Metrics is set
 poll:
 	for {
-		after, err := scrape(ctx, c.client, c.target)
+		r, err := scrape(ctx, c.client, c.target)
 		switch {
 		case err == nil:
-			rm.Metrics, rm.Settled = compareMetrics(c.before, after), time.Since(start)
+			after = r
+			rm.Metrics, rm.Settled = compareMetrics(c.before.values, r.values), time.Since(start)
 			if len(rm.Leaks()) == 0 {
 				break poll
 			}
@@ -205,15 +325,19 @@ poll:
 		}
 	}
 	if rm.Metrics == nil {
-		rm.Metrics = compareMetrics(c.before, nil)
+		rm.Metrics = compareMetrics(c.before.values, nil)
 		for i := range rm.Metrics { // keep what was read before
-			if v, ok := c.before[rm.Metrics[i].Name]; ok {
+			if v, ok := c.before.values[rm.Metrics[i].Name]; ok {
 				rm.Metrics[i].Before = v
 			}
 		}
 		rm.Err = lastErr.Error()
 		res.Limits = append(res.Limits, fmt.Sprintf("leak check: the server's metrics could not be read after the run: %v", lastErr))
 		return
+	}
+	var note string
+	if res.CloseDelay, note = closeDelayDiff(c.before, after); note != "" {
+		res.Notes = append(res.Notes, note)
 	}
 	var leaks, missing []string
 	for _, m := range rm.Metrics {

@@ -157,6 +157,9 @@ func TestEndToEnd_ExternalMetricsNoLeak(t *testing.T) {
 	assert.Contains(t, out, ": no leak")
 	assert.NotContains(t, out, "leak check: not done")
 	assert.Contains(t, out, "all 2 scenarios ok")
+	require.NotNil(t, r.CloseDelay, "read from the same endpoint")
+	assert.Equal(t, uint64(r.Scenario("idle").Reaped), r.CloseDelay.Count, "this run's idle reaps")
+	assert.Contains(t, out, "server's own close delay (deadline to close on its loop, netwheel_timeout_close_delay_seconds): 20 timeout closes, p50 <= ")
 
 	_, out = e2e(t, "-addr", addr, "-proto", "framed", "-scenario", "echo", "-conns", "4", "-duration", "200ms")
 	assert.Contains(t, out, "leak check: not done; give -metrics", "external runs without -metrics say so")
@@ -191,6 +194,8 @@ func TestEndToEnd_ExternalMetricsLeak(t *testing.T) {
 	assert.Contains(t, out, " !connections open   0 -> 3")
 	assert.Contains(t, out, "go_goroutines not exposed")
 	assert.Contains(t, out, "the run opened 4 connections, within the fd and goroutine tolerances")
+	assert.Nil(t, r.CloseDelay, "the endpoint has no close delay")
+	assert.NotContains(t, out, "close delay", "and nothing is said about it")
 }
 
 func TestEndToEnd_ExternalMetricsUnreadable(t *testing.T) {
@@ -230,4 +235,68 @@ func TestEndToEnd_ExternalMetricsGoneAfterRun(t *testing.T) {
 	assert.Empty(t, r.Remote.Leaks())
 	assert.Contains(t, out, "no reading after the run")
 	assert.Contains(t, strings.Join(r.Limits, "\n"), "leak check: the server's metrics could not be read after the run")
+}
+
+func TestCloseDelayDiff(t *testing.T) {
+	expo := func(counts ...int) string { // buckets 1ms, 5ms, +Inf; sum 0.5 per observation
+		n := counts[len(counts)-1]
+		return fmt.Sprintf("netwheel_connections_open 0\n"+
+			"netwheel_timeout_close_delay_seconds_bucket{le=\"0.001\"} %d\nnetwheel_timeout_close_delay_seconds_bucket{le=\"0.005\"} %d\n"+
+			"netwheel_timeout_close_delay_seconds_bucket{le=\"+Inf\"} %d\nnetwheel_timeout_close_delay_seconds_sum %g\n"+
+			"netwheel_timeout_close_delay_seconds_count %d\n", counts[0], counts[1], n, 0.5*float64(n), n)
+	}
+	read := func(t *testing.T, body string) reading {
+		r, err := parseReading([]byte(body))
+		require.NoError(t, err, "the leak metrics read whatever the histogram")
+		assert.Equal(t, map[string]float64{"netwheel_connections_open": 0}, r.values)
+		return r
+	}
+	tests := []struct {
+		name          string
+		before, after string
+		want          *report.ServerHistogram
+		wantNote      string // "" : none
+	}{
+		{name: "after minus before, bucket-wise", before: expo(3, 5, 6), after: expo(10, 15, 20),
+			want: &report.ServerHistogram{Metric: report.CloseDelayMetric, Bounds: []float64{0.001, 0.005}, Counts: []uint64{7, 10}, Count: 14, Sum: 7}},
+		{name: "no close in between", before: expo(3, 5, 6), after: expo(3, 5, 6),
+			want: &report.ServerHistogram{Metric: report.CloseDelayMetric, Bounds: []float64{0.001, 0.005}, Counts: []uint64{0, 0}, Count: 0, Sum: 0}},
+		{name: "not exported: nothing said", before: "netwheel_connections_open 0\n", after: "netwheel_connections_open 0\n"},
+		{name: "server restarted", before: expo(3, 5, 6), after: expo(1, 1, 1), wantNote: "fell from 6 to 1 (did the server restart?)"},
+		{name: "only after", before: "netwheel_connections_open 0\n", after: expo(1, 1, 1), wantNote: "only one of the readings"},
+		{name: "malformed after", before: expo(3, 5, 6), after: "netwheel_connections_open 0\nnetwheel_timeout_close_delay_seconds_bucket{le=\"x\"} 1\n",
+			wantNote: `le "x" is not a number`},
+		{name: "no +Inf before", before: "netwheel_connections_open 0\nnetwheel_timeout_close_delay_seconds_bucket{le=\"1\"} 1\nnetwheel_timeout_close_delay_seconds_sum 1\nnetwheel_timeout_close_delay_seconds_count 1\n",
+			after: expo(1, 1, 1), wantNote: "no +Inf bucket"},
+		{name: "fractional count", before: expo(3, 5, 6), after: strings.Replace(expo(3, 5, 6), "} 3\n", "} 3.5\n", 1), wantNote: "not a whole number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, note := closeDelayDiff(read(t, tt.before), read(t, tt.after))
+			if tt.wantNote != "" {
+				assert.Nil(t, got)
+				assert.Contains(t, note, "server's own close delay (netwheel_timeout_close_delay_seconds) not reported: ")
+				assert.Contains(t, note, tt.wantNote)
+				return
+			}
+			assert.Empty(t, note)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestHandlerCloseDelay(t *testing.T) {
+	h, err := handlerCloseDelay(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Contains(t, r.Header.Get("Accept"), "text/plain", "asks for the text format")
+		fmt.Fprint(w, "netwheel_timeout_close_delay_seconds_bucket{le=\"0.001\"} 2\nnetwheel_timeout_close_delay_seconds_bucket{le=\"+Inf\"} 3\n"+
+			"netwheel_timeout_close_delay_seconds_sum 0.25\nnetwheel_timeout_close_delay_seconds_count 3\n")
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, &report.ServerHistogram{Metric: report.CloseDelayMetric, Bounds: []float64{0.001}, Counts: []uint64{2}, Count: 3, Sum: 0.25}, h)
+
+	h, err = handlerCloseDelay(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other 1\n") }))
+	assert.NoError(t, err)
+	assert.Nil(t, h, "not exported")
+	_, err = handlerCloseDelay(http.NotFoundHandler())
+	assert.ErrorContains(t, err, "404")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"sync"
@@ -30,6 +31,12 @@ func startServer(o *options) (baseline.Server, error) {
 		return startNetwheel(o)
 	}
 	return baseline.Start(o.server, listenAddr(o), o.timeouts.Idle)
+}
+
+// metricsServer is an embedded server that serves Prometheus metrics (the
+// netwheel one; the baselines do not).
+type metricsServer interface {
+	MetricsHandler() http.Handler
 }
 
 // listenAddr is where the embedded server listens.
@@ -179,7 +186,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 			return nil, err
 		}
 		if o.shardN > 1 {
-			res.Notes = append(res.Notes, "leak check with -shard: the server also counts the other shards' connections, so only a shard that starts after and ends after all others can tell a leak from them")
+			res.Notes = append(res.Notes, "leak check with -shard: the server also counts the other shards' connections, so only a shard that starts after and ends after all others can tell a leak from them; its close delay counts their closes too")
 		}
 	} else if o.addr != "" {
 		res.Notes = append(res.Notes, "leak check: not done; give -metrics with the server's Prometheus endpoint to check that no connection, timer, open file or goroutine leaked on it")
@@ -252,6 +259,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		res.Server = &st
 		if st.Open > 0 || st.TimersPending > 0 {
 			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers 2s after every client closed", st.Open, st.TimersPending))
+		}
+		if ms, ok := srv.(metricsServer); ok {
+			if res.CloseDelay, err = handlerCloseDelay(ms.MetricsHandler()); err != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
+			}
 		}
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := srv.Shutdown(sctx); err != nil {

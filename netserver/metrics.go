@@ -41,7 +41,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		}),
 		late: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "netwheel_timeout_close_delay_seconds",
-			Help: "How long after its deadline a timeout (idle, keepalive, dead peer, handshake, frame, write stall, max age) " +
+			Help: "How long after its deadline a timeout of the idle tracker (idle, keepalive, dead peer, handshake, frame, max age) " +
 				"closed its connection: from the deadline on the wheel's clock (the tick of the last activity plus the timeout) " +
 				"to the event loop acting on it. Includes the rounding to the tick; never negative.",
 			Buckets: closeDelayBuckets,

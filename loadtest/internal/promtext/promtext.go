@@ -1,10 +1,14 @@
-// Package promtext reads a few sample values out of the Prometheus text
-// exposition format (what a /metrics endpoint serves), enough for the
-// harness to compare a server's gauges before and after a run. It is not a
-// general parser: it keeps only the metrics asked for, ignores HELP, TYPE
-// and other comments, skips label sets without reading them and ignores
-// timestamps. Do not use it to scrape histograms or to tell series apart;
-// use github.com/prometheus/common/expfmt for that.
+// Package promtext reads a few figures out of the Prometheus text
+// exposition format (version 0.0.4, what a /metrics endpoint serves), enough
+// for the harness to compare a server's gauges before and after a run and to
+// read one of its histograms. It is not a general parser: it keeps only the
+// metrics asked for, ignores HELP, TYPE and other comments, ignores
+// timestamps and OpenMetrics exemplars, and does not check a metric's TYPE.
+// Parse adds up a metric's series without reading their labels;
+// ParseHistogram reads only the le label of a classic (bucketed) histogram
+// and adds up the series that differ in other labels. Neither tells series
+// apart in any other way, nor reads native histograms, summaries' quantiles
+// or the protobuf format; use github.com/prometheus/common/expfmt for that.
 package promtext
 
 import (
@@ -66,7 +70,7 @@ func Parse(r io.Reader, names ...string) (map[string]float64, error) {
 }
 
 // sampleValue parses what follows a metric name: an optional label set,
-// the value, and an optional timestamp.
+// the value, an optional timestamp and an optional exemplar.
 func sampleValue(rest string) (float64, error) {
 	if strings.HasPrefix(rest, "{") {
 		i, err := labelsEnd(rest)
@@ -74,6 +78,16 @@ func sampleValue(rest string) (float64, error) {
 			return 0, err
 		}
 		rest = rest[i:]
+	}
+	return valueOf(rest)
+}
+
+// valueOf parses what follows a sample's label set: the value, an optional
+// integer timestamp, and an optional OpenMetrics exemplar ("# {labels}
+// value"), which is dropped: no '#' can appear in a value or a timestamp.
+func valueOf(rest string) (float64, error) {
+	if i := strings.IndexByte(rest, '#'); i >= 0 {
+		rest = rest[:i]
 	}
 	f := strings.Fields(rest)
 	if len(f) == 0 || len(f) > 2 {

@@ -48,6 +48,7 @@ func TestParse_Lines(t *testing.T) {
 		{name: "closing brace, comma and escaped quote inside a label value",
 			text: `m{a="x}, y",b="say \"}\" \\",c="line\nbreak",} 6` + "\n", want: map[string]float64{"m": 6}},
 		{name: "timestamp ignored", text: "m 8 1712345678901\n", want: map[string]float64{"m": 8}},
+		{name: "exemplar ignored", text: "m{le=\"1\"} 8 # {trace_id=\"a#b\"} 0.5 1712345678.9\n", want: map[string]float64{"m": 8}},
 		{name: "float forms", text: "m 1.5e+03\n", want: map[string]float64{"m": 1500}},
 		{name: "CRLF line ends", text: "m 2\r\nn 3\r\n", want: map[string]float64{"m": 2}},
 		{name: "a longer name sharing the prefix is another metric",

@@ -13,7 +13,10 @@ var ErrMerge = errors.New("report: cannot merge")
 
 // Merge combines the results of several runs, normally the shards of one
 // test, into a new Result: counts add up, histograms merge, the time span
-// covers all runs; the inputs are not modified. The runs must share
+// covers all runs; the inputs are not modified. The server's own close
+// delay is added up bucket by bucket when every run has it with the same
+// buckets and no two runs read the same external server; otherwise it is
+// dropped with a note. The runs must share
 // version, protocol, scenarios and timeouts; a shard that appears twice is
 // refused, since its connections would count double.
 func Merge(rs ...*Result) (*Result, error) {
@@ -68,8 +71,17 @@ func Merge(rs ...*Result) (*Result, error) {
 			out.Remote = r.Remote
 		}
 	}
+	cd, note := mergeCloseDelay(rs)
+	out.CloseDelay = cd
+	if note != "" {
+		out.Notes = appendNew(out.Notes, note)
+	}
 	if len(rs) > 1 {
-		out.Notes = appendNew(out.Notes, fmt.Sprintf("merged from %d results; server and process figures are per run and not merged", len(rs)))
+		but := ""
+		if cd != nil {
+			but = " (but for the server's own close delay, added up)"
+		}
+		out.Notes = appendNew(out.Notes, fmt.Sprintf("merged from %d results; server and process figures are per run and not merged%s", len(rs), but))
 	}
 	return out, nil
 }

@@ -279,6 +279,15 @@ type Result struct {
 	Process   *Process    `json:"process,omitempty"`
 	Remote    *Remote     `json:"remote,omitempty"` // -metrics: the external server's leak check
 	Scenarios []*Scenario `json:"scenarios"`
+
+	// CloseDelay is the server's own account of its timeout closes
+	// (CloseDelayMetric): for each connection a timeout closed, from the
+	// deadline on the server's clock to its event loop closing it. Embedded
+	// netwheel runs read it at the end of the run; -metrics runs take the
+	// difference of the readings before and after the run, which also
+	// counts other clients' closes in between. Nil if the server does not
+	// export it (baselines, other servers).
+	CloseDelay *ServerHistogram `json:"close_delay,omitempty"`
 }
 
 // Scenario returns the named scenario's figures, or nil.

@@ -28,6 +28,11 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 	if r.Version != Version {
 		return nil, fmt.Errorf("report: result format version %d, want %d", r.Version, Version)
 	}
+	if h := r.CloseDelay; h != nil {
+		if err := h.Check(); err != nil {
+			return nil, fmt.Errorf("report: reading result: %w", err)
+		}
+	}
 	for _, s := range r.Scenarios { // maps and histograms may be absent in JSON
 		n := NewScenario(s.Name)
 		fill(&s.DialErrors, n.DialErrors)
@@ -145,6 +150,20 @@ func Text(w io.Writer, r *Result) {
 	if len(r.Shards) > 0 && !(len(r.Shards) == 1 && r.Shards[0] == "1/1") {
 		p("  shards: %s", strings.Join(r.Shards, ", "))
 	}
+	// The server's own close delay goes under the idle scenario's close
+	// errors, or after the scenarios if there is none.
+	delayUnder := ""
+	delayWhat := "timeout closes"
+	if cd := r.CloseDelay; cd != nil {
+		for _, s := range r.Scenarios {
+			switch {
+			case s.Name == "idle" && s.Expected > 0:
+				delayUnder = s.Name
+			case s.Expected > 0:
+				delayWhat = "timeout closes of every scenario"
+			}
+		}
+	}
 	failed := 0
 	for _, s := range r.Scenarios {
 		p("")
@@ -176,6 +195,9 @@ func Text(w io.Writer, r *Result) {
 					D(h.Quantile(0.5)), D(h.Quantile(0.99)), D(h.Max()), D(h.Min()), h.Count())
 				p("  last message to answer: p50 %s  p99 %s  max %s", D(s.AckDelay.Quantile(0.5)), D(s.AckDelay.Quantile(0.99)), D(s.AckDelay.Max()))
 			}
+			if s.Name == delayUnder {
+				p("  %s", closeDelayText(r.CloseDelay, delayWhat))
+			}
 		}
 		if s.Survivors > 0 {
 			p("  survivors: %d of %d stayed open; %d pings received in all", s.Survived, s.Survivors, s.Pings)
@@ -202,6 +224,10 @@ func Text(w io.Writer, r *Result) {
 		for _, b := range bad {
 			p("  ! %s", b)
 		}
+	}
+	if r.CloseDelay != nil && delayUnder == "" {
+		p("")
+		p("%s", closeDelayText(r.CloseDelay, delayWhat))
 	}
 	if sv := r.Server; sv != nil {
 		p("")
