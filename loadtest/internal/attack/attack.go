@@ -661,13 +661,15 @@ func (r *run) idle(ctx context.Context, cl *client, i, n int, res *report.ConnRe
 		return
 	}
 	t, ok := r.sendOnce(ctx, cl, got, res)
-	if ok {
-		res.AckedAt = cl.answeredAt()
-	}
-	if !ok || r.cfg.Timeouts.Idle <= 0 {
+	if !ok {
 		return
 	}
-	r.expectClose(ctx, cl, res, "idle", t.Add(r.cfg.Timeouts.Idle))
+	if r.cfg.Timeouts.Idle > 0 {
+		r.expectClose(ctx, cl, res, "idle", t.Add(r.cfg.Timeouts.Idle))
+	}
+	// Read only now: the echo that ended sendOnce may have been parsed just
+	// before the ACK that came behind it in the same read.
+	res.AckedAt = cl.answeredAt()
 }
 
 // silent: waits at the barrier like idle, then one echo (acknowledged) on
