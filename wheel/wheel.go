@@ -211,7 +211,7 @@ func build(opts []Option) *Wheel {
 		w.cur = uint64(cfg.clock.now.Load() / w.tickNanos)
 		return w
 	}
-	w.park.init(max(w.slackNanos, int64(100*time.Microsecond)), int(w.activeTicks))
+	w.park.init()
 	w.done = make(chan struct{})
 	return w
 }
