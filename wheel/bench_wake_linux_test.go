@@ -22,8 +22,9 @@ const (
 )
 
 // BenchmarkWake_Lateness measures how late a 1 ms timer fires, for the wheel
-// (default 1 ms tick) and for the runtime's timers (impl=stdlib, a reused
-// time.AfterFunc timer), with and without blockers: goroutines that, like
+// (default 1 ms tick; impl=wheel-syscall with WithSyscallSleep) and for the
+// runtime's timers (impl=stdlib, a reused time.AfterFunc timer), with and
+// without blockers: goroutines that, like
 // gnet's event loops, wait in epoll_wait with no timeout. That system call
 // keeps the goroutine's P until the runtime's monitor takes it back, so with
 // blockers=gomaxprocs every P is held most of the time. Each blocker's epoll
@@ -49,7 +50,7 @@ func BenchmarkWake_Lateness(b *testing.B) {
 		{name: "0", n: 0},
 		{name: "gomaxprocs", n: procs},
 	} {
-		for _, impl := range []string{"wheel", "stdlib"} {
+		for _, impl := range []string{"wheel", "wheel-syscall", "stdlib"} {
 			b.Run("blockers="+bl.name+"/impl="+impl, func(b *testing.B) {
 				benchWake(b, impl, bl.n)
 			})
@@ -62,8 +63,12 @@ func benchWake(b *testing.B, impl string, blockers int) {
 	f := func() { fired <- time.Now() }
 	var reset func()
 	switch impl {
-	case "wheel":
-		w := wheel.New()
+	case "wheel", "wheel-syscall":
+		var opts []wheel.Option
+		if impl == "wheel-syscall" {
+			opts = append(opts, wheel.WithSyscallSleep())
+		}
+		w := wheel.New(opts...)
 		defer w.Stop()
 		t := new(wheel.Timer)
 		t.Init(w, f)

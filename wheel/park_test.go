@@ -9,10 +9,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newParker() *parker {
-	p := new(parker)
-	p.init()
-	return p
+// modes runs f with a parker on the runtime's timer, and with one in futex.
+func modes(t *testing.T, f func(t *testing.T, p *parker)) {
+	for _, tc := range []struct {
+		name     string
+		syscalls bool
+	}{{name: "timer"}, {name: "futex", syscalls: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.syscalls && !haveFutex {
+				t.Skip("no futex on this system: WithSyscallSleep has no effect")
+			}
+			p := new(parker)
+			p.init(tc.syscalls)
+			require.Equal(t, tc.syscalls, p.syscalls)
+			f(t, p)
+		})
+	}
 }
 
 func sinceFunc() func() int64 {
@@ -20,8 +32,9 @@ func sinceFunc() func() int64 {
 	return func() int64 { return int64(time.Since(start)) }
 }
 
-func TestParkerWakeBeforeSleep(t *testing.T) {
-	p := newParker()
+func TestParker_WakeBeforeSleep(t *testing.T) { modes(t, testParkerWakeBeforeSleep) }
+
+func testParkerWakeBeforeSleep(t *testing.T, p *parker) {
 	now := sinceFunc()
 	p.wake()
 	p.wake() // a second wake while one is pending is absorbed
@@ -30,8 +43,9 @@ func TestParkerWakeBeforeSleep(t *testing.T) {
 	assert.False(t, p.sleep(now()+int64(100*time.Microsecond), now), "no wake pending: the sleep times out")
 }
 
-func TestParkerSleepNeverEndsEarly(t *testing.T) {
-	p := newParker()
+func TestParker_SleepNeverEndsEarly(t *testing.T) { modes(t, testParkerSleepNeverEndsEarly) }
+
+func testParkerSleepNeverEndsEarly(t *testing.T, p *parker) {
 	now := sinceFunc()
 	for i := range 50 {
 		until := now() + int64(time.Duration(i%5+1)*100*time.Microsecond)
@@ -41,17 +55,25 @@ func TestParkerSleepNeverEndsEarly(t *testing.T) {
 	assert.False(t, p.sleep(now()-1, now), "a deadline in the past returns at once")
 }
 
-func TestParkerWakeEndsForeverSleep(t *testing.T) {
-	p := newParker()
+func TestParker_WakeEndsSleep(t *testing.T) { modes(t, testParkerWakeEndsSleep) }
+
+func testParkerWakeEndsSleep(t *testing.T, p *parker) {
 	now := sinceFunc()
-	woken := make(chan bool)
-	go func() { woken <- p.sleep(math.MaxInt64, now) }()
-	// Whether the wake lands before or during the sleep, the sleep must end.
-	p.wake()
-	select {
-	case ok := <-woken:
-		assert.True(t, ok)
-	case <-time.After(10 * time.Second):
-		t.Fatal("wake did not end a sleep without deadline")
+	for i := range 40 {
+		until := int64(math.MaxInt64)
+		if i%2 == 1 {
+			until = now() + int64(time.Hour)
+		}
+		woken := make(chan bool)
+		go func() { woken <- p.sleep(until, now) }()
+		// Whether the wake lands before or during the sleep, the sleep must end.
+		p.wake()
+		select {
+		case ok := <-woken:
+			require.True(t, ok)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("wake %d did not end the sleep", i)
+		}
 	}
+	assert.False(t, p.take(), "every wake was consumed by its sleep")
 }

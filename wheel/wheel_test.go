@@ -130,14 +130,32 @@ func TestWheel_Executor(t *testing.T) {
 // each firing consumes the oldest one, which must be due. Every arming that
 // was not stopped fires exactly once, none early, and nothing outlives Stop
 // (TestMain checks for leaked goroutines).
-func TestWheel_RealClockStress(t *testing.T) {
+// sleepModes runs f on a real-clock wheel that sleeps on the runtime's
+// timer, and on one that sleeps in a system call.
+func sleepModes(t *testing.T, f func(t *testing.T, w *wheel.Wheel)) {
+	for _, tc := range []struct {
+		name string
+		opts []wheel.Option
+	}{
+		{name: "sleep=timer"},
+		{name: "sleep=syscall", opts: []wheel.Option{wheel.WithSyscallSleep()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := wheel.New(tc.opts...)
+			defer w.Stop()
+			f(t, w)
+		})
+	}
+}
+
+func TestWheel_RealClockStress(t *testing.T) { sleepModes(t, testRealClockStress) }
+
+func testRealClockStress(t *testing.T, w *wheel.Wheel) {
 	const (
 		workers   = 8
 		perWorker = 200
 		ops       = 3000
 	)
-	w := wheel.New()
-	defer w.Stop()
 
 	type stressTimer struct {
 		t        wheel.Timer
@@ -225,9 +243,9 @@ func TestWheel_RealClockStress(t *testing.T) {
 // TestWheel_IdleWheelSleeps checks that a wheel holding timers far in the
 // future stops waking once resets stop: it is given 1.5s to notice it is
 // idle, then must stay asleep for a further 500ms.
-func TestWheel_IdleWheelSleeps(t *testing.T) {
-	w := wheel.New()
-	defer w.Stop()
+func TestWheel_IdleWheelSleeps(t *testing.T) { sleepModes(t, testIdleWheelSleeps) }
+
+func testIdleWheelSleeps(t *testing.T, w *wheel.Wheel) {
 	timers := make([]wheel.Timer, 10000)
 	for i := range timers {
 		timers[i].Init(w, func() { t.Error("fired") })
