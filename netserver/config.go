@@ -62,13 +62,16 @@ type Config struct {
 	Addr string
 	// Protocol is Raw (the zero value) or Framed.
 	Protocol Protocol
-	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS.
-	// Each loop waits in epoll_wait holding a P (the Go scheduler's
-	// processor), so with a loop on every P the timer wheel's goroutine may
-	// wait for the runtime to take a P back (up to 10ms on a quiet process)
-	// and timers, which never fire early, fire that much later. Where reap
-	// latency matters more than throughput, use GOMAXPROCS-1 loops, or run
-	// with GOMAXPROCS above the loop count (docs/perf.md has the figures).
+	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS-1,
+	// at least 1. Each loop waits in epoll_wait holding a P (the Go
+	// scheduler's processor), where a runtime timer would fire up to 20 ms
+	// late; so when GOMAXPROCS is above the loop count, the timer wheel's
+	// goroutine sleeps in the kernel instead (wheel.WithSyscallSleep),
+	// keeping the spare P, and timers fire within a tick or two. With a
+	// loop on every P (EventLoops >= GOMAXPROCS, or GOMAXPROCS 1) it sleeps
+	// on the runtime's timer and reaps come up to about 20 ms late at the
+	// tail. docs/perf.md has the figures; to keep a loop per core, run with
+	// GOMAXPROCS one above the core count.
 	EventLoops int
 	// ReusePort sets SO_REUSEPORT, so several servers (processes) can share
 	// the address and the kernel balances connections between them.

@@ -70,6 +70,7 @@ type Server struct {
 	retransmits atomic.Int64
 
 	started      atomic.Bool
+	loopCount    atomic.Int32 // event loops, set by Start
 	draining     atomic.Bool
 	drained      chan struct{} // closed when draining and no connection is open
 	drainedOnce  sync.Once
@@ -144,11 +145,20 @@ func (s *Server) Start() error {
 	if tick == 0 {
 		tick = wheel.DefaultTick
 	}
-	s.wheel = wheel.New(wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff))
+	procs := runtime.GOMAXPROCS(0)
 	loops := s.cfg.EventLoops
 	if loops == 0 {
-		loops = runtime.GOMAXPROCS(0)
+		loops = max(1, procs-1)
 	}
+	wopts := []wheel.Option{wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff)}
+	sleep := "runtime timer"
+	if procs > loops {
+		// A P to spare: the loops cannot strand the wheel's timer.
+		wopts = append(wopts, wheel.WithSyscallSleep())
+		sleep = "syscall"
+	}
+	s.wheel = wheel.New(wopts...)
+	s.loopCount.Store(int32(loops))
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(loops),
@@ -173,13 +183,17 @@ func (s *Server) Start() error {
 	select {
 	case <-s.booted:
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
+			"event_loops", loops, "gomaxprocs", procs, "wheel_sleep", sleep, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
 		return nil
 	case <-s.done:
 		s.wheel.Stop()
 		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, s.runErr)
 	}
 }
+
+// EventLoops reports the number of event loops the server runs (Config's,
+// or its default), once Start has returned; 0 before. Any goroutine.
+func (s *Server) EventLoops() int { return int(s.loopCount.Load()) }
 
 // Done is closed when the server has stopped serving: after Shutdown, or
 // if gnet's engine stopped by itself (then Err says why).

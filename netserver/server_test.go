@@ -3,12 +3,16 @@ package netserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -512,4 +516,46 @@ func TestSendToOtherConnections(t *testing.T) {
 		n, _ := c.c.Read(got)
 		assert.Zero(t, n, "nothing more for this connection")
 	}
+}
+
+func TestStart_EventLoopsAndWheelSleep(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct {
+		name      string
+		loops     int
+		wantLoops int
+		wantSleep string
+	}{
+		{name: "default leaves a P spare", loops: 0, wantLoops: max(1, procs-1), wantSleep: map[bool]string{true: "syscall", false: "runtime timer"}[procs > 1]},
+		{name: "a loop on every P", loops: procs, wantLoops: procs, wantSleep: "runtime timer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			var mu sync.Mutex
+			cfg := netserver.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))}
+			cfg.EventLoops = tc.loops
+			s, err := netserver.New(cfg, netserver.Echo{})
+			require.NoError(t, err)
+			assert.Zero(t, s.EventLoops(), "not started")
+			require.NoError(t, s.Start())
+			defer func() { assert.NoError(t, s.Shutdown(context.Background())) }()
+			assert.Equal(t, tc.wantLoops, s.EventLoops())
+			mu.Lock()
+			out := logs.String()
+			mu.Unlock()
+			assert.Contains(t, out, fmt.Sprintf(`"event_loops":%d`, tc.wantLoops))
+			assert.Contains(t, out, fmt.Sprintf(`"wheel_sleep":%q`, tc.wantSleep))
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

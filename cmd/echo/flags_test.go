@@ -229,7 +229,7 @@ func TestParseFlags_Help(t *testing.T) {
 				assert.Regexp(t, regexp.MustCompile(`(?m)^  -`+regexp.QuoteMeta(f.Name)+`( |$)`), out)
 			})
 			// Defaults and units are spelt out.
-			for _, w := range []string{`(default ":9000")`, "(0 = GOMAXPROCS)", "(0 = 1ms)", "(0 = 1s)", "(0 = 200ms)",
+			for _, w := range []string{`(default ":9000")`, "(0 = GOMAXPROCS-1, at least 1)", "(0 = 1ms)", "(0 = 1s)", "(0 = 200ms)",
 				"(0 = 1m)", "default 10s", "(0 = no limit)", "(0 = 64 KiB)", "Connection timeouts (0 = off)"} {
 				assert.Contains(t, out, w)
 			}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"runtime"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/frame"
@@ -179,7 +178,7 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 	attrs := []any{
 		"addr", srv.Addr().String(),
 		"proto", cfg.Protocol.String(),
-		"event_loops", orInt(cfg.EventLoops, runtime.GOMAXPROCS(0)),
+		"event_loops", srv.EventLoops(),
 		"reuse_port", cfg.ReusePort,
 		"tick", tick.String(),
 		"max_conns", maxConns,
