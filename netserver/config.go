@@ -64,14 +64,14 @@ type Config struct {
 	Protocol Protocol
 	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS-1,
 	// at least 1. Each loop waits in epoll_wait holding a P (the Go
-	// scheduler's processor), where a runtime timer would fire up to 20 ms
-	// late; so when GOMAXPROCS is above the loop count, the timer wheel's
-	// goroutine sleeps in the kernel instead (wheel.WithSyscallSleep),
-	// keeping the spare P, and timers fire within a tick or two. With a
-	// loop on every P (EventLoops >= GOMAXPROCS, or GOMAXPROCS 1) it sleeps
-	// on the runtime's timer and reaps come up to about 20 ms late at the
-	// tail. docs/perf.md has the figures; to keep a loop per core, run with
-	// GOMAXPROCS one above the core count.
+	// scheduler's processor), and a runtime timer on a P held that way
+	// runs only when the runtime takes the P back, up to about 20 ms late;
+	// the timer wheel's goroutine sleeps on such a timer. With a P to spare,
+	// an idle P's thread runs every P's due timers on time, and timeouts
+	// fire within a tick or two. With a loop on every P (EventLoops >=
+	// GOMAXPROCS, or GOMAXPROCS 1) Start logs a warning and reaps come up
+	// to about 20 ms late at the tail. docs/perf.md has the figures; to keep
+	// a loop per core, run with GOMAXPROCS one above the core count.
 	EventLoops int
 	// ReusePort sets SO_REUSEPORT, so several servers (processes) can share
 	// the address and the kernel balances connections between them.

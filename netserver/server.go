@@ -150,13 +150,11 @@ func (s *Server) Start() error {
 	if loops == 0 {
 		loops = max(1, procs-1)
 	}
-	wopts := []wheel.Option{wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff)}
-	sleep := "runtime timer"
-	if procs > loops {
-		// A P to spare: the loops cannot strand the wheel's timer.
-		wopts = append(wopts, wheel.WithSyscallSleep())
-		sleep = "syscall"
+	if procs <= loops {
+		s.log.Warn("netserver: no P to spare for the timer wheel: with every P held by an event loop waiting in epoll_wait, "+
+			"timers fire up to about 20 ms late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
 	}
+	wopts := []wheel.Option{wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff)}
 	s.wheel = wheel.New(wopts...)
 	s.loopCount.Store(int32(loops))
 	opts := []gnet.Option{
@@ -183,7 +181,7 @@ func (s *Server) Start() error {
 	select {
 	case <-s.booted:
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "gomaxprocs", procs, "wheel_sleep", sleep, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
+			"event_loops", loops, "gomaxprocs", procs, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
 		return nil
 	case <-s.done:
 		s.wheel.Stop()

@@ -93,7 +93,7 @@ func newFlagSet(cfg *netserver.Config, o *options) *flagSet {
 			"framed is netwheel's protocol, docs/protocol.md (default raw)"})
 	s.add(num(&cfg.EventLoops), flagDef{name: "event-loops", arg: "N",
 		usage: "gnet event loops (0 = GOMAXPROCS-1, at least 1); with a P to spare\n" +
-			"the timer wheel sleeps in the kernel and fires on time"})
+			"the timer wheel fires on time (see netserver.Config.EventLoops)"})
 	s.add(boolValue{&cfg.ReusePort}, flagDef{name: "reuse-port",
 		usage: "set SO_REUSEPORT so several processes can share -addr"})
 	s.add(num(&cfg.MaxConns), flagDef{name: "max-conns", arg: "N",
