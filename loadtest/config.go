@@ -48,6 +48,8 @@ type options struct {
 	cpuProf   string
 	listen    string // embedded server's listen address ("": 127.0.0.1:0)
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
+
+	clientInProcess bool // the embedded server shares the process with the client (not loadtest serve)
 	notes     []string
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"runtime"
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
@@ -29,6 +30,14 @@ func netwheelConfig(o *options) netserver.Config {
 	cfg := netserver.Config{
 		Addr: listenAddr(o), Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
 		Timeouts: idle.Config{IdleTimeout: t.Idle, FrameTimeout: t.Frame},
+	}
+	if o.clientInProcess {
+		// The client's goroutines share the Ps, so the P netserver leaves
+		// spare by default does not stay idle for the wheel anyway, and a
+		// loop per P serves the client's load better (echo p90 2-3 ms
+		// against 14 ms with one loop, docs/perf.md). loadtest serve, where
+		// the server has its process to itself, keeps the default.
+		cfg.EventLoops = runtime.GOMAXPROCS(0)
 	}
 	if proto == netserver.Framed {
 		cfg.Timeouts.KeepaliveTime = t.KeepaliveTime

@@ -157,6 +157,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srv baseline.Server
 	target := o.addr
 	if o.addr == "" {
+		o.clientInProcess = true
 		if srv, err = startServer(o); err != nil {
 			return nil, err
 		}
