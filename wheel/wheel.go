@@ -160,21 +160,23 @@ func WithBatchEnd(f func()) Option {
 // between ticks instead of on the runtime's timer, on Linux; elsewhere, and
 // with a ManualClock, it has no effect.
 //
-// Use it when goroutines of the process wait in blocking system calls while
-// holding their P, as gnet's event loops do in epoll_wait. A runtime timer
-// belongs to a P, and one on a P held that way runs only when the loop next
-// passes through the scheduler or the runtime's monitor takes the P back:
-// with every P held by a loop waiting for traffic, a 1 ms sleep ends about
-// 10 ms late, and timers fire that late. The kernel wakes a thread sleeping
-// in futex on time.
+// A runtime timer belongs to a P. When every P is held by a goroutine
+// waiting in a blocking system call (gnet's event loops in epoll_wait, one
+// per P), nothing runs those timers until such a goroutine passes through
+// the scheduler or the runtime's monitor takes a P back: a 1 ms sleep ends
+// about 10 ms late, and the wheel's timers fire that late. The first remedy
+// is a P to spare (GOMAXPROCS above the number of such goroutines): an idle
+// P's thread runs every P's due timers on time. This option is the other:
+// the kernel wakes a thread sleeping in futex on time.
 //
-// The sleeping goroutine keeps its P, though, so leave it one: GOMAXPROCS
-// above the number of goroutines that block holding theirs. Without a spare
-// P, a goroutine that becomes runnable while the wheel sleeps may wait for
-// the monitor to free one (measured with gnet: a p99 of 5 ms from a message
-// to its answer, against 0.5 ms). Programs whose goroutines block only
-// through the runtime's network poller, as net.Conn users do, do not need
-// this option: their timers run on time.
+// It has costs, measured with a gnet server (docs/design.md): the sleeping
+// goroutine keeps its P, so with a loop on every P a loop that wakes
+// meanwhile may wait for the monitor to free one (message-to-answer p99 5 ms
+// against 0.5 ms); and with every P in a system call the monitor keeps
+// taking them back, which cost the server about 25% more CPU at 20 000
+// messages per second. netserver therefore leaves a P to spare instead.
+// Programs whose goroutines block only through the runtime's network
+// poller, as net.Conn users do, need neither.
 func WithSyscallSleep() Option {
 	return func(c *config) { c.syscallSleep = true }
 }
