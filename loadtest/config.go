@@ -50,7 +50,7 @@ type options struct {
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
 
 	clientInProcess bool // the embedded server shares the process with the client (not loadtest serve)
-	notes     []string
+	notes           []string
 }
 
 // defaultSpread is -idle-spread's default; it is capped at a quarter of
