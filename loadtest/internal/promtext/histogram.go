@@ -1,7 +1,6 @@
 package promtext
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -56,43 +55,33 @@ func ParseHistogram(r io.Reader, name string) (h Histogram, ok bool, err error) 
 	}
 	all := map[string]*series{} // by the label set without le
 	var order []string          // the series in order of appearance
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimLeft(sc.Text(), " \t")
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		end := strings.IndexAny(line, "{ \t")
-		if end < 0 {
-			end = len(line)
-		}
-		suffix, wanted := strings.CutPrefix(line[:end], name)
+	err = samples(r, func(n int, metric, rest string) error {
+		suffix, wanted := strings.CutPrefix(metric, name)
 		if !wanted || (suffix != "_bucket" && suffix != "_count" && suffix != "_sum") {
-			continue
+			return nil
 		}
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("%w: line %d (%s%s): %s", ErrSyntax, n, name, suffix, fmt.Sprintf(format, a...))
 		}
-		rest := line[end:]
 		var labels []label
 		if strings.HasPrefix(rest, "{") {
 			var i int
+			var err error
 			if labels, i, err = parseLabels(rest); err != nil {
-				return Histogram{}, false, bad("%v", err)
+				return bad("%v", err)
 			}
 			rest = rest[i:]
 		}
 		v, err := valueOf(rest)
 		if err != nil {
-			return Histogram{}, false, bad("%v", err)
+			return bad("%v", err)
 		}
 		le, key, err := splitLE(labels)
 		if err != nil {
-			return Histogram{}, false, bad("%v", err)
+			return bad("%v", err)
 		}
 		if le != "" && suffix != "_bucket" {
-			return Histogram{}, false, bad("le label on a %s sample", suffix)
+			return bad("le label on a %s sample", suffix)
 		}
 		s := all[key]
 		if s == nil {
@@ -103,37 +92,38 @@ func ParseHistogram(r io.Reader, name string) (h Histogram, ok bool, err error) 
 		switch suffix {
 		case "_bucket":
 			if le == "" {
-				return Histogram{}, false, bad("no le label")
+				return bad("no le label")
 			}
 			b, err := strconv.ParseFloat(le, 64)
 			if err != nil || math.IsNaN(b) {
-				return Histogram{}, false, bad("le %q is not a number", le)
+				return bad("le %q is not a number", le)
 			}
 			if _, dup := s.buckets[b]; dup {
-				return Histogram{}, false, bad("bucket le=%q given twice", le)
+				return bad("bucket le=%q given twice", le)
 			}
 			if !isCount(v) {
-				return Histogram{}, false, bad("bucket count %v is not a count", v)
+				return bad("bucket count %v is not a count", v)
 			}
 			s.buckets[b] = v
 			s.bucketLine = n
 		case "_count":
 			if s.hasCount {
-				return Histogram{}, false, bad("given twice")
+				return bad("given twice")
 			}
 			if !isCount(v) {
-				return Histogram{}, false, bad("count %v is not a count", v)
+				return bad("count %v is not a count", v)
 			}
 			s.count, s.hasCount, s.endLine = v, true, n
 		case "_sum":
 			if s.hasSum {
-				return Histogram{}, false, bad("given twice")
+				return bad("given twice")
 			}
 			s.sum, s.hasSum, s.endLine = v, true, n
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return Histogram{}, false, fmt.Errorf("promtext: reading: %w", err)
+		return nil
+	})
+	if err != nil {
+		return Histogram{}, false, err
 	}
 	if len(order) == 0 {
 		return Histogram{}, false, nil

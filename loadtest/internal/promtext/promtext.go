@@ -42,6 +42,28 @@ func Parse(r io.Reader, names ...string) (map[string]float64, error) {
 		want[n] = true
 	}
 	out := make(map[string]float64, len(names))
+	err := samples(r, func(n int, name, rest string) error {
+		if !want[name] {
+			return nil
+		}
+		v, err := sampleValue(rest)
+		if err != nil {
+			return fmt.Errorf("%w: line %d (%s): %v", ErrSyntax, n, name, err)
+		}
+		out[name] += v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// samples calls f with each sample line of the exposition in r: its line
+// number, the metric name and what follows it (labels, value, timestamp).
+// Blank lines and comments are skipped. It stops at f's first error, or a
+// line longer than maxLine.
+func samples(r io.Reader, f func(n int, name, rest string) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	for n := 1; sc.Scan(); n++ {
@@ -53,20 +75,14 @@ func Parse(r io.Reader, names ...string) (map[string]float64, error) {
 		if end < 0 {
 			end = len(line)
 		}
-		name, rest := line[:end], line[end:]
-		if !want[name] {
-			continue
+		if err := f(n, line[:end], line[end:]); err != nil {
+			return err
 		}
-		v, err := sampleValue(rest)
-		if err != nil {
-			return nil, fmt.Errorf("%w: line %d (%s): %v", ErrSyntax, n, name, err)
-		}
-		out[name] += v
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("promtext: reading: %w", err)
+		return fmt.Errorf("promtext: reading: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // sampleValue parses what follows a metric name: an optional label set,
