@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"time"
@@ -224,30 +225,15 @@ func serverHistogram(name string, h promtext.Histogram) (*report.ServerHistogram
 // handlerCloseDelay reads the close-delay histogram from an embedded
 // server's metrics handler, in memory; nil, nil if it has none.
 func handlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
-	w := &memResponse{header: http.Header{}, code: http.StatusOK}
-	req, err := http.NewRequest(http.MethodGet, "/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	h.ServeHTTP(w, req)
-	if w.code != http.StatusOK {
-		return nil, fmt.Errorf("loadtest: server metrics: status %d", w.code)
+	if w.Code != http.StatusOK {
+		return nil, fmt.Errorf("loadtest: server metrics: status %d", w.Code)
 	}
-	return closeDelayOf(w.body.Bytes())
+	return closeDelayOf(w.Body.Bytes())
 }
-
-// memResponse is an http.ResponseWriter that keeps the response in memory.
-// It is used by one goroutine.
-type memResponse struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (w *memResponse) Header() http.Header         { return w.header }
-func (w *memResponse) Write(b []byte) (int, error) { return w.body.Write(b) }
-func (w *memResponse) WriteHeader(code int)        { w.code = code }
 
 // closeDelayDiff is this run's part of an external server's close delay:
 // the after reading minus the before one. It returns nil and a note to
