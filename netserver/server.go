@@ -358,7 +358,7 @@ func (s *Server) handOff() {
 // handed over and acts on its expiries. A connection closed since is skipped.
 func (l *loop) runExpiries(context.Context) error {
 	l.scheduled.Store(false)
-	c := l.head.Swap(nil)
+	c := l.takeExpired()
 	for c != nil {
 		next := c.next
 		c.next = nil
@@ -371,6 +371,20 @@ func (l *loop) runExpiries(context.Context) error {
 		c = next
 	}
 	return nil
+}
+
+// takeExpired empties the loop's list of expired connections and returns
+// it in the order the wheel handed them over. The list is a stack (each
+// post pushes on its head), so it is reversed: under a burst of expiries the
+// first connection due is closed first, not after every later one.
+func (l *loop) takeExpired() *Conn {
+	var first *Conn
+	for c := l.head.Swap(nil); c != nil; {
+		next := c.next
+		c.next = first
+		first, c = c, next
+	}
+	return first
 }
 
 // buffer returns an empty slice with room for n bytes, reusing freed ones.

@@ -1,0 +1,33 @@
+package netserver
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLoop_TakeExpiredInPostOrder checks that a loop acts on expired
+// connections in the order the wheel posted them: under a burst the first
+// due must not wait behind every later one.
+func TestLoop_TakeExpiredInPostOrder(t *testing.T) {
+	l := &loop{}
+	conns := make([]*Conn, 5)
+	for i := range conns {
+		conns[i] = &Conn{l: l}
+	}
+	for _, c := range conns {
+		c.post(evClose)
+	}
+	conns[2].post(evStall) // already queued: no second entry
+	var got []*Conn
+	for c := l.takeExpired(); c != nil; c = c.next {
+		got = append(got, c)
+	}
+	require.Len(t, got, len(conns))
+	for i := range conns {
+		assert.Same(t, conns[i], got[i], "position %d", i)
+	}
+	assert.Equal(t, evClose|evStall, conns[2].events.Load())
+	assert.Nil(t, l.takeExpired(), "the list is empty once taken")
+}
