@@ -329,3 +329,15 @@ func BenchmarkWheel_Expiry(b *testing.B) {
 		b.ReportMetric(float64(span.Nanoseconds())/float64(batches*(benchBatch-1)), "ns/expiry")
 	})
 }
+
+// BenchmarkWheel_CatchUp measures what an event loop pays per call while the
+// wheel keeps its clock on time: a load and a read of the monotonic clock.
+func BenchmarkWheel_CatchUp(b *testing.B) {
+	w := wheel.New()
+	defer w.Stop()
+	w.AfterFunc(time.Hour, func() {})
+	b.ReportAllocs()
+	for b.Loop() {
+		w.CatchUp()
+	}
+}

@@ -1,5 +1,7 @@
 package wheel
 
+import "time"
+
 // NewSimulated builds a real-clock wheel whose clock is now (nanoseconds
 // since start) and whose driver does not run: the test calls Step where the
 // goroutine would wake. It exercises the stale-clock and late-driver paths
@@ -31,3 +33,22 @@ const (
 	SlotsPerLevel = slotsPerLevel
 	NumLevels     = numLevels
 )
+
+// CatchUpSplit runs the first half of CatchUp (the clock swap) and returns
+// the second (the record), so a test can run the driver in between.
+func (w *Wheel) CatchUpSplit() (finish func(), ok bool) {
+	r, ok := w.catchUpSwap()
+	if !ok {
+		return nil, false
+	}
+	return func() { w.catchUpRecord(r) }, true
+}
+
+// MaxHiccup reports the longest hold-back the wheel remembers.
+func (w *Wheel) MaxHiccup() time.Duration {
+	var m int64
+	for _, h := range w.hiccups {
+		m = max(m, h.extra)
+	}
+	return time.Duration(m)
+}

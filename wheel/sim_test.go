@@ -25,13 +25,43 @@ type simTimer struct {
 	lateness []int64
 }
 
+// simCase describes a simulation: the driver wakes when it asked to, except
+// that with probability lateProb it wakes up to maxLate late (a descheduled
+// goroutine). catchUp says whether, and how, the resetters call CatchUp after
+// each of their events.
+type simCase struct {
+	seed     uint64
+	lateProb float64
+	maxLate  time.Duration
+	catchUp  catchUpMode
+}
+
+type catchUpMode int
+
+const (
+	catchUpNever catchUpMode = iota
+	catchUpAlways
+	// catchUpSplit calls CatchUp after every event, and half of the time
+	// runs the driver (once or more) between its clock swap and its record.
+	catchUpSplit
+)
+
+// simResult is what a simulation observed.
+type simResult struct {
+	lateness     []int64
+	catchUps     int           // CatchUp calls that published a tick
+	maxGap       time.Duration // longest time without a CatchUp call
+	maxHoldBack  time.Duration // longest hold-back the wheel recorded
+	finishedLate int           // split CatchUps the driver ran into
+}
+
 // simulate drives a real-clock wheel on a simulated clock. Resets happen at
-// arbitrary instants; the driver wakes when it asked to, except that with
-// probability lateProb it wakes up to maxLate late (a descheduled goroutine),
-// and resetters keep reading whatever tick it last published meanwhile.
-func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration) (lateness []int64) {
+// arbitrary instants, and resetters keep reading whatever tick was last
+// published while the driver is late.
+func simulate(t *testing.T, sc simCase) simResult {
 	const tick = time.Millisecond
-	rng := rand.New(rand.NewPCG(seed, 11))
+	rng := rand.New(rand.NewPCG(sc.seed, 11))
+	var res simResult
 	var now int64
 	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(tick))
 	defer w.Stop()
@@ -55,6 +85,8 @@ func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration
 	wakeAt := w.Step()
 	driverAt := wakeAt // when the simulated driver will actually run
 	stamp, stampAt := time.Duration(0), int64(-1)
+	var finish func() // the second half of a split CatchUp, if one is open
+	var lastCatchUp int64
 	for range 20000 {
 		// The next thing to happen: a reset/stop after a random gap, or the driver.
 		gap := int64(rng.ExpFloat64() * float64(300*time.Microsecond))
@@ -62,8 +94,14 @@ func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration
 			now = max(now, driverAt)
 			wakeAt = w.Step()
 			driverAt = wakeAt
-			if driverAt != math.MaxInt64 && rng.Float64() < lateProb {
-				driverAt += rng.Int64N(int64(maxLate))
+			if driverAt != math.MaxInt64 && rng.Float64() < sc.lateProb {
+				driverAt += rng.Int64N(int64(sc.maxLate))
+			}
+			if finish != nil && rng.IntN(2) == 0 {
+				finish()
+				finish = nil
+			} else if finish != nil {
+				res.finishedLate++
 			}
 			continue
 		}
@@ -88,12 +126,28 @@ func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration
 		if rng.IntN(16) == 0 {
 			stamp, stampAt = w.Now(), now
 		}
+		if sc.catchUp != catchUpNever && finish == nil {
+			res.maxGap = max(res.maxGap, time.Duration(now-lastCatchUp))
+			lastCatchUp = now
+			if sc.catchUp == catchUpSplit && rng.IntN(2) == 0 {
+				var ok bool
+				if finish, ok = w.CatchUpSplit(); ok {
+					res.catchUps++
+				}
+			} else if w.CatchUp() {
+				res.catchUps++
+			}
+		}
 		// A push or a stale clock wakes the driver at once (if it is not
 		// descheduled); waking it early never hurts.
 		if w.Stale() || rng.IntN(4) == 0 {
 			driverAt = min(driverAt, now)
 		}
 	}
+	if finish != nil {
+		finish()
+	}
+	res.maxHoldBack = w.MaxHiccup()
 	// Let everything fire, on time.
 	for range 100000 {
 		if w.Len() == 0 {
@@ -108,17 +162,44 @@ func simulate(t *testing.T, seed uint64, lateProb float64, maxLate time.Duration
 	require.Zero(t, w.Len())
 	for i := range timers {
 		require.False(t, timers[i].pending, "timer %d never fired", i)
-		lateness = append(lateness, timers[i].lateness...)
+		res.lateness = append(res.lateness, timers[i].lateness...)
 	}
-	return lateness
+	return res
 }
 
 // TestSimulated_NeverEarly checks the promise that survives a late driver: a
 // timer never fires before its duration, however stale the tick it read.
 func TestSimulated_NeverEarly(t *testing.T) {
-	for seed := range uint64(20) {
+	for _, mode := range []struct {
+		name string
+		mode catchUpMode
+	}{{"none", catchUpNever}, {"always", catchUpAlways}, {"split", catchUpSplit}} {
+		for seed := range uint64(20) {
+			t.Run(fmt.Sprintf("catchup=%s/seed=%d", mode.name, seed), func(t *testing.T) {
+				res := simulate(t, simCase{seed: seed, lateProb: 0.2, maxLate: 20 * time.Millisecond, catchUp: mode.mode})
+				if mode.mode != catchUpNever {
+					require.NotZero(t, res.catchUps, "the late driver must leave ticks to catch up")
+				}
+				if mode.mode == catchUpSplit {
+					require.NotZero(t, res.finishedLate, "the driver must run into half-done CatchUps")
+				}
+			})
+		}
+	}
+}
+
+// TestSimulated_CatchUpBoundsHoldBack checks what CatchUp is for: with a
+// driver up to 20 ms late, resetters that call CatchUp keep every hold-back
+// within the longest time they went without calling it, where without it
+// the hold-backs grow to the driver's lateness.
+func TestSimulated_CatchUpBoundsHoldBack(t *testing.T) {
+	for seed := range uint64(10) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			simulate(t, seed, 0.2, 20*time.Millisecond)
+			with := simulate(t, simCase{seed: seed, lateProb: 0.2, maxLate: 20 * time.Millisecond, catchUp: catchUpAlways})
+			without := simulate(t, simCase{seed: seed, lateProb: 0.2, maxLate: 20 * time.Millisecond})
+			require.NotZero(t, with.catchUps)
+			assert.LessOrEqual(t, with.maxHoldBack, with.maxGap)
+			assert.Greater(t, without.maxHoldBack, 5*time.Millisecond, "the case must be one where the driver runs late")
 		})
 	}
 }
@@ -129,7 +210,7 @@ func TestSimulated_NeverEarly(t *testing.T) {
 func TestSimulated_OnTimeLateness(t *testing.T) {
 	for seed := range uint64(10) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			late := simulate(t, seed, 0, 1)
+			late := simulate(t, simCase{seed: seed, maxLate: 1}).lateness
 			require.NotEmpty(t, late)
 			for _, l := range late {
 				// the durations used are whole ms except 1.5ms, which rounds up by 0.5ms
@@ -184,4 +265,85 @@ func TestSimulated_HiccupRecorded(t *testing.T) {
 	now = int64(7*time.Millisecond) + 1 // six ticks late
 	w.Step()
 	require.Equal(t, 1, w.Hiccups())
+}
+
+// TestSimulated_CatchUp steps through CatchUp's cases on a simulated clock:
+// it publishes only an overdue tick, and the timers armed from the tick it
+// replaced wait for its record, then are held back by exactly the time that
+// tick stayed visible too long.
+func TestSimulated_CatchUp(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	var now int64
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	w.AfterFunc(time.Hour, func() {})
+	w.Step() // publishes tick 0 and keeps the clock fresh
+
+	now = ms + ms/4 // tick 0 is still within its promise: before tick 1 plus slack
+	require.False(t, w.CatchUp())
+	require.Equal(t, time.Duration(0), w.Now())
+
+	// The driver is late: tick 0 is still on the clock at 3.6 ms. A timer is
+	// armed from it meanwhile (really at 3.6 ms, so due at 5.6 ms), and
+	// CatchUp takes tick 0 off the clock at 3.7 ms.
+	now = 3*ms + 600*int64(time.Microsecond)
+	var firedAt int64 = -1
+	w.AfterFunc(2*time.Millisecond, func() { firedAt = now })
+	now += 100 * int64(time.Microsecond)
+	finish, ok := w.CatchUpSplit()
+	require.True(t, ok)
+	require.Equal(t, 3*time.Millisecond, w.Now(), "CatchUp publishes the current tick")
+	_, again := w.CatchUpSplit()
+	require.False(t, again, "tick 3 is on time")
+
+	// The timer's deadline is tick 3 (0 + 1 + 2), and 3.25 ms has passed:
+	// without the record it would fire now, early. The record is not done,
+	// so the driver holds it and asks to look again at the next tick.
+	wakeAt := w.Step()
+	require.Equal(t, int64(-1), firedAt, "fired before CatchUp recorded its tick")
+	require.Equal(t, 4*ms, wakeAt)
+
+	now = 4 * ms
+	finish() // tick 0 was visible until 4 ms: 2.75 ms past 1.25 ms
+	w.Step()
+	require.Equal(t, 1, w.Hiccups())
+	require.Equal(t, time.Duration(2750*time.Microsecond), w.MaxHiccup())
+	for firedAt < 0 {
+		next := w.Step()
+		require.NotEqual(t, int64(math.MaxInt64), next)
+		now = next
+	}
+	// Due at 3.25 ms on the ticks, plus 2.75 ms held back: 6 ms, after the
+	// true deadline of 5.6 ms.
+	assert.Equal(t, 6*ms, firedAt)
+
+	// Nothing to catch up on a stopped wheel.
+	now += 10 * ms
+	w.Stop()
+	assert.False(t, w.CatchUp())
+}
+
+// TestCatchUp_ManualAndStale checks the cases where CatchUp has nothing to
+// do: a manual clock is exact, and a stale clock is read by the next Reset.
+func TestCatchUp_ManualAndStale(t *testing.T) {
+	c := wheel.NewManualClock()
+	m := wheel.New(wheel.WithClock(c))
+	defer m.Stop()
+	c.Advance(time.Hour)
+	assert.False(t, m.CatchUp())
+
+	var now int64
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	for now < int64(3*time.Second) { // let the wheel decide it is idle
+		next := w.Step()
+		if next == math.MaxInt64 {
+			break
+		}
+		now = next
+	}
+	require.True(t, w.Stale())
+	now += int64(time.Hour)
+	assert.False(t, w.CatchUp())
+	assert.True(t, w.Stale())
 }

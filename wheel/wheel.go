@@ -23,6 +23,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -68,9 +69,9 @@ const (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 //
-// Ownership: clock, sleepUntil, pending, inbox and wakeups are shared and
-// accessed only atomically. The configuration fields are written by New and
-// only read afterwards. Everything under "owned by the driver" is touched only
+// Ownership: clock, sleepUntil, pending, inbox, wakeups and catchUps are
+// shared and accessed only atomically. The configuration fields are written
+// by New and only read afterwards. Everything under "owned by the driver" is touched only
 // by the wheel's goroutine (or, for a manual wheel, by ManualClock.Advance,
 // which holds the clock's mutex).
 type Wheel struct {
@@ -103,11 +104,35 @@ type Wheel struct {
 	heads       [numSlots]Timer // list sentinels: w is nil, state holds the index
 	occupied    [numLevels]uint64
 	hiccups     []hiccup
-	lastActive  uint64 // tick of the last sign that timers are being reset
-	activeTicks uint64 // keep the clock fresh this long after activity
+	held        []uint64 // ticks whose end of visibility a CatchUp is still recording
+	lastActive  uint64   // tick of the last sign that timers are being reset
+	activeTicks uint64   // keep the clock fresh this long after activity
 	woken       bool
 	fired       int // callbacks run since the last batchEnd
+
+	// Records of ticks that a CatchUp took off the clock: written by
+	// CatchUp, taken by the driver (see takeCatchUps). Apart from the hot
+	// fields above.
+	_        [64]byte
+	catchUps [catchUpSlots]catchUp
 }
+
+// catchUp records that CatchUp replaced a tick on the coarse clock, and when
+// that tick stopped being visible, for the driver's hiccup table. The slot of
+// tick t is catchUps[t%catchUpSlots]. key is 0 (empty) or t<<2 with
+// catchUpBusy while a CatchUp (or the driver taking the record) owns the
+// slot, catchUpDone once until holds the time (nanoseconds since start) by
+// which t was no longer visible. Only the owner of a busy slot writes until.
+type catchUp struct {
+	key   atomic.Uint64
+	until atomic.Int64
+}
+
+const (
+	catchUpSlots = 64
+	catchUpBusy  = 1
+	catchUpDone  = 2
+)
 
 // hiccup records that the coarse tick base stayed visible extra nanoseconds
 // longer than the wheel promises (one tick plus slack), because its goroutine
@@ -327,6 +352,69 @@ func (w *Wheel) Elapsed() time.Duration {
 	return time.Duration(w.sinceStart())
 }
 
+// CatchUp publishes the current tick on the coarse clock if the wheel's
+// goroutine has fallen behind doing so, and reports whether it did. It reads
+// the monotonic clock once (so it costs what Elapsed costs) and takes no lock.
+//
+// On a saturated machine the wheel's goroutine may run late, and a tick stays
+// on the coarse clock longer than a tick. That never makes a timer early (the
+// wheel holds back every timer armed from that tick by how long it stayed),
+// but it makes them late, and it gives every timer armed meanwhile the same
+// deadline. A goroutine that resets many timers, and so runs exactly when
+// the wheel's goroutine is starved, can bound both by calling CatchUp every so
+// many events (netserver's event loops do it every 32 packets). It does
+// nothing while the coarse clock is on time, stale (the next Reset reads the
+// clock anyway), stopped, or manual. Any goroutine may call it.
+func (w *Wheel) CatchUp() bool {
+	r, ok := w.catchUpSwap()
+	if ok {
+		w.catchUpRecord(r)
+	}
+	return ok
+}
+
+// catchUpSwap is CatchUp's first half: it claims the record of the tick on
+// the clock and replaces that tick with the current one, if it is overdue.
+func (w *Wheel) catchUpSwap() (*catchUp, bool) {
+	c := w.clock.Load()
+	if c&clockSlow != 0 {
+		return nil, false
+	}
+	t := c >> clockShift
+	now := w.sinceStart()
+	if now <= w.tickTime(t+1)+w.slackNanos {
+		return nil, false
+	}
+	// Claim t's record before taking t off the clock: the driver, which
+	// fires timers only after it has seen the clock move on, then finds
+	// the record and holds t's timers back until it is complete.
+	r := &w.catchUps[t%catchUpSlots]
+	old := r.key.Load()
+	if old&catchUpBusy != 0 || old != 0 && old>>2 != t {
+		return nil, false // someone else is at it, or an older record waits for the driver
+	}
+	if !r.key.CompareAndSwap(old, t<<2|catchUpBusy) {
+		return nil, false
+	}
+	if !w.clock.CompareAndSwap(c, clockOf(uint64(now/w.tickNanos))) {
+		r.key.Store(old) // the clock moved on without us: nothing to record
+		return nil, false
+	}
+	if old == 0 {
+		r.until.Store(0)
+	}
+	return r, true
+}
+
+// catchUpRecord is CatchUp's second half: resetters read the replaced tick
+// until the swap, which came after catchUpSwap read the time, so it takes
+// the time again for the end of that tick's visibility, and completes the
+// record.
+func (w *Wheel) catchUpRecord(r *catchUp) {
+	r.until.Store(max(r.until.Load(), w.sinceStart()))
+	r.key.Store(r.key.Load()&^catchUpBusy | catchUpDone)
+}
+
 // refresh handles a stale clock word c: the wheel is asleep, so read the
 // monotonic clock once, publish its tick for the callers that follow, and
 // wake the wheel so it keeps the clock fresh while it is being used. It
@@ -448,6 +536,7 @@ func (w *Wheel) step(now int64) int64 {
 		w.woken = false
 	}
 	w.publish(now)
+	w.takeCatchUps()
 	if w.drain(now) > 0 {
 		w.lastActive = nowTick
 	}
@@ -463,6 +552,11 @@ func (w *Wheel) step(now int64) int64 {
 	}
 	if at, ok := w.deferredMin(); ok && at < wakeAt {
 		wakeAt = at
+	}
+	if len(w.held) > 0 {
+		// A CatchUp is between taking a tick off the clock and recording
+		// when: look again at the next tick.
+		wakeAt = min(wakeAt, w.tickTime(nowTick+1))
 	}
 	if nowTick-w.lastActive < w.activeTicks {
 		wakeAt = min(wakeAt, w.tickTime(nowTick+1))
@@ -526,15 +620,44 @@ func (w *Wheel) markStale() {
 	}
 }
 
+// takeCatchUps moves the records of CatchUp calls into the hiccup table.
+// It runs after publish: every tick that left the clock before publish
+// loaded it has its record claimed by then (CatchUp claims before it swaps),
+// so a record still busy is listed in held, and timers armed from that tick
+// wait until the next step finds it done.
+func (w *Wheel) takeCatchUps() {
+	w.held = w.held[:0]
+	for i := range w.catchUps {
+		r := &w.catchUps[i]
+		k := r.key.Load()
+		switch {
+		case k == 0:
+		case k&catchUpBusy != 0:
+			w.held = append(w.held, k>>2)
+		case r.key.CompareAndSwap(k, k|catchUpBusy):
+			w.visibleUntil(k>>2, r.until.Load())
+			r.key.Store(0)
+		default:
+			w.held = append(w.held, k>>2) // a CatchUp claimed it meanwhile
+		}
+	}
+}
+
 // visibleUntil notes that tick t was the coarse clock until now. Resetters
 // assume the true time was below (t+1)*tick + slack; if t stayed visible
 // longer, timers armed from it are held back by the excess.
 func (w *Wheel) visibleUntil(t uint64, now int64) {
 	if extra := now - w.tickTime(t+1) - w.slackNanos; extra > 0 {
-		if n := len(w.hiccups); n > 0 && w.hiccups[n-1].base == t {
-			w.hiccups[n-1].extra = max(w.hiccups[n-1].extra, extra)
+		// Ticks come in order from publish and markStale, but a record
+		// from CatchUp may be older than the last one.
+		i := len(w.hiccups)
+		for i > 0 && w.hiccups[i-1].base > t {
+			i--
+		}
+		if i > 0 && w.hiccups[i-1].base == t {
+			w.hiccups[i-1].extra = max(w.hiccups[i-1].extra, extra)
 		} else {
-			w.hiccups = append(w.hiccups, hiccup{base: t, extra: extra})
+			w.hiccups = slices.Insert(w.hiccups, i, hiccup{base: t, extra: extra})
 		}
 	}
 	// Forget hiccups whose base no longer fits the 18 bits a timer keeps.
@@ -551,11 +674,14 @@ func (w *Wheel) visibleUntil(t uint64, now int64) {
 // timer in state s may fire.
 func (w *Wheel) fireAt(s uint64) int64 {
 	at := w.tickTime(s>>whenShift) + w.slackNanos
-	if len(w.hiccups) == 0 {
+	if len(w.hiccups) == 0 && len(w.held) == 0 {
 		return at
 	}
 	now := w.clock.Load() >> clockShift
 	base := now - (now-(s>>baseShift))&baseMask
+	if slices.Contains(w.held, base) {
+		return math.MaxInt64
+	}
 	i := sort.Search(len(w.hiccups), func(i int) bool { return w.hiccups[i].base >= base })
 	if i < len(w.hiccups) && w.hiccups[i].base == base {
 		at += w.hiccups[i].extra
