@@ -68,6 +68,7 @@ type Server struct {
 	expiries    atomic.Int64
 	probes      atomic.Int64
 	retransmits atomic.Int64
+	catchUps    atomic.Int64 // ticks the loops published for a late wheel (wheel.CatchUp)
 
 	started      atomic.Bool
 	loopCount    atomic.Int32 // event loops, set by Start
@@ -90,8 +91,9 @@ type loop struct {
 	run       gnet.RunnableFunc
 
 	out     []byte
-	owner   *Conn // the connection out holds output for
-	inEvent *Conn // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
+	owner   *Conn  // the connection out holds output for
+	inEvent *Conn  // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
+	events  uint32 // OnOpen and OnTraffic calls, to call wheel.CatchUp every catchUpEvery of them
 	conns   map[*Conn]struct{}
 	free    [][]byte
 }
@@ -312,6 +314,7 @@ type Stats struct {
 	Probes        int64            // keepalive probes sent
 	Retransmits   int64            // DATA frames retransmitted
 	GiveUps       int64            // connections closed by retransmission give-up
+	CatchUps      int64            // ticks the event loops published because the wheel's goroutine ran late
 }
 
 // Stats returns a snapshot of the server's counters. Any goroutine.
@@ -324,6 +327,7 @@ func (s *Server) Stats() Stats {
 		Probes:      s.probes.Load(),
 		Retransmits: s.retransmits.Load(),
 		GiveUps:     s.closed[ReasonGiveUp].Load(),
+		CatchUps:    s.catchUps.Load(),
 	}
 	if s.wheel != nil {
 		st.TimersPending = s.wheel.Len()
@@ -485,6 +489,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := e.s
 	s.accepted.Add(1)
 	l := s.loopFor(gc.EventLoop())
+	l.event()
 	c := &Conn{gc: gc, l: l, s: s, recvNext: 1, sendNext: 1}
 	gc.SetContext(c)
 	// Reserve a place first, so event loops opening connections at the same
@@ -554,6 +559,23 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
+// catchUpEvery is how many OnOpen and OnTraffic calls a loop makes between two
+// wheel.CatchUp calls. A loop is busiest exactly when the wheel's goroutine
+// is starved of CPU (a burst on a saturated machine), and then the tick on
+// the coarse clock stays for many milliseconds: every packet stamped
+// meanwhile gets the same deadline, held back by the whole delay. Catching
+// up every 32 packets bounds that by the time 32 packets take, for one
+// clock read (tens of nanoseconds) per 32 packets.
+const catchUpEvery = 32
+
+// event counts an OnOpen or OnTraffic call of the loop, and calls
+// wheel.CatchUp every catchUpEvery of them.
+func (l *loop) event() {
+	if l.events++; l.events%catchUpEvery == 0 && l.s.wheel.CatchUp() {
+		l.s.catchUps.Add(1)
+	}
+}
+
 func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok {
@@ -565,6 +587,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	s := e.s
 	l := c.l
+	l.event()
 	l.inEvent = c
 	s.safely(c, func() {
 		if s.cfg.Protocol == Raw {
