@@ -50,6 +50,7 @@ type options struct {
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
 
 	clientInProcess bool // the embedded server shares the process with the client (not loadtest serve)
+	closeDelay      bool // a baseline server measures its close delay (baseline.Options.CloseDelay)
 	notes           []string
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/loadtest/internal/promtext"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver"
 )
@@ -159,7 +163,7 @@ func TestEndToEnd_ExternalMetricsNoLeak(t *testing.T) {
 	assert.Contains(t, out, "all 2 scenarios ok")
 	require.NotNil(t, r.CloseDelay, "read from the same endpoint")
 	assert.Equal(t, uint64(r.Scenario("idle").Reaped), r.CloseDelay.Count, "this run's idle reaps")
-	assert.Contains(t, out, "server's own close delay (deadline to close on its loop, netwheel_timeout_close_delay_seconds): 20 timeout closes, p50 <= ")
+	assert.Contains(t, out, "server's own close delay (from its deadline to its close call, netwheel_timeout_close_delay_seconds): 20 timeout closes, p50 <= ")
 
 	_, out = e2e(t, "-addr", addr, "-proto", "framed", "-scenario", "echo", "-conns", "4", "-duration", "200ms")
 	assert.Contains(t, out, "leak check: not done; give -metrics", "external runs without -metrics say so")
@@ -299,4 +303,20 @@ func TestHandlerCloseDelay(t *testing.T) {
 	assert.Nil(t, h, "not exported")
 	_, err = handlerCloseDelay(http.NotFoundHandler())
 	assert.ErrorContains(t, err, "404")
+}
+
+// TestCloseDelayBucketsMatchNetserver checks that the baselines measure
+// their close delay in the buckets netserver uses, so that the figures the
+// harness reads from each (bucket bounds at the percentiles) compare.
+func TestCloseDelayBucketsMatchNetserver(t *testing.T) {
+	s, err := netserver.New(netserver.Config{Addr: "127.0.0.1:0"}, netserver.Echo{})
+	require.NoError(t, err)
+	w := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, w.Code)
+	h, ok, err := promtext.ParseHistogram(w.Body, report.CloseDelayMetric)
+	require.NoError(t, err)
+	require.True(t, ok)
+	want := append(slices.Clone(baseline.CloseDelayBuckets), math.Inf(1))
+	assert.Equal(t, want, h.Bounds)
 }

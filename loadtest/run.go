@@ -30,11 +30,11 @@ func startServer(o *options) (baseline.Server, error) {
 		}
 		return startNetwheel(o)
 	}
-	return baseline.Start(o.server, listenAddr(o), o.timeouts.Idle)
+	return baseline.Start(o.server, listenAddr(o), baseline.Options{Idle: o.timeouts.Idle, CloseDelay: o.closeDelay})
 }
 
-// metricsServer is an embedded server that serves Prometheus metrics (the
-// netwheel one; the baselines do not).
+// metricsServer is an embedded server that serves Prometheus metrics: the
+// netwheel one, and the baselines that measure their close delay.
 type metricsServer interface {
 	MetricsHandler() http.Handler
 }
@@ -158,6 +158,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	target := o.addr
 	if o.addr == "" {
 		o.clientInProcess = true
+		// The baselines measure their close delay (one more clock read per
+		// packet for gnetafterfunc) only where closes are what is measured.
+		o.closeDelay = hasScenario(o, attack.Idle) || hasScenario(o, attack.Keepalive)
 		if srv, err = startServer(o); err != nil {
 			return nil, err
 		}

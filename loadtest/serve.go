@@ -3,14 +3,19 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/netwheel/netwheel/loadtest/internal/baseline"
 )
 
 // serveCmd runs one embedded server on its own, with no client, so that a
@@ -24,8 +29,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kind := fs.String("server", kindNetwheel, "embedded server: netwheel, netwheel-notimers, gnet, netdeadline, gnetafterfunc")
 	addr := fs.String("listen", "127.0.0.1:0", "listen `address`")
 	life := fs.Duration("for", 10*time.Minute, "serve at most this long")
+	metricsAddr := fs.String("metrics", "", "serve the server's Prometheus metrics on http://`ADDR`/metrics (loopback): netwheel's, or a baseline's\n"+
+		"close-delay histogram (which the baselines then measure), for loadtest -metrics ADDR")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadtest serve [-server KIND] [-listen ADDR] [-for D] -- [run flags: -proto and the timeout flags]\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: loadtest serve [-server KIND] [-listen ADDR] [-for D] [-metrics ADDR] -- [run flags: -proto and the timeout flags]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -41,7 +48,11 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if *metricsAddr != "" && !isLoopback(*metricsAddr) {
+		return fmt.Errorf("%w: -metrics %q: the harness serves on loopback only", errUsage, *metricsAddr)
+	}
 	o.listen = *addr
+	o.closeDelay = *metricsAddr != ""
 	stopProf, err := startCPUProfile(o.cpuProf)
 	if err != nil {
 		return err
@@ -51,6 +62,15 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, srv)
+		if err != nil {
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			return errors.Join(err, srv.Shutdown(sctx))
+		}
+		defer stopMetrics()
+	}
 	fmt.Fprintf(stdout, "listening %s\n", srv.Addr())
 	tctx, cancel := context.WithTimeout(ctx, *life)
 	<-tctx.Done()
@@ -58,6 +78,31 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	return srv.Shutdown(sctx)
+}
+
+// serveMetrics serves srv's metrics at http://addr/metrics until the
+// returned function is called, which waits for the HTTP server to stop.
+func serveMetrics(addr string, srv baseline.Server) (func(), error) {
+	ms, ok := srv.(metricsServer)
+	if !ok {
+		return nil, fmt.Errorf("%w: -metrics: this server exports no metrics", errUsage)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: -metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", ms.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln) // returns when closed
+	}()
+	return func() {
+		_ = hs.Close()
+		<-done
+	}, nil
 }
 
 // startServe starts `loadtest serve` for kind in a child process and

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
@@ -49,19 +52,76 @@ const (
 // ErrKind is returned by Start for an unknown kind.
 var ErrKind = errors.New("baseline: unknown server kind")
 
+// Options tune a baseline server.
+type Options struct {
+	// Idle closes connections silent this long (0: never; the plain gnet
+	// server ignores it).
+	Idle time.Duration
+	// CloseDelay measures, for each idle close, how long after its exact
+	// deadline (the last packet plus Idle) the server acts on it, in the
+	// histogram that netserver exports as report.CloseDelayMetric, with the
+	// same buckets, served by the server's MetricsHandler. The
+	// gnetafterfunc server then reads the clock once more per packet, for
+	// the deadline's start; the netdeadline server computes its deadline
+	// anyway. Off for throughput runs.
+	CloseDelay bool
+}
+
+// CloseDelayBuckets are the buckets of the close-delay histogram: those of
+// netserver's (a test checks that they agree).
+var CloseDelayBuckets = []float64{
+	0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008,
+	0.010, 0.0125, 0.015, 0.020, 0.025, 0.030, 0.040, 0.050, 0.075, 0.100, 0.150, 0.200, 0.300, 0.500, 1,
+}
+
 // Start starts a baseline server of the given kind on addr (such as
-// 127.0.0.1:0), closing connections idle for idle (0: never; the plain gnet
-// server ignores it). It returns once the server is listening.
-func Start(kind, addr string, idle time.Duration) (Server, error) {
+// 127.0.0.1:0). It returns once the server is listening.
+func Start(kind, addr string, o Options) (Server, error) {
 	switch kind {
 	case KindGnet:
-		return startGnet(addr, 0, kind)
+		return startGnet(addr, Options{}, kind)
 	case KindGnetAfterFunc:
-		return startGnet(addr, idle, kind)
+		return startGnet(addr, o, kind)
 	case KindNetDeadline:
-		return startNet(addr, idle)
+		return startNet(addr, o)
 	}
 	return nil, fmt.Errorf("%w %q", ErrKind, kind)
+}
+
+// closeDelay is the histogram of Options.CloseDelay; its methods do
+// nothing on a nil receiver (not measuring).
+type closeDelay struct {
+	h       prometheus.Histogram
+	handler http.Handler
+}
+
+func newCloseDelay(on bool) *closeDelay {
+	if !on {
+		return nil
+	}
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    report.CloseDelayMetric,
+		Help:    "How long after its exact deadline (last packet plus the idle timeout) the server acted on an idle close.",
+		Buckets: CloseDelayBuckets,
+	})
+	r := prometheus.NewRegistry()
+	r.MustRegister(h)
+	return &closeDelay{h: h, handler: promhttp.HandlerFor(r, promhttp.HandlerOpts{})}
+}
+
+func (d *closeDelay) observe(late time.Duration) {
+	if d != nil {
+		d.h.Observe(late.Seconds())
+	}
+}
+
+// MetricsHandler serves the close-delay histogram, or 404 when the server
+// was not asked to measure it.
+func (d *closeDelay) MetricsHandler() http.Handler {
+	if d == nil {
+		return http.NotFoundHandler()
+	}
+	return d.handler
 }
 
 // counters are shared by a server's goroutines; all atomic.
@@ -96,6 +156,7 @@ type gnetServer struct {
 	gnet.BuiltinEventEngine
 	kind   string
 	idle   time.Duration
+	delay  *closeDelay
 	eng    gnet.Engine
 	addr   net.Addr
 	booted chan struct{}
@@ -104,9 +165,11 @@ type gnetServer struct {
 }
 
 // connState is a gnetafterfunc connection's timer, in gnet's Context.
+// last is touched on the loop only.
 type connState struct {
 	timer *time.Timer
 	fired atomic.Bool
+	last  time.Time // when the timer was last reset (Options.CloseDelay)
 }
 
 type quiet struct{}
@@ -117,8 +180,11 @@ func (quiet) Warnf(string, ...any)  {}
 func (quiet) Errorf(string, ...any) {}
 func (quiet) Fatalf(string, ...any) {}
 
-func startGnet(addr string, idle time.Duration, kind string) (Server, error) {
-	s := &gnetServer{kind: kind, idle: idle, booted: make(chan struct{}), done: make(chan error, 1)}
+func startGnet(addr string, o Options, kind string) (Server, error) {
+	s := &gnetServer{kind: kind, idle: o.Idle, booted: make(chan struct{}), done: make(chan error, 1)}
+	if o.Idle > 0 {
+		s.delay = newCloseDelay(o.CloseDelay)
+	}
 	go func() {
 		s.done <- gnet.Run(s, "tcp://"+addr, gnet.WithMulticore(true), gnet.WithReuseAddr(true), gnet.WithLogger(quiet{}))
 	}()
@@ -151,6 +217,9 @@ func (s *gnetServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s.opened()
 	if s.idle > 0 {
 		st := &connState{}
+		if s.delay != nil {
+			st.last = time.Now()
+		}
 		st.timer = time.AfterFunc(s.idle, func() {
 			st.fired.Store(true)
 			_ = c.Close() // safe from another goroutine
@@ -162,6 +231,9 @@ func (s *gnetServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 
 func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
 	if st, ok := c.Context().(*connState); ok {
+		if s.delay != nil {
+			st.last = time.Now()
+		}
 		st.timer.Reset(s.idle)
 	}
 	buf, _ := c.Next(-1)
@@ -174,13 +246,17 @@ func (s *gnetServer) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if st, ok := c.Context().(*connState); ok {
 		st.timer.Stop()
 		idle = st.fired.Load()
+		if idle && s.delay != nil {
+			s.delay.observe(time.Since(st.last.Add(s.idle)))
+		}
 	}
 	s.closed(idle)
 	return gnet.None
 }
 
-func (s *gnetServer) Addr() net.Addr       { return s.addr }
-func (s *gnetServer) Stats() report.Server { return s.stats(s.kind) }
+func (s *gnetServer) Addr() net.Addr               { return s.addr }
+func (s *gnetServer) Stats() report.Server         { return s.stats(s.kind) }
+func (s *gnetServer) MetricsHandler() http.Handler { return s.delay.MetricsHandler() }
 
 func (s *gnetServer) Shutdown(ctx context.Context) error {
 	if err := s.eng.Stop(ctx); err != nil {
@@ -199,18 +275,22 @@ func (s *gnetServer) Shutdown(ctx context.Context) error {
 type netServer struct {
 	ln    net.Listener
 	idle  time.Duration
+	delay *closeDelay
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	counters
 }
 
-func startNet(addr string, idle time.Duration) (Server, error) {
+func startNet(addr string, o Options) (Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
-	s := &netServer{ln: ln, idle: idle, conns: map[net.Conn]struct{}{}}
+	s := &netServer{ln: ln, idle: o.Idle, conns: map[net.Conn]struct{}{}}
+	if o.Idle > 0 {
+		s.delay = newCloseDelay(o.CloseDelay)
+	}
 	s.wg.Go(s.accept)
 	return s, nil
 }
@@ -243,9 +323,11 @@ func (s *netServer) serve(c net.Conn) {
 		s.closed(idle)
 	}()
 	buf := make([]byte, 16<<10)
+	var due time.Time
 	for {
 		if s.idle > 0 {
-			_ = c.SetReadDeadline(time.Now().Add(s.idle))
+			due = time.Now().Add(s.idle)
+			_ = c.SetReadDeadline(due)
 		}
 		n, err := c.Read(buf)
 		if n > 0 {
@@ -254,14 +336,17 @@ func (s *netServer) serve(c net.Conn) {
 			}
 		}
 		if err != nil {
-			idle = errors.Is(err, os.ErrDeadlineExceeded)
+			if idle = errors.Is(err, os.ErrDeadlineExceeded); idle {
+				s.delay.observe(time.Since(due)) // before the deferred Close
+			}
 			return
 		}
 	}
 }
 
-func (s *netServer) Addr() net.Addr       { return s.ln.Addr() }
-func (s *netServer) Stats() report.Server { return s.stats(KindNetDeadline) }
+func (s *netServer) Addr() net.Addr               { return s.ln.Addr() }
+func (s *netServer) Stats() report.Server         { return s.stats(KindNetDeadline) }
+func (s *netServer) MetricsHandler() http.Handler { return s.delay.MetricsHandler() }
 
 func (s *netServer) Shutdown(ctx context.Context) error {
 	_ = s.ln.Close()

@@ -174,7 +174,7 @@ func (h *ServerHistogram) quantileText(q float64) string {
 
 // closeDelayText is the report line of the server's own close delay.
 func closeDelayText(h *ServerHistogram, what string) string {
-	head := fmt.Sprintf("server's own close delay (deadline to close on its loop, %s): ", h.Metric)
+	head := fmt.Sprintf("server's own close delay (from its deadline to its close call, %s): ", h.Metric)
 	if h.Count == 0 {
 		return head + "no " + what
 	}

@@ -181,7 +181,7 @@ func TestText_CloseDelay(t *testing.T) {
 		after     string // the line it follows
 	}{
 		{name: "under the idle close errors", scenarios: []*Scenario{idleScenario()}, h: delay([]uint64{50, 90, 99, 100}, 100, 0.08),
-			want:  "\n  server's own close delay (deadline to close on its loop, netwheel_timeout_close_delay_seconds): 100 timeout closes, p50 <= 500µs, p99 <= 2.5ms, max <= 5ms, mean 800µs\n",
+			want:  "\n  server's own close delay (from its deadline to its close call, netwheel_timeout_close_delay_seconds): 100 timeout closes, p50 <= 500µs, p99 <= 2.5ms, max <= 5ms, mean 800µs\n",
 			after: "close error (observed - expected)"},
 		{name: "other timer scenarios: says so", scenarios: []*Scenario{idleScenario(), func() *Scenario {
 			s := NewScenario("keepalive")
@@ -189,7 +189,7 @@ func TestText_CloseDelay(t *testing.T) {
 			return s
 		}()}, h: delay([]uint64{1, 2, 2, 2}, 3, 3), want: "3 timeout closes of every scenario, p50 <= 1ms, p99 > 5ms, max > 5ms, mean 1.00s"},
 		{name: "no idle scenario: after the scenarios", scenarios: []*Scenario{NewScenario("echo")}, h: delay([]uint64{0, 0, 0, 0}, 0, 0),
-			want: "\n\nserver's own close delay (deadline to close on its loop, netwheel_timeout_close_delay_seconds): no timeout closes\n", after: "[echo]"},
+			want: "\n\nserver's own close delay (from its deadline to its close call, netwheel_timeout_close_delay_seconds): no timeout closes\n", after: "[echo]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
