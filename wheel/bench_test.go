@@ -341,3 +341,30 @@ func BenchmarkWheel_CatchUp(b *testing.B) {
 		w.CatchUp()
 	}
 }
+
+// BenchmarkWheel_LatePublish measures one wake-up of a wheel whose every
+// tick is published late (so each records a hold-back), once its table of
+// hold-backs spans the whole window a timer's base bits can name (2^18
+// ticks): the steady state of a long-running busy server whose wheel
+// wakes a little late each tick, as runtime-timer sleeps do.
+func BenchmarkWheel_LatePublish(b *testing.B) {
+	const tick = int64(time.Millisecond)
+	var now int64
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	tm := w.AfterFunc(time.Hour, func() {})
+	step := func() {
+		tm.Stop() // traffic on the inbox keeps the clock fresh
+		tm.Reset(time.Hour)
+		now += tick + tick/2 // half a tick late, every time
+		w.Step()
+	}
+	for range 1<<18 + 1000 {
+		step()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		step()
+	}
+	b.ReportMetric(float64(w.Hiccups()), "holdbacks")
+}
