@@ -279,9 +279,10 @@ func TestSimulated_CatchUp(t *testing.T) {
 	w.AfterFunc(time.Hour, func() {})
 	w.Step() // publishes tick 0 and keeps the clock fresh
 
-	now = ms + ms/4 // tick 0 is still within its promise: before tick 1 plus slack
+	now = ms - 1 // tick 0 is still current
 	require.False(t, w.CatchUp())
 	require.Equal(t, time.Duration(0), w.Now())
+	w.Step() // the driver keeps the clock itself: tick 0 stays
 
 	// The driver is late: tick 0 is still on the clock at 3.6 ms. A timer is
 	// armed from it meanwhile (really at 3.6 ms, so due at 5.6 ms), and
@@ -346,4 +347,50 @@ func TestCatchUp_ManualAndStale(t *testing.T) {
 	now += int64(time.Hour)
 	assert.False(t, w.CatchUp())
 	assert.True(t, w.Stale())
+}
+
+// TestSimulated_NapWhileCaughtUp checks that the wheel's goroutine wakes
+// less often while resetters keep its clock with CatchUp, up to every
+// eighth tick, that the hold-backs meanwhile stay within a tick, and that
+// it goes back to every tick once they stop.
+func TestSimulated_NapWhileCaughtUp(t *testing.T) {
+	const tick = int64(time.Millisecond)
+	var now int64
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	tm := w.AfterFunc(time.Hour, func() {})
+	// run advances the clock to until in steps of gap, resetting the timer
+	// (and calling CatchUp if catchUp) at each step and running the driver
+	// when it asked to be woken; it returns how often the driver ran and
+	// the longest sleep it asked for after the first from.
+	wakeAt := w.Step()
+	run := func(until, gap int64, catchUp bool, from int64) (steps int, longest int64) {
+		for now < until {
+			now = min(now+gap, wakeAt)
+			tm.Stop() // inbox traffic: the wheel sees timers in use
+			tm.Reset(time.Hour)
+			if catchUp {
+				w.CatchUp()
+			}
+			if now >= wakeAt {
+				steps++
+				wakeAt = w.Step()
+				if now >= from {
+					longest = max(longest, wakeAt-now)
+				}
+			}
+		}
+		return steps, longest
+	}
+	const gap = 100 * int64(time.Microsecond)
+	without, _ := run(now+1000*tick, gap, false, 0)
+	with, napped := run(now+1000*tick, gap, true, 0)
+	assert.GreaterOrEqual(t, without, 1000, "without CatchUp the wheel keeps its clock at every tick")
+	assert.LessOrEqual(t, with, 1000/8+8, "with CatchUp every 100µs it naps 8 ticks")
+	t.Logf("without %d with %d napped %v", without, with, time.Duration(napped))
+	assert.LessOrEqual(t, napped, 8*tick)
+	assert.Greater(t, napped, 7*tick)
+	assert.LessOrEqual(t, w.MaxHiccup(), time.Millisecond, "hold-backs stay within a tick while it naps")
+	_, back := run(now+20*tick, gap, false, now+10*tick)
+	assert.LessOrEqual(t, back, tick, "without CatchUp it wakes at every tick again")
 }
