@@ -377,7 +377,7 @@ func (w *Wheel) Elapsed() time.Duration {
 // but it makes them late, and it gives every timer armed meanwhile the same
 // deadline. A goroutine that resets many timers, and so runs exactly when
 // the wheel's goroutine is starved, can bound both by calling CatchUp every so
-// many events (netserver's event loops do it every 32 packets). While such
+// many events (netserver's event loops do it every 8 packets). While such
 // calls keep the clock within a tick of the truth, the wheel's goroutine
 // wakes less often to do it itself (every 2, 4, then 8 ticks), which saves
 // the process most of its wake-ups under steady traffic. CatchUp does
