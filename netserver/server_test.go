@@ -181,6 +181,8 @@ func TestRaw_EchoAndIdleReap(t *testing.T) {
 	// exported either way, and agrees with Stats.
 	require.Contains(t, m, "netwheel_clock_catchups_total")
 	assert.Equal(t, float64(s.Stats().CatchUps), m["netwheel_clock_catchups_total"])
+	// The wheel woke at least to fire the idle timer.
+	assert.Positive(t, m["netwheel_wheel_wakeups_total"])
 }
 
 // scrape reads the server's metrics endpoint and returns its unlabelled

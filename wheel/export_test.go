@@ -20,9 +20,6 @@ func (w *Wheel) Step() int64 {
 	return w.step(w.sinceStart())
 }
 
-// Wakeups reports how many times the driver goroutine has woken.
-func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
-
 // Stale reports whether the coarse clock is marked stale.
 func (w *Wheel) Stale() bool { return w.clock.Load()&clockStale != 0 }
 

@@ -332,6 +332,7 @@ func TestCatchUp_ManualAndStale(t *testing.T) {
 	defer m.Stop()
 	c.Advance(time.Hour)
 	assert.False(t, m.CatchUp())
+	assert.Zero(t, m.Wakeups(), "a manual wheel has no goroutine to wake")
 
 	var now int64
 	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
