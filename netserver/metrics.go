@@ -87,7 +87,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 				}
 				return float64(s.wheel.Wakeups())
 			}),
-		counter("netwheel_clock_catchups_total", "Ticks the event loops published on the wheel's coarse clock because the wheel's goroutine ran late (wheel.CatchUp).",
+		counter("netwheel_clock_catchups_total", "Ticks the event loops published on the wheel's coarse clock before the wheel's goroutine did (wheel.CatchUp).",
 			func() float64 { return float64(s.catchUps.Load()) }),
 		counter("netwheel_retransmit_giveups_total", "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())

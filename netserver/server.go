@@ -68,7 +68,7 @@ type Server struct {
 	expiries    atomic.Int64
 	probes      atomic.Int64
 	retransmits atomic.Int64
-	catchUps    atomic.Int64 // ticks the loops published for a late wheel (wheel.CatchUp)
+	catchUps    atomic.Int64 // ticks the loops published on the wheel's clock (wheel.CatchUp)
 
 	started      atomic.Bool
 	loopCount    atomic.Int32 // event loops, set by Start
@@ -156,8 +156,7 @@ func (s *Server) Start() error {
 		s.log.Warn("netserver: no P to spare for the timer wheel: with every P held by an event loop waiting in epoll_wait, "+
 			"timers fire up to about 20 ms late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
 	}
-	wopts := []wheel.Option{wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff)}
-	s.wheel = wheel.New(wopts...)
+	s.wheel = wheel.New(wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff))
 	s.loopCount.Store(int32(loops))
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
@@ -314,7 +313,7 @@ type Stats struct {
 	Probes        int64            // keepalive probes sent
 	Retransmits   int64            // DATA frames retransmitted
 	GiveUps       int64            // connections closed by retransmission give-up
-	CatchUps      int64            // ticks the event loops published because the wheel's goroutine ran late
+	CatchUps      int64            // ticks the event loops published on the wheel's clock before its goroutine did
 }
 
 // Stats returns a snapshot of the server's counters. Any goroutine.
@@ -565,10 +564,11 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 // the coarse clock stays for many milliseconds: every packet stamped
 // meanwhile gets the same deadline, held back by the whole delay. Catching
 // up every 8 packets bounds that by the time 8 packets take, for one clock
-// read (about 80 ns here) per 8 packets. Under steady traffic of a few
-// thousand packets a second or more, the loops then keep the clock within a
-// tick, and the wheel's goroutine wakes every 8 ticks instead of every tick
-// (each wake-up costs the process tens of µs).
+// read (about 80 ns here) per 8 packets. Where the loops keep the clock
+// within a tick for long enough, the wheel's goroutine also naps, up to 8
+// ticks between wake-ups instead of one (each wake-up costs the process tens
+// of µs); at 20 000 packets a second on one loop that happens only now and
+// then (docs/perf.md).
 const catchUpEvery = 8
 
 // event counts an OnOpen or OnTraffic call of the loop, and calls
