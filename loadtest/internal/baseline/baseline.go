@@ -95,8 +95,10 @@ type closeDelay struct {
 	handler http.Handler
 }
 
-func newCloseDelay(on bool) *closeDelay {
-	if !on {
+// newCloseDelay returns the histogram o asks for: nil unless the server
+// closes idle connections and o.CloseDelay is set.
+func newCloseDelay(o Options) *closeDelay {
+	if o.Idle <= 0 || !o.CloseDelay {
 		return nil
 	}
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -181,10 +183,7 @@ func (quiet) Errorf(string, ...any) {}
 func (quiet) Fatalf(string, ...any) {}
 
 func startGnet(addr string, o Options, kind string) (Server, error) {
-	s := &gnetServer{kind: kind, idle: o.Idle, booted: make(chan struct{}), done: make(chan error, 1)}
-	if o.Idle > 0 {
-		s.delay = newCloseDelay(o.CloseDelay)
-	}
+	s := &gnetServer{kind: kind, idle: o.Idle, delay: newCloseDelay(o), booted: make(chan struct{}), done: make(chan error, 1)}
 	go func() {
 		s.done <- gnet.Run(s, "tcp://"+addr, gnet.WithMulticore(true), gnet.WithReuseAddr(true), gnet.WithLogger(quiet{}))
 	}()
@@ -287,10 +286,7 @@ func startNet(addr string, o Options) (Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
-	s := &netServer{ln: ln, idle: o.Idle, conns: map[net.Conn]struct{}{}}
-	if o.Idle > 0 {
-		s.delay = newCloseDelay(o.CloseDelay)
-	}
+	s := &netServer{ln: ln, idle: o.Idle, delay: newCloseDelay(o), conns: map[net.Conn]struct{}{}}
 	s.wg.Go(s.accept)
 	return s, nil
 }
