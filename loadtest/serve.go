@@ -62,12 +62,15 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	shutdown := func() error {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		return srv.Shutdown(sctx)
+	}
 	if *metricsAddr != "" {
 		stopMetrics, err := serveMetrics(*metricsAddr, srv)
 		if err != nil {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer scancel()
-			return errors.Join(err, srv.Shutdown(sctx))
+			return errors.Join(err, shutdown())
 		}
 		defer stopMetrics()
 	}
@@ -75,9 +78,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tctx, cancel := context.WithTimeout(ctx, *life)
 	<-tctx.Done()
 	cancel()
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	return srv.Shutdown(sctx)
+	return shutdown()
 }
 
 // serveMetrics serves srv's metrics at http://addr/metrics until the
