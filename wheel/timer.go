@@ -93,8 +93,8 @@ func (t *Timer) Init(w *Wheel, f func()) {
 // runs no later than d rounded up to the tick, plus one tick, a quarter tick
 // of slack and the wheel goroutine's scheduling delay (plus up to one more
 // tick while the wheel naps because callers keep its clock with
-// Wheel.CatchUp). A d <= 0 fires on the next tick. A d longer than the wheel's range is clamped to it (see
-// MaxDuration).
+// Wheel.CatchUp). A d <= 0 fires on the next tick. A d longer than the
+// wheel's range is clamped to it (see MaxDuration).
 //
 // If the wheel has been stopped, Reset does nothing and returns false.
 // Reset reads no system clock except on the first call after the wheel has

@@ -71,9 +71,9 @@ const (
 //
 // Ownership: clock, sleepUntil, pending, inbox, wakeups and catchUps are
 // shared and accessed only atomically. The configuration fields are written
-// by New and only read afterwards. Everything under "owned by the driver" is touched only
-// by the wheel's goroutine (or, for a manual wheel, by ManualClock.Advance,
-// which holds the clock's mutex).
+// by New and only read afterwards. Everything under "owned by the driver" is
+// touched only by the wheel's goroutine (or, for a manual wheel, by
+// ManualClock.Advance, which holds the clock's mutex).
 type Wheel struct {
 	// Read on every Reset; nothing written often shares its cache line.
 	clock     atomic.Uint64
