@@ -49,3 +49,13 @@ func (w *Wheel) MaxHiccup() time.Duration {
 	}
 	return time.Duration(m)
 }
+
+// PreciseSleep reports whether the sleep the last Step asked for is to be
+// taken precisely (in futex).
+func (w *Wheel) PreciseSleep() bool { return w.precise }
+
+// HavePreciseSleep reports whether this system takes precise sleeps in futex.
+const HavePreciseSleep = haveFutex
+
+// PreciseLead is how long before a timer is due the driver sleeps precisely.
+const PreciseLead = time.Duration(preciseLead)

@@ -8,7 +8,10 @@ import (
 
 // parker is where the driver waits for its next tick or for a wake-up: on
 // the runtime's timer and a channel, or, with WithSyscallSleep on Linux, in
-// the futex system call (see WithSyscallSleep for when and why).
+// the futex system call (see WithSyscallSleep for when and why). Without
+// it, a sleep the driver asks to be precise (the last stretch before a
+// timer falls due) is taken in futex too, on Linux: a runtime-timer sleep
+// ends 0-1 ms late (docs/design.md), a futex sleep within tens of µs.
 //
 // Ownership: state is shared (wake on any goroutine; take and sleep on the
 // driver's) and accessed atomically (and through futex); ch is a channel.
@@ -18,6 +21,7 @@ type parker struct {
 	ch       chan struct{}
 	timer    *time.Timer
 	syscalls bool // sleep in futex
+	precise  bool // precise sleeps are in futex (wake must reach both)
 	osState  parkOS
 }
 
@@ -26,16 +30,20 @@ func (p *parker) init(syscalls bool) {
 	p.timer = time.NewTimer(time.Hour)
 	p.timer.Stop()
 	p.syscalls = syscalls && haveFutex
+	p.precise = haveFutex
 }
 
 // wake makes the driver's current or next sleep return. It never blocks;
 // only the first wake after the driver took the previous one does work (a
-// channel send, or a futex wake-up).
+// channel send, a futex wake-up, or, where precise sleeps are in futex,
+// both).
 func (p *parker) wake() {
 	if p.state.Swap(1) == 0 {
-		if p.syscalls {
+		if p.syscalls || p.precise {
 			p.osWake()
-			return
+			if p.syscalls {
+				return
+			}
 		}
 		select {
 		case p.ch <- struct{}{}:
@@ -57,9 +65,9 @@ func (p *parker) take() bool {
 
 // sleep waits until now() reaches until (forever for math.MaxInt64) or wake
 // is called, and reports whether it was woken. It never returns before
-// until unless woken.
-func (p *parker) sleep(until int64, now func() int64) bool {
-	if p.syscalls {
+// until unless woken. A precise sleep is taken in futex where there is one.
+func (p *parker) sleep(until int64, now func() int64, precise bool) bool {
+	if p.syscalls || precise && p.precise {
 		return p.sleepFutex(until, now)
 	}
 	for {

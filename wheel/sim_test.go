@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -394,4 +395,66 @@ func TestSimulated_NapWhileCaughtUp(t *testing.T) {
 	assert.LessOrEqual(t, w.MaxHiccup(), time.Millisecond, "hold-backs stay within a tick while it naps")
 	_, back := run(now+20*tick, gap, false, now+10*tick)
 	assert.LessOrEqual(t, back, tick, "without CatchUp it wakes at every tick again")
+}
+
+// The driver sleeps the last stretch before a timer falls due precisely
+// (in futex), and sleeps longer than that end early on the runtime's timer
+// to take the rest precisely; sleeps that only keep the clock, or with
+// nothing due, are never precise.
+func TestSimulated_PreciseBeforeDue(t *testing.T) {
+	if !wheel.HavePreciseSleep {
+		t.Skip("no futex on this system: every sleep is on the runtime's timer")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // precise sleeps need a second P
+	}
+	const tick = int64(time.Millisecond)
+	var now int64
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	// step runs the driver at its wake-up time until it asks for a sleep
+	// that does not only keep the clock (the wheel has gone idle).
+	step := func() int64 {
+		for {
+			wakeAt := w.Step()
+			if w.Stale() {
+				return wakeAt
+			}
+			assert.False(t, w.PreciseSleep(), "a sleep that keeps the clock is not precise")
+			now = wakeAt
+		}
+	}
+	require.Equal(t, int64(math.MaxInt64), step(), "nothing pending: sleep until woken")
+	assert.False(t, w.PreciseSleep())
+
+	armedAt := now
+	fired := int64(-1)
+	w.AfterFunc(5*time.Second, func() { fired = now }) // past the second the clock is kept
+	wakeAt := step()
+	wakeups, precise := 0, 0
+	for fired < 0 && wakeups < 20 {
+		wakeups++
+		if !w.PreciseSleep() {
+			// A sleep on the runtime's timer, towards the timer or a slot
+			// it moves down from: it ends up to a millisecond late.
+			now = wakeAt + 700*int64(time.Microsecond)
+		} else {
+			precise++
+			assert.LessOrEqual(t, wakeAt-now, int64(wheel.PreciseLead), "a precise sleep lasts at most PreciseLead")
+			now = wakeAt
+		}
+		wakeAt = w.Step()
+	}
+	require.GreaterOrEqual(t, fired, armedAt+5000*tick, "fired, and not early")
+	assert.Less(t, fired, armedAt+5000*tick+2*tick, "within the tick the deadline rounds up to, and the slack")
+	assert.Positive(t, precise, "the last stretch was slept precisely")
+	assert.Less(t, wakeups, 10, "the idle wheel woke only around the timer's slots")
+
+	// With a single P a futex sleep would hold it: never precise.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	w.AfterFunc(time.Millisecond, func() {})
+	for range 20 {
+		now = w.Step()
+		assert.False(t, w.PreciseSleep(), "precise with GOMAXPROCS 1")
+	}
 }

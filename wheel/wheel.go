@@ -112,7 +112,8 @@ type Wheel struct {
 	stepHelped  int      // CatchUp records taken during this wake-up
 	activeTicks uint64   // keep the clock fresh this long after activity
 	woken       bool
-	fired       int // callbacks run since the last batchEnd
+	precise     bool // the next sleep ends where a timer falls due: take it in futex
+	fired       int  // callbacks run since the last batchEnd
 
 	// Records of ticks that a CatchUp took off the clock: written by
 	// CatchUp, taken by the driver (see takeCatchUps). Apart from the hot
@@ -195,9 +196,9 @@ func WithBatchEnd(f func()) Option {
 	return func(c *config) { c.batchEnd = f }
 }
 
-// WithSyscallSleep makes the wheel's goroutine sleep in a system call (futex)
-// between ticks instead of on the runtime's timer, on Linux; elsewhere, and
-// with a ManualClock, it has no effect.
+// WithSyscallSleep makes the wheel's goroutine take every sleep in a system
+// call (futex) on Linux, instead of only the last 2 ms before a timer falls
+// due; elsewhere, and with a ManualClock, it has no effect.
 //
 // A runtime timer belongs to a P. When every P is held by a goroutine
 // waiting in a blocking system call (gnet's event loops in epoll_wait, one
@@ -216,6 +217,13 @@ func WithBatchEnd(f func()) Option {
 // messages per second. netserver therefore leaves a P to spare instead.
 // Programs whose goroutines block only through the runtime's network
 // poller, as net.Conn users do, need neither.
+//
+// Without this option the wheel still sleeps in futex, on Linux with
+// GOMAXPROCS above 1, for the last 2 ms before a timer falls due: a
+// runtime-timer sleep ends 0-1 ms late even with a P to spare, and that
+// lateness would go straight to the timer. The sleeps that only keep the
+// coarse clock fresh, which are most of them while timers are being reset,
+// stay on the runtime's timer.
 func WithSyscallSleep() Option {
 	return func(c *config) { c.syscallSleep = true }
 }
@@ -358,8 +366,9 @@ func (w *Wheel) Now() time.Duration {
 // Wakeups reports how many times the wheel's goroutine has woken since New:
 // a measure of what the wheel costs the process while it runs (each
 // wake-up costs a few to tens of µs of scheduling). An idle wheel does not
-// wake; a busy one wakes once per tick, or every 2 to 8 ticks while CatchUp
-// keeps its clock. It costs one atomic load; any goroutine may call it. A
+// wake, except for its occupied slots (and 2 ms before a timer falls due,
+// to sleep the rest precisely); a busy one wakes once per tick, or every 2
+// to 8 ticks while CatchUp keeps its clock. It costs one atomic load; any goroutine may call it. A
 // manual wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
@@ -548,7 +557,7 @@ func (w *Wheel) run() {
 		if w.inboxBusy() {
 			continue
 		}
-		w.woken = w.park.sleep(wakeAt, w.sinceStart)
+		w.woken = w.park.sleep(wakeAt, w.sinceStart, w.precise)
 	}
 }
 
@@ -574,13 +583,14 @@ func (w *Wheel) step(now int64) int64 {
 	w.drain(now)
 	w.endBatch()
 
-	wakeAt := int64(math.MaxInt64)
+	fireAt := int64(math.MaxInt64) // when the next timer may fall due
 	if e, _, ok := w.nextEvent(); ok {
-		wakeAt = w.tickTime(e) + w.slackNanos
+		fireAt = w.tickTime(e) + w.slackNanos
 	}
-	if at, ok := w.deferredMin(); ok && at < wakeAt {
-		wakeAt = at
+	if at, ok := w.deferredMin(); ok && at < fireAt {
+		fireAt = at
 	}
+	wakeAt := fireAt
 	if len(w.held) > 0 {
 		// A CatchUp is between taking a tick off the clock and recording
 		// when: look again at the next tick.
@@ -605,8 +615,29 @@ func (w *Wheel) step(now int64) int64 {
 		w.helpedRun, w.nap = 0, 1
 		w.markStale()
 	}
+	// A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is
+	// for a timer, sleep the last preciseLead before it in futex, which
+	// ends on time; a longer sleep first ends preciseLead early (on the
+	// runtime's timer, so no more than a millisecond later) to take the
+	// rest precisely. Sleeps that only keep the clock stay on the runtime's
+	// timer: in futex the goroutine keeps its P, which costs the process
+	// CPU (WithSyscallSleep), and with GOMAXPROCS 1 it would hold the only
+	// one.
+	w.precise = false
+	if w.park.precise && fireAt <= wakeAt && fireAt != math.MaxInt64 && runtime.GOMAXPROCS(0) > 1 {
+		if fireAt-now <= preciseLead {
+			w.precise = true
+		} else {
+			wakeAt = fireAt - preciseLead
+		}
+	}
 	return wakeAt
 }
+
+// preciseLead is how long before a timer falls due the wheel's goroutine
+// starts sleeping precisely (see step), in nanoseconds: more than the
+// millisecond by which a runtime-timer sleep may end late.
+const preciseLead = int64(2 * time.Millisecond)
 
 func (w *Wheel) inboxBusy() bool {
 	for i := range w.inbox {
