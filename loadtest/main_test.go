@@ -342,3 +342,12 @@ func TestReportCmd_MergesShards(t *testing.T) {
 	err = realMain(context.Background(), []string{"report"}, &out, io.Discard)
 	assert.ErrorIs(t, err, errUsage)
 }
+
+func TestServe_RefusesMetricsItCannotServe(t *testing.T) {
+	var out bytes.Buffer
+	err := realMain(context.Background(), []string{"serve", "-server", "gnet", "-listen", "127.0.0.1:0",
+		"-metrics", "127.0.0.1:0", "-for", "5s", "--", "-proto", "raw", "-idle", "1s"}, &out, io.Discard)
+	require.ErrorIs(t, err, errUsage, "bare gnet has no timers, so no close delay to serve")
+	assert.ErrorContains(t, err, "no metrics to serve")
+	assert.NotContains(t, out.String(), "listening", "it stopped before announcing itself")
+}

@@ -34,7 +34,8 @@ func startServer(o *options) (baseline.Server, error) {
 }
 
 // metricsServer is an embedded server that serves Prometheus metrics: the
-// netwheel one, and the baselines that measure their close delay.
+// netwheel one, and the baselines that measure their close delay. A nil
+// handler means this one has none.
 type metricsServer interface {
 	MetricsHandler() http.Handler
 }
@@ -264,7 +265,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		if st.Open > 0 || st.TimersPending > 0 {
 			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers 2s after every client closed", st.Open, st.TimersPending))
 		}
-		if ms, ok := srv.(metricsServer); ok {
+		if ms, ok := srv.(metricsServer); ok && ms.MetricsHandler() != nil {
 			if res.CloseDelay, err = handlerCloseDelay(ms.MetricsHandler()); err != nil {
 				res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
 			}

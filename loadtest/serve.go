@@ -85,8 +85,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // returned function is called, which waits for the HTTP server to stop.
 func serveMetrics(addr string, srv baseline.Server) (func(), error) {
 	ms, ok := srv.(metricsServer)
-	if !ok {
-		return nil, fmt.Errorf("%w: -metrics: this server exports no metrics", errUsage)
+	if !ok || ms.MetricsHandler() == nil {
+		return nil, fmt.Errorf("%w: -metrics: this server has no metrics to serve (a baseline measures its close delay only with an idle timeout: -idle D after --)", errUsage)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -117,11 +117,12 @@ func (d *closeDelay) observe(late time.Duration) {
 	}
 }
 
-// MetricsHandler serves the close-delay histogram, or 404 when the server
-// was not asked to measure it.
+// MetricsHandler serves the close-delay histogram. It returns nil when the
+// server measures none (no idle timeout, or Options.CloseDelay unset): it
+// then has no metrics to serve.
 func (d *closeDelay) MetricsHandler() http.Handler {
 	if d == nil {
-		return http.NotFoundHandler()
+		return nil
 	}
 	return d.handler
 }

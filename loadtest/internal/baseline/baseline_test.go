@@ -31,6 +31,9 @@ func scrape(t *testing.T, s Server) (promtext.Histogram, int) {
 	t.Helper()
 	ms, ok := s.(interface{ MetricsHandler() http.Handler })
 	require.True(t, ok, "the server serves no metrics")
+	if ms.MetricsHandler() == nil {
+		return promtext.Histogram{}, http.StatusNotFound
+	}
 	w := httptest.NewRecorder()
 	ms.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if w.Code != http.StatusOK {
