@@ -40,6 +40,15 @@ type metricsServer interface {
 	MetricsHandler() http.Handler
 }
 
+// metricsHandler returns srv's metrics handler, or nil when it has no
+// metrics to serve.
+func metricsHandler(srv baseline.Server) http.Handler {
+	if ms, ok := srv.(metricsServer); ok {
+		return ms.MetricsHandler()
+	}
+	return nil
+}
+
 // listenAddr is where the embedded server listens.
 func listenAddr(o *options) string {
 	if o.listen == "" {
@@ -265,8 +274,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		if st.Open > 0 || st.TimersPending > 0 {
 			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers 2s after every client closed", st.Open, st.TimersPending))
 		}
-		if ms, ok := srv.(metricsServer); ok && ms.MetricsHandler() != nil {
-			if res.CloseDelay, err = handlerCloseDelay(ms.MetricsHandler()); err != nil {
+		if h := metricsHandler(srv); h != nil {
+			if res.CloseDelay, err = handlerCloseDelay(h); err != nil {
 				res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
 			}
 		}

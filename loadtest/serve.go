@@ -84,8 +84,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // serveMetrics serves srv's metrics at http://addr/metrics until the
 // returned function is called, which waits for the HTTP server to stop.
 func serveMetrics(addr string, srv baseline.Server) (func(), error) {
-	ms, ok := srv.(metricsServer)
-	if !ok || ms.MetricsHandler() == nil {
+	h := metricsHandler(srv)
+	if h == nil {
 		return nil, fmt.Errorf("%w: -metrics: this server has no metrics to serve (a baseline measures its close delay only with an idle timeout: -idle D after --)", errUsage)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -93,7 +93,7 @@ func serveMetrics(addr string, srv baseline.Server) (func(), error) {
 		return nil, fmt.Errorf("loadtest: -metrics: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", ms.MetricsHandler())
+	mux.Handle("/metrics", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
