@@ -41,13 +41,12 @@ func (p *parker) wake() {
 	if p.state.Swap(1) == 0 {
 		if p.syscalls || p.precise {
 			p.osWake()
-			if p.syscalls {
-				return
-			}
 		}
-		select {
-		case p.ch <- struct{}{}:
-		default:
+		if !p.syscalls {
+			select {
+			case p.ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -368,8 +368,8 @@ func (w *Wheel) Now() time.Duration {
 // wake-up costs a few to tens of µs of scheduling). An idle wheel does not
 // wake, except for its occupied slots (and 2 ms before a timer falls due,
 // to sleep the rest precisely); a busy one wakes once per tick, or every 2
-// to 8 ticks while CatchUp keeps its clock. It costs one atomic load; any goroutine may call it. A
-// manual wheel has no goroutine and reports 0.
+// to 8 ticks while CatchUp keeps its clock. It costs one atomic load; any
+// goroutine may call it. A manual wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
 // Elapsed reports the exact time since the wheel started, on the clock that
