@@ -52,6 +52,14 @@ func TestTimer_ZeroAlloc(t *testing.T) {
 			},
 		},
 		{
+			name: "reset pending from an exact instant",
+			arm:  true,
+			op: func(tm *wheel.Timer, d *time.Duration) {
+				*d += time.Microsecond
+				tm.ResetFrom(time.Millisecond+*d+1, time.Hour)
+			},
+		},
+		{
 			name: "arm stopped timer, then stop",
 			arm:  false,
 			op: func(tm *wheel.Timer, _ *time.Duration) {

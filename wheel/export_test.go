@@ -16,7 +16,7 @@ func NewSimulated(now func() int64, opts ...Option) *Wheel {
 // Step runs one wake-up of the driver at the simulated time and returns the
 // time it would sleep until.
 func (w *Wheel) Step() int64 {
-	w.woken = w.park.take()
+	w.park.take()
 	return w.step(w.sinceStart())
 }
 

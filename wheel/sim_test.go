@@ -112,6 +112,14 @@ func simulate(t *testing.T, sc simCase) simResult {
 			stopped := st.t.Stop()
 			require.Equal(t, st.pending, stopped)
 			st.pending = false
+		} else if rng.IntN(4) == 0 {
+			// An event loop read the exact clock at some instant not after
+			// now and arms from it; the coarse clock plays no part.
+			from := max(now-rng.Int64N(int64(3*time.Millisecond)), 1)
+			d := durations[rng.IntN(len(durations))]
+			was := st.t.ResetFrom(time.Duration(from), d)
+			require.Equal(t, st.pending, was)
+			st.pending, st.armedAt, st.callAt, st.d = true, from, now, d
 		} else if rng.IntN(3) == 0 && stampAt >= 0 {
 			// A policy stamped an event with Now earlier and arms from it.
 			d := durations[rng.IntN(len(durations))]
@@ -266,6 +274,75 @@ func TestSimulated_HiccupRecorded(t *testing.T) {
 	now = int64(7*time.Millisecond) + 1 // six ticks late
 	w.Step()
 	require.Equal(t, 1, w.Hiccups())
+}
+
+// TestSimulated_ExactNotHeldBack checks that a timer armed from an exact
+// instant is not held back by a hiccup of the tick that instant lies in,
+// while one armed from the coarse clock meanwhile is.
+func TestSimulated_ExactNotHeldBack(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	var now int64
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	w.Step() // tick 0 on the clock
+	var coarseAt, exactAt int64
+	coarse := w.AfterFunc(time.Hour, func() { coarseAt = now })
+	exact := w.AfterFunc(time.Hour, func() { exactAt = now })
+	// The driver is late: tick 0 is still on the clock at 6.5 ms. The
+	// coarse timer reads it (due at tick 3, held back); the exact one is
+	// armed for 0.5 ms + 2 ms (due at tick 3 too).
+	now = 6*ms + ms/2
+	coarse.Reset(2 * time.Millisecond)
+	exact.ResetFrom(time.Duration(ms/2), 2*time.Millisecond)
+	w.Step()
+	assert.Equal(t, 6*ms+ms/2, exactAt, "the exact timer fires at the first step after tick 3")
+	assert.Zero(t, coarseAt, "the coarse one is held back by how long tick 0 stayed")
+	require.Greater(t, w.MaxHiccup(), 5*time.Millisecond)
+	for coarseAt == 0 && now < 20*ms {
+		now += ms / 4
+		w.Step()
+	}
+	assert.Equal(t, 8*ms+ms/2, coarseAt, "armed at 6.5 ms for 2 ms, and no earlier")
+}
+
+// TestSimulated_ExactArmingsLetClockGoStale checks that timers armed from
+// exact instants do not make the wheel keep its coarse clock (they read
+// none), while a reader that finds the clock stale does.
+func TestSimulated_ExactArmingsLetClockGoStale(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	now := 2 * int64(time.Second) // past the first second's activity
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	require.Equal(t, int64(math.MaxInt64), w.Step(), "nothing pending, nothing read: sleep")
+	require.True(t, w.Stale())
+
+	timers := make([]wheel.Timer, 8)
+	for i := range timers {
+		timers[i].Init(w, func() {})
+	}
+	for step := range 5 {
+		now += ms/3 + 1
+		for i := range timers {
+			from := now - int64(i)
+			if from%ms == 0 {
+				from-- // a multiple of the tick would be taken as a coarse stamp
+			}
+			timers[i].ResetFrom(time.Duration(from), time.Duration(10+step+i)*time.Minute)
+			if step%2 == 1 {
+				timers[i].Stop()
+			}
+		}
+		require.True(t, w.Stale(), "step %d: an exact arming reads no clock and refreshes none", step)
+		wakeAt := w.Step()
+		require.True(t, w.Stale(), "step %d: exact armings and stops are no reason to keep the clock", step)
+		require.Greater(t, wakeAt, now+int64(time.Minute), "step %d: sleep until the first timer", step)
+	}
+
+	now += ms / 3
+	w.Now() // a coarse reader refreshes the stale clock
+	require.False(t, w.Stale())
+	assert.Equal(t, (now/ms+1)*ms, w.Step(), "a coarse reader: keep the clock, wake at the next tick")
+	assert.False(t, w.Stale())
 }
 
 // TestSimulated_CatchUp steps through CatchUp's cases on a simulated clock:

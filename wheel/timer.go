@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -13,16 +14,20 @@ import (
 //	bit  2      filed:   linked into a bucket (or the wheel's due list) at a
 //	             tick no later than the deadline below
 //	bit  3      counted: included in the wheel's pending count (wheel-owned)
-//	bits 4-21   the low 18 bits of the coarse tick the deadline was computed
+//	bit  4      exact:   the deadline was computed from an exact instant
+//	             (ResetFrom with a value from Elapsed), so no stale clock
+//	             can have made it early, and the base below is unused
+//	bits 5-22   the low 18 bits of the coarse tick the deadline was computed
 //	             from (the base), used to undo a stale clock; see design.md
-//	bits 22-63  the deadline, in ticks since the wheel started
+//	bits 23-63  the deadline, in ticks since the wheel started
 const (
 	statePending = 1 << 0
 	stateQueued  = 1 << 1
 	stateFiled   = 1 << 2
 	stateCounted = 1 << 3
+	stateExact   = 1 << 4
 
-	baseShift = 4
+	baseShift = 5
 	baseBits  = 18
 	baseMask  = 1<<baseBits - 1
 
@@ -129,18 +134,29 @@ func (t *Timer) reset(d time.Duration) bool {
 	} else {
 		ticks = t.ticks(d, now)
 	}
-	return t.arm(now+1+ticks, now)
+	return t.arm(now+1+ticks, baseTag(now))
 }
 
-// ResetFrom arms t like Reset, but to fire d after the instant at which the
-// wheel's clock read from, a value returned earlier by Wheel.Now: it lets a
-// policy stamp events cheaply with Now on every packet and arm one timer
-// later for the earliest of several deadlines. The callback never runs
-// before d has passed since any Now call that returned from (the wheel holds
-// back timers by how long each coarse tick stayed visible, so this holds for
-// every call that read that tick, the latest included). A deadline already
-// past fires on the next tick. from must not lie in the future; it is
-// clamped to the present. O(1), allocation-free, no lock.
+// ResetFrom arms t like Reset, but to fire d after the instant from, a value
+// returned earlier by Wheel.Now or by Wheel.Elapsed: it lets a policy stamp
+// events on every packet and arm one timer later for the earliest of
+// several deadlines. A deadline already past fires on the next tick. O(1),
+// allocation-free, no lock, and no clock read.
+//
+// A value from Now is a multiple of the tick, and the callback never runs
+// before d has passed since any Now call that returned it (the wheel holds
+// back timers by how long each coarse tick stayed visible, so this holds
+// for every call that read that tick, the latest included). Such a from
+// must not lie in the future; it is clamped to the present.
+//
+// Any other value is taken as exact, as Elapsed returns it: the callback
+// never runs before from+d, with no hold-back, since no stale clock was
+// read. Event loops that read the monotonic clock anyway (once per event,
+// as netserver does) arm their timers this way, and the wheel need not
+// keep its coarse clock fresh for them: it does not wake every tick while
+// only such timers are reset. An Elapsed value that happens to be a
+// multiple of the tick is taken as a Now value, which is always safe for
+// it (at worst a little late).
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	w := t.w
 	if w == nil {
@@ -152,6 +168,11 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 		return false
 	case w.manual != nil:
 		return t.arm(w.manualWhen(min(int64(max(from, 0)), w.manual.now.Load()), d), 0)
+	case from > 0 && int64(from)%w.tickNanos != 0:
+		// Exact: the first tick at or after from+d. No base: nothing
+		// stale was read, so nothing is held back.
+		end := satAddNanos(int64(from), int64(min(max(d, 0), w.maxDur)))
+		return t.arm(w.ticksCeil(time.Duration(end), 0), stateExact)
 	}
 	now := c >> clockShift
 	if c&clockStale != 0 {
@@ -161,7 +182,7 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 		}
 	}
 	base := min(uint64(max(from, 0))/uint64(w.tickNanos), now)
-	return t.arm(base+1+w.ticksCeil(d, base), base)
+	return t.arm(base+1+w.ticksCeil(d, base), baseTag(base))
 }
 
 // ticks converts d to ticks for a deadline from tick now, and caches small
@@ -187,7 +208,7 @@ func (t *Timer) resetSlow(d time.Duration, c uint64) bool {
 		if !ok {
 			return false
 		}
-		return t.arm(now+1+t.ticks(d, now), now)
+		return t.arm(now+1+t.ticks(d, now), baseTag(now))
 	}
 }
 
@@ -204,9 +225,21 @@ func (w *Wheel) manualWhen(fromNanos int64, d time.Duration) uint64 {
 	return min(when, maxWhen)
 }
 
-// arm makes t pending with deadline when, computed from coarse tick base.
-func (t *Timer) arm(when, base uint64) bool {
-	want := when<<whenShift | (base&baseMask)<<baseShift | statePending
+// satAddNanos returns a+b for b >= 0, saturating at math.MaxInt64.
+func satAddNanos(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
+}
+
+// baseTag returns the state bits that record coarse tick base.
+func baseTag(base uint64) uint64 { return (base & baseMask) << baseShift }
+
+// arm makes t pending with deadline when; tag says what it was computed
+// from: baseTag of a coarse tick, or stateExact.
+func (t *Timer) arm(when, tag uint64) bool {
+	want := when<<whenShift | tag | statePending
 	for {
 		old := t.state.Load()
 		if old&^keepMask == want {

@@ -111,9 +111,9 @@ type Wheel struct {
 	stepExtra   int64    // the longest hold-back recorded during this wake-up
 	stepHelped  int      // CatchUp records taken during this wake-up
 	activeTicks uint64   // keep the clock fresh this long after activity
-	woken       bool
-	precise     bool // the next sleep ends where a timer falls due: take it in futex
-	fired       int  // callbacks run since the last batchEnd
+	leftStale   bool     // the last step marked the clock stale
+	precise     bool     // the next sleep ends where a timer falls due: take it in futex
+	fired       int      // callbacks run since the last batchEnd
 
 	// Records of ticks that a CatchUp took off the clock: written by
 	// CatchUp, taken by the driver (see takeCatchUps). Apart from the hot
@@ -557,7 +557,7 @@ func (w *Wheel) run() {
 		if w.inboxBusy() {
 			continue
 		}
-		w.woken = w.park.sleep(wakeAt, w.sinceStart, w.precise)
+		w.park.sleep(wakeAt, w.sinceStart, w.precise)
 	}
 }
 
@@ -567,10 +567,12 @@ func (w *Wheel) run() {
 // (math.MaxInt64: only when told to).
 func (w *Wheel) step(now int64) int64 {
 	nowTick := uint64(now / w.tickNanos)
-	if w.woken {
+	if w.leftStale && w.clock.Load()&clockStale == 0 {
+		// A resetter (or Now) found the clock stale and refreshed it:
+		// the coarse clock is being read, so keep it fresh.
 		w.lastActive = nowTick
-		w.woken = false
 	}
+	w.leftStale = false
 	w.stepExtra, w.stepHelped = 0, 0
 	w.publish(now)
 	w.takeCatchUps()
@@ -614,6 +616,7 @@ func (w *Wheel) step(now int64) int64 {
 	} else {
 		w.helpedRun, w.nap = 0, 1
 		w.markStale()
+		w.leftStale = true
 	}
 	// A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is
 	// for a timer, sleep the last preciseLead before it in futex, which
@@ -752,7 +755,7 @@ func (w *Wheel) visibleUntil(t uint64, now int64) {
 // timer in state s may fire.
 func (w *Wheel) fireAt(s uint64) int64 {
 	at := w.tickTime(s>>whenShift) + w.slackNanos
-	if len(w.hiccups) == 0 && len(w.held) == 0 {
+	if s&stateExact != 0 || len(w.hiccups) == 0 && len(w.held) == 0 {
 		return at
 	}
 	now := w.clock.Load() >> clockShift
@@ -768,7 +771,8 @@ func (w *Wheel) fireAt(s uint64) int64 {
 }
 
 // drain empties the inbox, filing, moving or dropping each timer on it, and
-// returns how many it took.
+// returns how many of them were armed from the coarse clock: a sign that it
+// is being read.
 func (w *Wheel) drain(now int64) int {
 	n := 0
 	for i := range w.inbox {
@@ -776,12 +780,13 @@ func (w *Wheel) drain(now int64) int {
 		for t != nil {
 			next := t.qnext
 			t.qnext = nil
-			t.state.And(^uint64(stateQueued))
+			if s := t.state.And(^uint64(stateQueued)); s&(statePending|stateExact) == statePending {
+				n++
+			}
 			if t.next != nil {
 				w.unlink(t)
 			}
 			w.handle(t, now)
-			n++
 			t = next
 		}
 	}

@@ -309,6 +309,15 @@ func TestTimer_ResetFrom(t *testing.T) {
 	tm.ResetFrom(time.Hour, time.Millisecond)
 	clk.Advance(time.Millisecond)
 	assert.Equal(t, 17*time.Millisecond, fired[len(fired)-1])
+	// An exact instant (from Elapsed): the first tick at or after from+d.
+	clk.Advance(300 * time.Microsecond) // 17.3 ms
+	exact := w.Elapsed()
+	clk.Advance(2 * time.Millisecond) // 19.3 ms
+	tm.ResetFrom(exact, 3*time.Millisecond)
+	clk.Advance(time.Millisecond) // 20.3 ms
+	assert.Len(t, fired, 3)
+	clk.Advance(time.Millisecond) // 21.3 ms: past 20.3 ms, at the tick boundary 21 ms
+	assert.Equal(t, 21*time.Millisecond, fired[len(fired)-1])
 }
 
 func TestWheel_Elapsed(t *testing.T) {
