@@ -29,7 +29,7 @@ var (
 // was stale (the wheel's goroutine scheduled late); it normally fires within
 // a tick or two after that, plus the wheel's scheduling delay (exactly on
 // time with a wheel.ManualClock and whole-tick durations). A deadline beyond
-// the wheel's range (Wheel.MaxDuration after it started: 139 years at the
+// the wheel's range (Wheel.MaxDuration after it started: 69 years at the
 // default tick) is never enforced. A Config is a plain value: copy it
 // freely; New keeps its own copy.
 type Config struct {

@@ -32,6 +32,14 @@ func TestTracker_NeverEarlyUnderHiccups(t *testing.T) {
 		spin    = 25 * time.Millisecond
 		rounds  = 3
 	)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	w := wheel.New(wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	// The exact variants: an event loop that reads the wheel's exact clock
+	// and passes it on; the coarse clock plays no part.
+	exact := func(f func(*idle.Tracker, time.Duration)) func(*idle.Tracker) {
+		return func(tr *idle.Tracker) { f(tr, w.Elapsed()) }
+	}
 	tests := []struct {
 		name string
 		cfg  idle.Config
@@ -55,14 +63,21 @@ func TestTracker_NeverEarlyUnderHiccups(t *testing.T) {
 		{name: "write stall", cfg: idle.Config{WriteStallTimeout: timeout},
 			event: func(tr *idle.Tracker) { tr.Drained(); tr.Written() },
 			want:  idle.ReasonWriteStall, closeAfter: timeout},
+		{name: "idle, exact", cfg: idle.Config{IdleTimeout: timeout},
+			event: exact((*idle.Tracker).ReceivedAt), want: idle.ReasonIdle, closeAfter: timeout},
+		{name: "dead peer, exact", cfg: idle.Config{ReadSilenceTimeout: timeout},
+			event: exact((*idle.Tracker).BytesInAt), want: idle.ReasonDeadPeer, closeAfter: timeout},
+		{name: "frame, exact", cfg: idle.Config{FrameTimeout: timeout},
+			event: exact(func(tr *idle.Tracker, now time.Duration) { tr.FrameEnd(); tr.FrameStartAt(now) }),
+			want:  idle.ReasonFrameDeadline, closeAfter: timeout},
+		{name: "write stall, exact", cfg: idle.Config{WriteStallTimeout: timeout},
+			event: exact(func(tr *idle.Tracker, now time.Duration) { tr.Drained(); tr.WrittenAt(now) }),
+			want:  idle.ReasonWriteStall, closeAfter: timeout},
 		{name: "handshake", cfg: idle.Config{HandshakeTimeout: timeout},
 			want: idle.ReasonHandshake, closeAfter: timeout},
 		{name: "max age", cfg: idle.Config{MaxAge: timeout},
 			want: idle.ReasonMaxAge, closeAfter: timeout},
 	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	w := wheel.New(wheel.WithTick(time.Millisecond))
-	defer w.Stop()
 	type hook struct {
 		what string
 		at   time.Time

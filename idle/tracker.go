@@ -35,6 +35,15 @@ type Hooks struct {
 // lock-free, read only the wheel's coarse clock and cost a few nanoseconds;
 // within one tick most are a clock load, a load and a compare.
 //
+// Each method that reads the clock has a variant that takes the time
+// instead (NewAt, ActivityAt, BytesInAt, ReceivedAt, FrameStartAt,
+// WrittenAt), for callers that already know it: a value from the wheel's
+// Now, or an exact one from its Elapsed. An event loop that reads Elapsed
+// once per event and passes it on gets deadlines that run from the exact
+// instant of each event, and spares the wheel keeping its coarse clock
+// fresh for it (see wheel.Timer.ResetFrom). The times passed for one
+// Tracker must not run backwards.
+//
 // Timers: one policy timer carries the idle, read-silence, keepalive,
 // handshake and max-age timeouts; it is armed only by New and by its own
 // callback, so that per-packet calls only store a time stamp and never touch
@@ -123,6 +132,15 @@ func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 	if w == nil {
 		panic("idle: New with nil wheel")
 	}
+	return NewAt(w, w.Now(), cfg, hooks)
+}
+
+// NewAt is New for a connection that opened at now, a value from the
+// wheel's Now or Elapsed (see Tracker).
+func NewAt(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) (*Tracker, error) {
+	if w == nil {
+		panic("idle: New with nil wheel")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -130,7 +148,7 @@ func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 		return nil, err
 	}
 	t := new(Tracker)
-	t.start(w, &cfg, hooks)
+	t.start(w, &cfg, hooks, int64(now))
 	return t, nil
 }
 
@@ -145,7 +163,7 @@ func (h *Hooks) check(cfg *Config) error {
 }
 
 // start initializes t from a validated cfg and arms the policy timer.
-func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks) {
+func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 	t.w = w
 	// A deadline beyond the wheel's range is never reached; the wheel would
 	// clamp its arming, whose firing would then prove nothing.
@@ -162,7 +180,6 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks) {
 	t.kaWait = int64(cfg.KeepaliveTimeout)
 	t.grace = int64(cfg.MaxAgeGrace)
 	t.hooks = hooks
-	now := int64(w.Now())
 	t.opened = now
 	t.lastAct.Store(now)
 	t.lastIn.Store(now)
@@ -199,10 +216,12 @@ func jitter(src func(int64) int64, n int64) int64 {
 // Call it for whatever counts as use of the connection (a request, a
 // response, a stream message), not for keepalive answers. O(1), no
 // allocation, no lock; may be called from any goroutine.
-func (t *Tracker) Activity() {
-	now := int64(t.w.Now())
-	if t.lastAct.Load() != now {
-		t.lastAct.Store(now)
+func (t *Tracker) Activity() { t.ActivityAt(t.w.Now()) }
+
+// ActivityAt is Activity at now, a value from the wheel's Now or Elapsed.
+func (t *Tracker) ActivityAt(now time.Duration) {
+	if t.lastAct.Load() != int64(now) {
+		t.lastAct.Store(int64(now))
 	}
 }
 
@@ -210,22 +229,26 @@ func (t *Tracker) Activity() {
 // read-silence timeout, answers outstanding keepalive probes and postpones
 // the next one. It does not count as activity (see Received). O(1), no
 // allocation, no lock; may be called from any goroutine.
-func (t *Tracker) BytesIn() {
-	now := int64(t.w.Now())
-	if t.lastIn.Load() != now {
-		t.lastIn.Store(now)
+func (t *Tracker) BytesIn() { t.BytesInAt(t.w.Now()) }
+
+// BytesInAt is BytesIn at now, a value from the wheel's Now or Elapsed.
+func (t *Tracker) BytesInAt(now time.Duration) {
+	if t.lastIn.Load() != int64(now) {
+		t.lastIn.Store(int64(now))
 	}
 }
 
 // Received is BytesIn and Activity together, with one clock read: inbound
 // bytes that count as application activity. Same cost and rules.
-func (t *Tracker) Received() {
-	now := int64(t.w.Now())
-	if t.lastIn.Load() != now {
-		t.lastIn.Store(now)
+func (t *Tracker) Received() { t.ReceivedAt(t.w.Now()) }
+
+// ReceivedAt is Received at now, a value from the wheel's Now or Elapsed.
+func (t *Tracker) ReceivedAt(now time.Duration) {
+	if t.lastIn.Load() != int64(now) {
+		t.lastIn.Store(int64(now))
 	}
-	if t.lastAct.Load() != now {
-		t.lastAct.Store(now)
+	if t.lastAct.Load() != int64(now) {
+		t.lastAct.Store(int64(now))
 	}
 }
 
@@ -237,7 +260,15 @@ func (t *Tracker) Received() {
 // FrameTimeout. Call FrameStart and FrameEnd from one goroutine at a time
 // (the connection's reader).
 func (t *Tracker) FrameStart() {
-	t.begin(&t.frame, &t.frameTimer)
+	if t.frame.dur != 0 {
+		t.begin(&t.frame, &t.frameTimer, int64(t.w.Now()))
+	}
+}
+
+// FrameStartAt is FrameStart at now, a value from the wheel's Now or
+// Elapsed.
+func (t *Tracker) FrameStartAt(now time.Duration) {
+	t.begin(&t.frame, &t.frameTimer, int64(now))
 }
 
 // FrameEnd records that the frame in flight is complete, clearing its
@@ -263,7 +294,14 @@ func (t *Tracker) HandshakeDone() {
 // O(1), no allocation, no lock. Call Written and Drained from one goroutine
 // at a time (the connection's writer).
 func (t *Tracker) Written() {
-	t.begin(&t.write, &t.writeTimer)
+	if t.write.dur != 0 {
+		t.begin(&t.write, &t.writeTimer, int64(t.w.Now()))
+	}
+}
+
+// WrittenAt is Written at now, a value from the wheel's Now or Elapsed.
+func (t *Tracker) WrittenAt(now time.Duration) {
+	t.begin(&t.write, &t.writeTimer, int64(now))
 }
 
 // Drained records that all queued output has been written, clearing the
@@ -274,14 +312,15 @@ func (t *Tracker) Drained() {
 	}
 }
 
-// begin starts deadline d unless it is off or running, and arms its timer
-// if the timer is free. A timer that is not free is armed for an earlier
-// deadline (deadlines only grow), and its callback re-arms it for this one.
-func (t *Tracker) begin(d *deadline, tm *wheel.Timer) {
+// begin starts deadline d at now unless it is off or running, and arms its
+// timer if the timer is free. A timer that is not free is armed for an
+// earlier deadline (deadlines only grow), and its callback re-arms it for
+// this one.
+func (t *Tracker) begin(d *deadline, tm *wheel.Timer, now int64) {
 	if d.dur == 0 || d.at.Load() != 0 {
 		return
 	}
-	at := int64(t.w.Now()) + d.dur
+	at := now + d.dur
 	d.at.Store(at)
 	if d.armed.Load() == 0 && d.armed.CompareAndSwap(0, at) {
 		t.arm(tm, at-d.dur, d.dur)
@@ -475,7 +514,7 @@ func (t *Tracker) runPolicy(now int64) {
 		}
 	}
 	// A deadline beyond the wheel's range (MaxDuration after its start:
-	// 139 years at a 1 ms tick) is never reached: the wheel would clamp the
+	// 69 years at a 1 ms tick) is never reached: the wheel would clamp the
 	// arming, and its firing would prove nothing.
 	if t.state.Load() != stateOpen || next.at >= int64(t.w.MaxDuration()) {
 		return

@@ -392,7 +392,7 @@ func TestTracker_CloseOnce(t *testing.T) {
 	}
 }
 
-// TestTracker_BeyondWheelRange: on a 100µs wheel, whose range is about 13.9
+// TestTracker_BeyondWheelRange: on a 100µs wheel, whose range is about 7
 // years, deadlines of 20 years are never armed (the wheel would clamp them
 // to its range, and their firing would not mean that they had passed), and
 // nothing closes when the range is reached.
@@ -401,7 +401,7 @@ func TestTracker_BeyondWheelRange(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk), wheel.WithTick(wheel.MinTick))
 	defer w.Stop()
-	require.Less(t, w.MaxDuration(), 15*year)
+	require.Less(t, w.MaxDuration(), 8*year)
 	var got []idle.Reason
 	hooks := idle.Hooks{Close: func(r idle.Reason) { got = append(got, r) }}
 	far, err := idle.New(w, idle.Config{MaxAge: 20 * year, MaxAgeGrace: year, IdleTimeout: 19 * year,
@@ -410,7 +410,7 @@ func TestTracker_BeyondWheelRange(t *testing.T) {
 	far.FrameStart()
 	far.Written()
 	assert.Zero(t, w.Len(), "no timer armed beyond the wheel's range")
-	near, err := idle.New(w, idle.Config{IdleTimeout: 10 * year}, hooks)
+	near, err := idle.New(w, idle.Config{IdleTimeout: 5 * year}, hooks)
 	require.NoError(t, err)
 	clk.Advance(w.MaxDuration() + time.Second)
 	assert.Equal(t, []idle.Reason{idle.ReasonIdle}, got, "only the deadline within range is enforced")
@@ -575,4 +575,59 @@ func TestTracker_Due(t *testing.T) {
 		_, ok := h.tr.Due()
 		assert.False(t, ok, "a stopped tracker closed nothing")
 	})
+}
+
+// TestTracker_ExplicitTime checks the At variants: each deadline runs from
+// the time passed in, not from the clock's reading at the call, and fires at
+// the first tick at or after it.
+func TestTracker_ExplicitTime(t *testing.T) {
+	const us = time.Microsecond
+	cases := []struct {
+		name    string
+		cfg     idle.Config
+		openAt  time.Duration // NewAt's time
+		event   func(tr *idle.Tracker)
+		reason  idle.Reason
+		due     time.Duration
+		closeAt time.Duration // the tick the close comes at
+	}{
+		{name: "open", cfg: idle.Config{IdleTimeout: 10 * time.Millisecond}, openAt: 4700 * us,
+			event: func(*idle.Tracker) {}, reason: idle.ReasonIdle, due: 14700 * us, closeAt: 15 * time.Millisecond},
+		{name: "activity", cfg: idle.Config{IdleTimeout: 10 * time.Millisecond}, openAt: 4700 * us,
+			event:  func(tr *idle.Tracker) { tr.ActivityAt(5200 * us) },
+			reason: idle.ReasonIdle, due: 15200 * us, closeAt: 16 * time.Millisecond},
+		{name: "received", cfg: idle.Config{IdleTimeout: time.Hour, ReadSilenceTimeout: 3 * time.Millisecond}, openAt: 4700 * us,
+			event:  func(tr *idle.Tracker) { tr.ReceivedAt(5250 * us) },
+			reason: idle.ReasonDeadPeer, due: 8250 * us, closeAt: 9 * time.Millisecond},
+		{name: "bytes in", cfg: idle.Config{ReadSilenceTimeout: 3 * time.Millisecond}, openAt: 4700 * us,
+			event:  func(tr *idle.Tracker) { tr.BytesInAt(5100 * us) },
+			reason: idle.ReasonDeadPeer, due: 8100 * us, closeAt: 9 * time.Millisecond},
+		{name: "frame", cfg: idle.Config{FrameTimeout: 8 * time.Millisecond}, openAt: 4700 * us,
+			event:  func(tr *idle.Tracker) { tr.FrameStartAt(5100 * us) },
+			reason: idle.ReasonFrameDeadline, due: 13100 * us, closeAt: 14 * time.Millisecond},
+		{name: "write", cfg: idle.Config{WriteStallTimeout: 8 * time.Millisecond}, openAt: 4700 * us,
+			event:  func(tr *idle.Tracker) { tr.WrittenAt(5010 * us) },
+			reason: idle.ReasonWriteStall, due: 13010 * us, closeAt: 14 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := wheel.NewManualClock()
+			w := wheel.New(wheel.WithClock(clk))
+			defer w.Stop()
+			clk.Advance(5300 * us) // every time passed in lies before this
+			var got []string
+			tr, err := idle.NewAt(w, tc.openAt, tc.cfg, idle.Hooks{Close: func(r idle.Reason) {
+				got = append(got, fmt.Sprintf("%v at %v", r, clk.Now()))
+			}})
+			require.NoError(t, err)
+			tc.event(tr)
+			clk.Advance(tc.closeAt - time.Millisecond - clk.Now())
+			require.Empty(t, got, "nothing before the tick of the deadline")
+			clk.Advance(time.Millisecond)
+			assert.Equal(t, []string{fmt.Sprintf("%v at %v", tc.reason, tc.closeAt)}, got)
+			due, ok := tr.Due()
+			require.True(t, ok)
+			assert.Equal(t, tc.due, due)
+		})
+	}
 }

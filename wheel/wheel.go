@@ -49,7 +49,7 @@ func clockOf(t uint64) uint64 {
 	return t<<whenShift | (t&baseMask)<<baseShift
 }
 
-// Buckets: 7 levels of 64 slots cover the 42-bit deadline, then a list of
+// Buckets: 7 levels of 64 slots cover the 41-bit deadline, then a list of
 // timers due but held back (see fireAt).
 const (
 	slotBits      = 6
@@ -339,7 +339,7 @@ func (w *Wheel) Len() int {
 func (w *Wheel) Tick() time.Duration { return time.Duration(w.tickNanos) }
 
 // MaxDuration reports the longest duration Reset accepts before clamping
-// (2^42-2 ticks: about 139 years at the default 1ms tick, less the wheel's
+// (2^41-2 ticks: about 69 years at the default 1ms tick, less the wheel's
 // age; a wheel can run for that long).
 func (w *Wheel) MaxDuration() time.Duration { return w.maxDur }
 
