@@ -55,17 +55,22 @@ type entry struct {
 // loaded VM, half of a Sent+ack pair; see docs/perf.md);
 // the trade is a simple, obviously correct state machine instead of an
 // atomic hand-off between the loop and the wheel. The wheel itself stays
-// lock-free: the Tracker only calls Timer.Reset and Timer.Stop, under its
-// mutex, and no callback runs under it.
+// lock-free: the Tracker only calls Timer.ResetFrom and Timer.Stop, under
+// its mutex, and no callback runs under it.
 //
 // Costs. Sent, Acked, AckedAttempt and AckedThrough are O(1) amortized
 // (AckedThrough is linear in the messages it acknowledges) and allocate
 // nothing once the ring has grown to the connection's working window; the
 // ring starts at 8 entries and doubles up to Window.
 //
-// Timestamps. Every now is a reading of the wheel's clock (wheel.Now, or
-// ManualClock.Now in tests), non-decreasing across calls. The expiry reads
-// the wheel's clock itself.
+// Timestamps. Every now is a reading of the wheel's clock, non-decreasing
+// across calls: its coarse clock (wheel.Now), or its exact one
+// (wheel.Elapsed) for a caller that reads it anyway, such as an event loop
+// that reads it once per event. The retransmission timer is armed from that
+// now (wheel.Timer.ResetFrom): from an exact one it runs from the exact
+// instant, and the wheel need not keep its coarse clock fresh for it. The
+// expiry reads the exact clock itself (once per expiry), for the same
+// reason.
 //
 // Ownership: timer.Init and the configuration fields (w, h, cfg) are
 // written by Init and read-only after. Everything below mu is guarded by
@@ -192,7 +197,7 @@ func (t *Tracker) arm(nowNanos int64) {
 		return
 	}
 	t.armedGiveUp = false
-	t.timer.Reset(time.Duration(d))
+	t.timer.ResetFrom(time.Duration(nowNanos), time.Duration(d))
 }
 
 // Acked records a selective acknowledgement of seq at now and reports
@@ -315,7 +320,7 @@ func (t *Tracker) expire() {
 		t.mu.Unlock()
 		return
 	}
-	now := int64(t.w.Now())
+	now := int64(t.w.Elapsed())
 	seq := t.head
 	e := &t.ring[seq&uint64(len(t.ring)-1)]
 	var limit error
