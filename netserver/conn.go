@@ -114,7 +114,7 @@ func (c *Conn) Send(msg []byte) error {
 		return nil
 	}
 	seq := c.sendNext
-	if err := c.rtx.Sent(seq, c.s.wheel.Now()); err != nil {
+	if err := c.rtx.Sent(seq, l.clock()); err != nil {
 		return fmt.Errorf("netserver: send: %w", err)
 	}
 	c.sendNext++
@@ -224,7 +224,7 @@ func (c *Conn) flush() {
 	if c.s.stallTimeout > 0 {
 		if c.gc.OutboundBuffered() > 0 {
 			if !c.stall.Pending() {
-				c.stall.Reset(c.s.stallTimeout)
+				c.stall.ResetFrom(l.clock(), c.s.stallTimeout)
 			}
 		} else {
 			c.stall.Stop()

@@ -80,15 +80,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		counter("netwheel_expiries_total", "Timer expiries handed to event loops.", func() float64 { return float64(s.expiries.Load()) }),
 		counter("netwheel_keepalive_probes_total", "Keepalive PINGs sent.", func() float64 { return float64(s.probes.Load()) }),
 		counter("netwheel_retransmissions_total", "DATA frames retransmitted.", func() float64 { return float64(s.retransmits.Load()) }),
-		counter("netwheel_wheel_wakeups_total", "Times the timer wheel's goroutine woke: none while idle, one per tick while busy, fewer while the event loops keep its clock.",
+		counter("netwheel_wheel_wakeups_total", "Times the timer wheel's goroutine woke: none while idle, and otherwise only when a timer falls due (the event loops arm their timers from exact times, so the wheel keeps no clock for them).",
 			func() float64 {
 				if s.wheel == nil {
 					return 0
 				}
 				return float64(s.wheel.Wakeups())
 			}),
-		counter("netwheel_clock_catchups_total", "Ticks the event loops published on the wheel's coarse clock before the wheel's goroutine did (wheel.CatchUp).",
-			func() float64 { return float64(s.catchUps.Load()) }),
 		counter("netwheel_retransmit_giveups_total", "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())
 		}),

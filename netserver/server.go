@@ -68,7 +68,6 @@ type Server struct {
 	expiries    atomic.Int64
 	probes      atomic.Int64
 	retransmits atomic.Int64
-	catchUps    atomic.Int64 // ticks the loops published on the wheel's clock (wheel.CatchUp)
 
 	started      atomic.Bool
 	loopCount    atomic.Int32 // event loops, set by Start
@@ -91,9 +90,9 @@ type loop struct {
 	run       gnet.RunnableFunc
 
 	out     []byte
-	owner   *Conn  // the connection out holds output for
-	inEvent *Conn  // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
-	events  uint32 // OnOpen and OnTraffic calls, to call wheel.CatchUp every catchUpEvery of them
+	owner   *Conn         // the connection out holds output for
+	inEvent *Conn         // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
+	now     time.Duration // the wheel's exact clock at the start of the running event; see clock
 	conns   map[*Conn]struct{}
 	free    [][]byte
 }
@@ -313,7 +312,6 @@ type Stats struct {
 	Probes        int64            // keepalive probes sent
 	Retransmits   int64            // DATA frames retransmitted
 	GiveUps       int64            // connections closed by retransmission give-up
-	CatchUps      int64            // ticks the event loops published on the wheel's clock before its goroutine did
 }
 
 // Stats returns a snapshot of the server's counters. Any goroutine.
@@ -326,7 +324,6 @@ func (s *Server) Stats() Stats {
 		Probes:      s.probes.Load(),
 		Retransmits: s.retransmits.Load(),
 		GiveUps:     s.closed[ReasonGiveUp].Load(),
-		CatchUps:    s.catchUps.Load(),
 	}
 	if s.wheel != nil {
 		st.TimersPending = s.wheel.Len()
@@ -488,7 +485,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := e.s
 	s.accepted.Add(1)
 	l := s.loopFor(gc.EventLoop())
-	l.event()
+	now := l.event()
 	c := &Conn{gc: gc, l: l, s: s, recvNext: 1, sendNext: 1}
 	gc.SetContext(c)
 	// Reserve a place first, so event loops opening connections at the same
@@ -513,7 +510,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 
-	tr, err := idle.New(s.wheel, s.idleCfg, idle.Hooks{
+	tr, err := idle.NewAt(s.wheel, now, s.idleCfg, idle.Hooks{
 		Close: func(r idle.Reason) { c.postClose(fromIdle(r)) },
 		Probe: func() { c.post(evProbe) },
 		Drain: func() { c.post(evDrain) },
@@ -558,25 +555,28 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
-// catchUpEvery is how many OnOpen and OnTraffic calls a loop makes between two
-// wheel.CatchUp calls. A loop is busiest exactly when the wheel's goroutine
-// is starved of CPU (a burst on a saturated machine), and then the tick on
-// the coarse clock stays for many milliseconds: every packet stamped
-// meanwhile gets the same deadline, held back by the whole delay. Catching
-// up every 8 packets bounds that by the time 8 packets take, for one clock
-// read (about 80 ns here) per 8 packets. Where the loops keep the clock
-// within a tick for long enough, the wheel's goroutine also naps, up to 8
-// ticks between wake-ups instead of one (each wake-up costs the process tens
-// of µs); at 20 000 packets a second on one loop that happens only now and
-// then (docs/perf.md).
-const catchUpEvery = 8
+// event starts an OnOpen or OnTraffic call of the loop: it reads the wheel's
+// exact clock, once, for everything the event stamps or arms (see clock),
+// and returns it.
+func (l *loop) event() time.Duration {
+	l.now = l.s.wheel.Elapsed()
+	return l.now
+}
 
-// event counts an OnOpen or OnTraffic call of the loop, and calls
-// wheel.CatchUp every catchUpEvery of them.
-func (l *loop) event() {
-	if l.events++; l.events%catchUpEvery == 0 && l.s.wheel.CatchUp() {
-		l.s.catchUps.Add(1)
+// clock returns the time to stamp events and arm timers with, on the loop:
+// inside an OnOpen or OnTraffic call, the exact time read at its start;
+// outside one (a task the wheel handed over), the exact time now. The loops
+// never read the wheel's coarse clock, so the wheel need not keep it fresh
+// for them, and wakes only when a timer falls due instead of every tick
+// (each wake-up costs the process tens of µs of scheduling; docs/perf.md).
+// One clock read per event costs about 60 ns here. Timers armed from it run
+// from the exact instant, with no hold-back when the wheel's goroutine is
+// late (docs/design.md).
+func (l *loop) clock() time.Duration {
+	if l.inEvent != nil {
+		return l.now
 	}
+	return l.s.wheel.Elapsed()
 }
 
 func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
@@ -618,7 +618,7 @@ func (c *Conn) onRaw() {
 	if len(buf) == 0 {
 		return
 	}
-	c.idle.Received()
+	c.idle.ReceivedAt(c.l.clock())
 	if !c.handshook {
 		c.handshook = true
 		c.idle.HandshakeDone()
@@ -633,7 +633,8 @@ func (c *Conn) onFramed() {
 	if len(buf) == 0 {
 		return
 	}
-	c.idle.BytesIn()
+	now := c.l.clock()
+	c.idle.BytesInAt(now)
 	used := 0
 	acked := false
 	needAck := false
@@ -642,7 +643,7 @@ func (c *Conn) onFramed() {
 		if errors.Is(err, frame.ErrShort) {
 			if used < len(buf) && !c.inFrame {
 				c.inFrame = true
-				c.idle.FrameStart()
+				c.idle.FrameStartAt(now)
 			}
 			break
 		}
@@ -668,7 +669,7 @@ func (c *Conn) onFramed() {
 			switch {
 			case f.Seq == c.recvNext:
 				c.recvNext++
-				c.idle.Activity()
+				c.idle.ActivityAt(now)
 				needAck = true
 				s.h.OnMessage(c, f.Payload)
 			case f.Seq < c.recvNext:
@@ -682,7 +683,7 @@ func (c *Conn) onFramed() {
 				break
 			}
 			if f.Seq > c.ackedTo {
-				c.rtx.AckedThrough(f.Seq, s.wheel.Now())
+				c.rtx.AckedThrough(f.Seq, now)
 				for c.ackedTo < f.Seq {
 					c.l.release(c.unacked[0])
 					c.unacked[0] = nil

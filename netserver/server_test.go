@@ -177,10 +177,6 @@ func TestRaw_EchoAndIdleReap(t *testing.T) {
 	assert.Equal(t, 1.0, m["netwheel_timeout_close_delay_seconds_count"])
 	assert.GreaterOrEqual(t, m["netwheel_timeout_close_delay_seconds_sum"], 0.0)
 	assert.Less(t, m["netwheel_timeout_close_delay_seconds_sum"], (2*time.Millisecond + 100*time.Millisecond).Seconds())
-	// Catch-ups happen only when the wheel runs late; the counter is
-	// exported either way, and agrees with Stats.
-	require.Contains(t, m, "netwheel_clock_catchups_total")
-	assert.Equal(t, float64(s.Stats().CatchUps), m["netwheel_clock_catchups_total"])
 	// The wheel woke at least to fire the idle timer.
 	assert.Positive(t, m["netwheel_wheel_wakeups_total"])
 }
