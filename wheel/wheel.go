@@ -367,16 +367,20 @@ func (w *Wheel) Now() time.Duration {
 // a measure of what the wheel costs the process while it runs (each
 // wake-up costs a few to tens of µs of scheduling). An idle wheel does not
 // wake, except for its occupied slots (and 2 ms before a timer falls due,
-// to sleep the rest precisely); a busy one wakes once per tick, or every 2
-// to 8 ticks while CatchUp keeps its clock. It costs one atomic load; any
+// to sleep the rest precisely); one whose coarse clock is being read wakes
+// once per tick, or every 2 to 8 ticks while CatchUp keeps it (timers armed
+// from exact instants, see ResetFrom, read no clock and need no such
+// wake-ups). It costs one atomic load; any
 // goroutine may call it. A manual wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
 // Elapsed reports the exact time since the wheel started, on the clock that
 // Now rounds down to the tick: the monotonic clock, or the ManualClock. Unlike
-// Now it reads the system clock on every call, so it is for measurements (how
-// long after a deadline something happened), not for per-packet paths. It
-// allocates nothing; any goroutine may call it.
+// Now it reads the system clock on every call (about 60 ns here), so it is
+// for measurements (how long after a deadline something happened) and for
+// callers that read it once per event and pass it to ResetFrom and the
+// policies' explicit-time calls, not for every reset. It allocates nothing;
+// any goroutine may call it.
 func (w *Wheel) Elapsed() time.Duration {
 	if m := w.manual; m != nil {
 		return time.Duration(m.now.Load())
@@ -394,7 +398,9 @@ func (w *Wheel) Elapsed() time.Duration {
 // but it makes them late, and it gives every timer armed meanwhile the same
 // deadline. A goroutine that resets many timers, and so runs exactly when
 // the wheel's goroutine is starved, can bound both by calling CatchUp every so
-// many events (netserver's event loops do it every 8 packets). While such
+// many events (every 8, say). A goroutine that reads the clock on every
+// event anyway can do better: arm from the exact time with ResetFrom, which
+// needs neither the coarse clock nor hold-backs. While such
 // calls keep the clock within a tick of the truth, the wheel's goroutine
 // wakes less often to do it itself (every 2, 4, then 8 ticks), which saves
 // the process most of its wake-ups under steady traffic. CatchUp does
