@@ -159,6 +159,50 @@ func BenchmarkTimer_Reset(b *testing.B) {
 	}
 }
 
+// BenchmarkTimer_ResetFrom measures the two ways a policy arms a timer from
+// a time it was given: from=now passes a stamp from the wheel's coarse
+// clock (Now, read for every reset here), from=exact an exact instant such
+// as an event loop reads from Elapsed once per event (advanced by 101 ns per
+// reset, so the deadline moves on as it would under traffic). Same access
+// patterns as BenchmarkTimer_Reset.
+func BenchmarkTimer_ResetFrom(b *testing.B) {
+	for _, from := range []string{"now", "exact"} {
+		for _, access := range []string{"hot", "random"} {
+			b.Run("from="+from+"/access="+access, func(b *testing.B) {
+				for _, n := range benchSizes {
+					b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) {
+						s := newBenchTimers(b, "wheel", n)
+						b.ReportAllocs()
+						ts, w := s.wt, s.w
+						// hot: indexes 0-7 in turn; random: the preloaded sequence.
+						seq := s.seq
+						if access == "hot" {
+							seq = make([]uint32, benchSeqLen)
+							for j := range seq {
+								seq[j] = uint32(j % benchHot)
+							}
+						}
+						i := 0
+						if from == "now" {
+							for b.Loop() {
+								ts[seq[i&(benchSeqLen-1)]].ResetFrom(w.Now(), benchLong)
+								i++
+							}
+							return
+						}
+						now := w.Elapsed()
+						for b.Loop() {
+							ts[seq[i&(benchSeqLen-1)]].ResetFrom(now, benchLong)
+							now += 101
+							i++
+						}
+					})
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkTimer_ResetParallel is BenchmarkTimer_Reset from GOMAXPROCS
 // goroutines at once, each re-arming timers of its own contiguous share of
 // the preloaded set (no two goroutines touch the same timer, as with

@@ -305,6 +305,44 @@ func TestSimulated_ExactNotHeldBack(t *testing.T) {
 	assert.Equal(t, 8*ms+ms/2, coarseAt, "armed at 6.5 ms for 2 ms, and no earlier")
 }
 
+// TestSimulated_ExactFiresAtItsTick checks that a timer armed from an exact
+// instant fires at the first tick at or after its deadline, where one armed
+// from the coarse clock waits a quarter tick more (a reader of tick T only
+// knows that the time is below T+1 plus that slack), and that the driver
+// sleeps until exactly then.
+func TestSimulated_ExactFiresAtItsTick(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	now := 2 * int64(time.Second) // past the first second's activity
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
+	defer w.Stop()
+	w.Step()
+	var exactAt, exact2At, coarseAt int64
+	var exact, exact2 wheel.Timer
+	exact.Init(w, func() { exactAt = now })
+	exact2.Init(w, func() { exact2At = now })
+	exact.ResetFrom(time.Duration(now+3*ms/10), 3*time.Millisecond) // 2003.3 ms: tick 2004
+	// Nothing reads the clock: the driver sleeps until the exact timer's
+	// tick (in two parts where it sleeps the last bit precisely).
+	for exactAt == 0 && now < 2010*ms {
+		if wake := w.Step(); exactAt == 0 {
+			now = wake
+		}
+	}
+	require.Equal(t, 2004*ms, exactAt, "an exact timer fires at its tick")
+	require.True(t, w.Stale())
+
+	// A coarse reader (the clock is stale: it reads 2004.3 ms, publishes
+	// tick 2004 and makes the wheel keep its clock) and an exact timer.
+	now += 3 * ms / 10
+	w.AfterFunc(2*time.Millisecond, func() { coarseAt = now })  // tick 2004 read: tick 2007
+	exact2.ResetFrom(time.Duration(now), 1700*time.Microsecond) // 2006.0 ms: tick 2006
+	for coarseAt == 0 && now < 2010*ms {
+		now = max(now, w.Step())
+	}
+	assert.Equal(t, 2006*ms, exact2At, "an exact timer fires at its tick")
+	assert.Equal(t, 2007*ms+ms/4, coarseAt, "a coarse one a quarter tick after its tick")
+}
+
 // TestSimulated_ExactArmingsLetClockGoStale checks that timers armed from
 // exact instants do not make the wheel keep its coarse clock (they read
 // none), while a reader that finds the clock stale does.

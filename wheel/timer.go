@@ -1,7 +1,6 @@
 package wheel
 
 import (
-	"math"
 	"sync/atomic"
 	"time"
 )
@@ -171,7 +170,7 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	case from > 0 && int64(from)%w.tickNanos != 0:
 		// Exact: the first tick at or after from+d. No base: nothing
 		// stale was read, so nothing is held back.
-		end := satAddNanos(int64(from), int64(min(max(d, 0), w.maxDur)))
+		end := satAdd(int64(from), int64(min(max(d, 0), w.maxDur)))
 		return t.arm(w.ticksCeil(time.Duration(end), 0), stateExact)
 	}
 	now := c >> clockShift
@@ -223,14 +222,6 @@ func (w *Wheel) manualWhen(fromNanos int64, d time.Duration) uint64 {
 		when = now + 1
 	}
 	return min(when, maxWhen)
-}
-
-// satAddNanos returns a+b for b >= 0, saturating at math.MaxInt64.
-func satAddNanos(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return math.MaxInt64
 }
 
 // baseTag returns the state bits that record coarse tick base.

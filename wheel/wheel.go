@@ -103,6 +103,7 @@ type Wheel struct {
 	npending    int64           // the driver's count of pending timers, published in count
 	heads       [numSlots]Timer // list sentinels: w is nil, state holds the index
 	occupied    [numLevels]uint64
+	coarse      [numLevels]uint64 // occupied slots that may hold a coarse timer; see slotAt
 	hiccups     []hiccup
 	held        []uint64 // ticks whose end of visibility a CatchUp is still recording
 	lastActive  uint64   // tick of the last sign that timers are being reset
@@ -531,7 +532,7 @@ func (w *Wheel) push(t *Timer, when uint64) {
 	if when != 0 {
 		// Pairs with the driver storing sleepUntil before it checks the
 		// inbox: one of the two sees the other.
-		if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when)+w.slackNanos < until {
+		if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when) < until {
 			w.wake()
 		}
 	}
@@ -585,15 +586,13 @@ func (w *Wheel) step(now int64) int64 {
 	if w.drain(now) > 0 {
 		w.lastActive = nowTick
 	}
-	if target := now - w.slackNanos; target >= 0 {
-		w.advance(uint64(target/w.tickNanos), now)
-	}
+	w.advance(now)
 	w.drain(now)
 	w.endBatch()
 
 	fireAt := int64(math.MaxInt64) // when the next timer may fall due
-	if e, _, ok := w.nextEvent(); ok {
-		fireAt = w.tickTime(e) + w.slackNanos
+	if e, idx, ok := w.nextEvent(); ok {
+		fireAt = w.slotAt(e, idx)
 	}
 	if at, ok := w.deferredMin(); ok && at < fireAt {
 		fireAt = at
@@ -758,10 +757,15 @@ func (w *Wheel) visibleUntil(t uint64, now int64) {
 }
 
 // fireAt returns the earliest time, in nanoseconds since start, at which a
-// timer in state s may fire.
+// timer in state s may fire: its tick, for a timer armed from an exact
+// instant (the tick is at or after the deadline); its tick plus the slack
+// and any hold-back, for one armed from the coarse clock.
 func (w *Wheel) fireAt(s uint64) int64 {
-	at := w.tickTime(s>>whenShift) + w.slackNanos
-	if s&stateExact != 0 || len(w.hiccups) == 0 && len(w.held) == 0 {
+	if s&stateExact != 0 {
+		return w.tickTime(s >> whenShift)
+	}
+	at := satAdd(w.tickTime(s>>whenShift), w.slackNanos)
+	if len(w.hiccups) == 0 && len(w.held) == 0 {
 		return at
 	}
 	now := w.clock.Load() >> clockShift
@@ -799,20 +803,46 @@ func (w *Wheel) drain(now int64) int {
 	return n
 }
 
-// advance processes every slot whose tick is at most target.
-func (w *Wheel) advance(target uint64, now int64) {
+// advance processes every slot that is due at now (see slotAt), then moves
+// cur to the last tick whose every timer may fire.
+func (w *Wheel) advance(now int64) {
 	w.retryDue(now)
 	for {
 		e, idx, ok := w.nextEvent()
-		if !ok || e > target {
+		if !ok || w.slotAt(e, idx) > now {
 			break
 		}
 		w.cur = e
 		w.expire(idx, now)
 	}
-	if target > w.cur {
-		w.cur = target
+	// Every slot left is due after now, so its tick lies beyond this one:
+	// a coarse slot at tick e is due at e*tick + slack, an exact one at
+	// e*tick.
+	if now >= w.slackNanos {
+		if target := uint64((now - w.slackNanos) / w.tickNanos); target > w.cur {
+			w.cur = target
+		}
 	}
+}
+
+// slotAt returns when the slot idx at tick e may be processed: at the tick
+// if it holds only timers armed from exact instants (their ticks are at or
+// after their deadlines), else a quarter tick later, when the coarse ones
+// armed for that tick may fire (less any hold-back, which handle applies).
+func (w *Wheel) slotAt(e uint64, idx int) int64 {
+	at := w.tickTime(e)
+	if w.coarse[idx/slotsPerLevel]&(1<<(idx%slotsPerLevel)) != 0 {
+		at = satAdd(at, w.slackNanos)
+	}
+	return at
+}
+
+// satAdd returns a+b for b >= 0, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // nextEvent returns the tick of the first occupied slot after cur and its
@@ -836,6 +866,7 @@ func (w *Wheel) nextEvent() (uint64, int, bool) {
 func (w *Wheel) expire(idx int, now int64) {
 	if idx < slotDue {
 		w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
+		w.coarse[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
 	}
 	h := &w.heads[idx]
 	t := h.next
@@ -887,11 +918,11 @@ func (w *Wheel) handle(t *Timer, now int64) {
 		}
 		when := s >> whenShift
 		if when > w.cur {
-			w.link(t, w.slotFor(when))
+			w.link(t, w.slotFor(when), s)
 			return
 		}
 		if w.manual == nil && w.fireAt(s) > now {
-			w.link(t, slotDue)
+			w.link(t, slotDue, s)
 			return
 		}
 		if t.state.CompareAndSwap(s, s&^(statePending|stateFiled|stateCounted)) {
@@ -919,7 +950,8 @@ func (w *Wheel) slotFor(when uint64) int {
 	return l*slotsPerLevel + int(when>>(uint(l)*slotBits))&(slotsPerLevel-1)
 }
 
-func (w *Wheel) link(t *Timer, idx int) {
+// link files t, in state s, in slot idx.
+func (w *Wheel) link(t *Timer, idx int, s uint64) {
 	h := &w.heads[idx]
 	t.prev = h
 	t.next = h.next
@@ -927,6 +959,9 @@ func (w *Wheel) link(t *Timer, idx int) {
 	h.next = t
 	if idx < slotDue {
 		w.occupied[idx/slotsPerLevel] |= 1 << (idx % slotsPerLevel)
+		if s&stateExact == 0 {
+			w.coarse[idx/slotsPerLevel] |= 1 << (idx % slotsPerLevel)
+		}
 	}
 }
 
@@ -938,6 +973,7 @@ func (w *Wheel) unlink(t *Timer) {
 	if p == n && p.w == nil { // only the sentinel is left: the slot is empty
 		if idx := int(p.state.Load()); idx < slotDue {
 			w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
+			w.coarse[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
 		}
 	}
 }
