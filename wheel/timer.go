@@ -149,8 +149,9 @@ func (t *Timer) reset(d time.Duration) bool {
 // must not lie in the future; it is clamped to the present.
 //
 // Any other value is taken as exact, as Elapsed returns it: the callback
-// never runs before from+d, with no hold-back, since no stale clock was
-// read. Event loops that read the monotonic clock anyway (once per event,
+// never runs before from+d, and normally runs at the first tick at or after
+// it, with neither a hold-back nor the quarter tick of slack a coarse
+// reading needs, since no stale clock was read. Event loops that read the monotonic clock anyway (once per event,
 // as netserver does) arm their timers this way, and the wheel need not
 // keep its coarse clock fresh for them: it does not wake every tick while
 // only such timers are reset. An Elapsed value that happens to be a
