@@ -163,12 +163,13 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
 	}
 	c := w.clock.Load()
+	fromTick, rem := w.divTick(uint64(max(from, 0)))
 	switch {
 	case c&clockStopped != 0:
 		return false
 	case w.manual != nil:
 		return t.arm(w.manualWhen(min(int64(max(from, 0)), w.manual.now.Load()), d), 0)
-	case from > 0 && int64(from)%w.tickNanos != 0:
+	case rem != 0:
 		// Exact: the first tick at or after from+d. No base: nothing
 		// stale was read, so nothing is held back.
 		end := satAdd(int64(from), int64(min(max(d, 0), w.maxDur)))
@@ -181,7 +182,7 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 			return false
 		}
 	}
-	base := min(uint64(max(from, 0))/uint64(w.tickNanos), now)
+	base := min(fromTick, now)
 	return t.arm(base+1+w.ticksCeil(d, base), baseTag(base))
 }
 

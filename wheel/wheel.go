@@ -494,17 +494,24 @@ func (w *Wheel) ticksCeil(d time.Duration, now uint64) uint64 {
 	if d >= w.maxDur {
 		return lim
 	}
-	tick := uint64(w.tickNanos)
-	q, _ := bits.Mul64(uint64(d), w.magic) // floor(d/tick) or one less
-	r := uint64(d) - q*tick
-	if r >= tick {
-		q++
-		r -= tick
-	}
+	q, r := w.divTick(uint64(d))
 	if r != 0 {
 		q++
 	}
 	return min(q, lim)
+}
+
+// divTick returns x/tick and x%tick, with a multiplication by the
+// precomputed reciprocal instead of a division.
+func (w *Wheel) divTick(x uint64) (q, r uint64) {
+	tick := uint64(w.tickNanos)
+	q, _ = bits.Mul64(x, w.magic) // floor(x/tick) or one less
+	r = x - q*tick
+	if r >= tick {
+		q++
+		r -= tick
+	}
+	return q, r
 }
 
 // tickTime returns the time of tick t, in nanoseconds since start, saturating.
