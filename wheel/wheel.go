@@ -5,9 +5,11 @@
 // A Reset costs a few nanoseconds, allocates nothing, takes no lock and reads
 // no system clock: it reads the wheel's coarse clock (the current tick),
 // which the wheel's goroutine keeps fresh while timers are being reset. A
-// timer never fires before its duration has passed, fires normally within a
-// tick and a little after it, and a wheel with nothing due sleeps until its
-// next occupied slot instead of ticking.
+// caller that reads the clock anyway (an event loop, once per event) can
+// instead arm from that exact time with ResetFrom, and then the wheel keeps
+// no clock for it. A timer never fires before its duration has passed,
+// fires normally within a tick and a little after it, and a wheel with
+// nothing due sleeps until its next occupied slot instead of ticking.
 //
 // Callbacks run one at a time on the wheel's goroutine and must not block:
 // hand slow work to another goroutine, or install an executor with
