@@ -394,8 +394,7 @@ func BenchmarkWheel_CatchUp(b *testing.B) {
 func BenchmarkWheel_LatePublish(b *testing.B) {
 	const tick = int64(time.Millisecond)
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(b, &now)
 	tm := w.AfterFunc(time.Hour, func() {})
 	step := func() {
 		tm.Stop() // traffic on the inbox keeps the clock fresh

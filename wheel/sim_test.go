@@ -176,6 +176,14 @@ func simulate(t *testing.T, sc simCase) simResult {
 	return res
 }
 
+// newSim returns a simulated 1 ms wheel that reads the time from *now, and
+// stops it when the test ends.
+func newSim(tb testing.TB, now *int64) *wheel.Wheel {
+	w := wheel.NewSimulated(func() int64 { return *now }, wheel.WithTick(time.Millisecond))
+	tb.Cleanup(w.Stop)
+	return w
+}
+
 // TestSimulated_NeverEarly checks the promise that survives a late driver: a
 // timer never fires before its duration, however stale the tick it read.
 func TestSimulated_NeverEarly(t *testing.T) {
@@ -234,8 +242,7 @@ func TestSimulated_OnTimeLateness(t *testing.T) {
 // its full duration.
 func TestSimulated_StaleClockAfterSleep(t *testing.T) {
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	var at int64 = -1
 	tm := w.AfterFunc(time.Hour, func() {})
 	tm.Stop()
@@ -266,8 +273,7 @@ func TestSimulated_StaleClockAfterSleep(t *testing.T) {
 // driver that wakes late records the late tick, and forgets it eventually.
 func TestSimulated_HiccupRecorded(t *testing.T) {
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	w.AfterFunc(time.Hour, func() {})
 	w.Step()
 	require.Zero(t, w.Hiccups())
@@ -282,8 +288,7 @@ func TestSimulated_HiccupRecorded(t *testing.T) {
 func TestSimulated_ExactNotHeldBack(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	w.Step() // tick 0 on the clock
 	var coarseAt, exactAt int64
 	coarse := w.AfterFunc(time.Hour, func() { coarseAt = now })
@@ -313,8 +318,7 @@ func TestSimulated_ExactNotHeldBack(t *testing.T) {
 func TestSimulated_ExactFiresAtItsTick(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	now := 2 * int64(time.Second) // past the first second's activity
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	w.Step()
 	var exactAt, exact2At, coarseAt int64
 	var exact, exact2 wheel.Timer
@@ -349,8 +353,7 @@ func TestSimulated_ExactFiresAtItsTick(t *testing.T) {
 func TestSimulated_ExactArmingsLetClockGoStale(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	now := 2 * int64(time.Second) // past the first second's activity
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	require.Equal(t, int64(math.MaxInt64), w.Step(), "nothing pending, nothing read: sleep")
 	require.True(t, w.Stale())
 
@@ -390,8 +393,7 @@ func TestSimulated_ExactArmingsLetClockGoStale(t *testing.T) {
 func TestSimulated_CatchUp(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	w.AfterFunc(time.Hour, func() {})
 	w.Step() // publishes tick 0 and keeps the clock fresh
 
@@ -451,8 +453,7 @@ func TestCatchUp_ManualAndStale(t *testing.T) {
 	assert.Zero(t, m.Wakeups(), "a manual wheel has no goroutine to wake")
 
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	for now < int64(3*time.Second) { // let the wheel decide it is idle
 		next := w.Step()
 		if next == math.MaxInt64 {
@@ -473,8 +474,7 @@ func TestCatchUp_ManualAndStale(t *testing.T) {
 func TestSimulated_NapWhileCaughtUp(t *testing.T) {
 	const tick = int64(time.Millisecond)
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	tm := w.AfterFunc(time.Hour, func() {})
 	// run advances the clock to until in steps of gap, resetting the timer
 	// (and calling CatchUp if catchUp) at each step and running the driver
@@ -525,8 +525,7 @@ func TestSimulated_PreciseBeforeDue(t *testing.T) {
 	}
 	const tick = int64(time.Millisecond)
 	var now int64
-	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond))
-	defer w.Stop()
+	w := newSim(t, &now)
 	// step runs the driver at its wake-up time until it asks for a sleep
 	// that does not only keep the clock (the wheel has gone idle).
 	step := func() int64 {
