@@ -151,10 +151,10 @@ func (t *Timer) reset(d time.Duration) bool {
 // Any other value is taken as exact, as Elapsed returns it: the callback
 // never runs before from+d, and normally runs at the first tick at or after
 // it, with neither a hold-back nor the quarter tick of slack a coarse
-// reading needs, since no stale clock was read. Event loops that read the monotonic clock anyway (once per event,
-// as netserver does) arm their timers this way, and the wheel need not
-// keep its coarse clock fresh for them: it does not wake every tick while
-// only such timers are reset. An Elapsed value that happens to be a
+// reading needs, since no stale clock was read. Event loops that read the
+// monotonic clock anyway (once per event, as netserver does) arm their
+// timers this way, and the wheel need not keep its coarse clock fresh for
+// them: it does not wake every tick while only such timers are reset. An Elapsed value that happens to be a
 // multiple of the tick is taken as a Now value, which is always safe for
 // it (at worst a little late).
 func (t *Timer) ResetFrom(from, d time.Duration) bool {

@@ -373,8 +373,8 @@ func (w *Wheel) Now() time.Duration {
 // to sleep the rest precisely); one whose coarse clock is being read wakes
 // once per tick, or every 2 to 8 ticks while CatchUp keeps it (timers armed
 // from exact instants, see ResetFrom, read no clock and need no such
-// wake-ups). It costs one atomic load; any
-// goroutine may call it. A manual wheel has no goroutine and reports 0.
+// wake-ups). It costs one atomic load; any goroutine may call it. A manual
+// wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
 // Elapsed reports the exact time since the wheel started, on the clock that
@@ -873,10 +873,7 @@ func (w *Wheel) nextEvent() (uint64, int, bool) {
 
 // expire takes every timer out of slot idx and re-files, fires or drops it.
 func (w *Wheel) expire(idx int, now int64) {
-	if idx < slotDue {
-		w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
-		w.coarse[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
-	}
+	w.emptied(idx)
 	h := &w.heads[idx]
 	t := h.next
 	h.next, h.prev = h, h
@@ -967,10 +964,20 @@ func (w *Wheel) link(t *Timer, idx int, s uint64) {
 	h.next.prev = t
 	h.next = t
 	if idx < slotDue {
-		w.occupied[idx/slotsPerLevel] |= 1 << (idx % slotsPerLevel)
+		l, bit := idx/slotsPerLevel, uint64(1)<<(idx%slotsPerLevel)
+		w.occupied[l] |= bit
 		if s&stateExact == 0 {
-			w.coarse[idx/slotsPerLevel] |= 1 << (idx % slotsPerLevel)
+			w.coarse[l] |= bit
 		}
+	}
+}
+
+// emptied clears the bitmap bits of slot idx, which holds no timer now.
+func (w *Wheel) emptied(idx int) {
+	if idx < slotDue {
+		l, bit := idx/slotsPerLevel, uint64(1)<<(idx%slotsPerLevel)
+		w.occupied[l] &^= bit
+		w.coarse[l] &^= bit
 	}
 }
 
@@ -980,9 +987,6 @@ func (w *Wheel) unlink(t *Timer) {
 	n.prev = p
 	t.next, t.prev = nil, nil
 	if p == n && p.w == nil { // only the sentinel is left: the slot is empty
-		if idx := int(p.state.Load()); idx < slotDue {
-			w.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
-			w.coarse[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
-		}
+		w.emptied(int(p.state.Load()))
 	}
 }
