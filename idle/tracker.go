@@ -219,11 +219,7 @@ func jitter(src func(int64) int64, n int64) int64 {
 func (t *Tracker) Activity() { t.ActivityAt(t.w.Now()) }
 
 // ActivityAt is Activity at now, a value from the wheel's Now or Elapsed.
-func (t *Tracker) ActivityAt(now time.Duration) {
-	if t.lastAct.Load() != int64(now) {
-		t.lastAct.Store(int64(now))
-	}
-}
+func (t *Tracker) ActivityAt(now time.Duration) { stamp(&t.lastAct, now) }
 
 // BytesIn records that inbound bytes arrived now: it restarts the
 // read-silence timeout, answers outstanding keepalive probes and postpones
@@ -232,11 +228,7 @@ func (t *Tracker) ActivityAt(now time.Duration) {
 func (t *Tracker) BytesIn() { t.BytesInAt(t.w.Now()) }
 
 // BytesInAt is BytesIn at now, a value from the wheel's Now or Elapsed.
-func (t *Tracker) BytesInAt(now time.Duration) {
-	if t.lastIn.Load() != int64(now) {
-		t.lastIn.Store(int64(now))
-	}
-}
+func (t *Tracker) BytesInAt(now time.Duration) { stamp(&t.lastIn, now) }
 
 // Received is BytesIn and Activity together, with one clock read: inbound
 // bytes that count as application activity. Same cost and rules.
@@ -244,11 +236,15 @@ func (t *Tracker) Received() { t.ReceivedAt(t.w.Now()) }
 
 // ReceivedAt is Received at now, a value from the wheel's Now or Elapsed.
 func (t *Tracker) ReceivedAt(now time.Duration) {
-	if t.lastIn.Load() != int64(now) {
-		t.lastIn.Store(int64(now))
-	}
-	if t.lastAct.Load() != int64(now) {
-		t.lastAct.Store(int64(now))
+	stamp(&t.lastIn, now)
+	stamp(&t.lastAct, now)
+}
+
+// stamp stores now in a unless a holds it already: with stamps from the
+// coarse clock a busy connection then writes its cache line once per tick.
+func stamp(a *atomic.Int64, now time.Duration) {
+	if a.Load() != int64(now) {
+		a.Store(int64(now))
 	}
 }
 
