@@ -269,6 +269,7 @@ func (ns *netns) dial(t *testing.T, addr string) *client {
 		err      error
 		noPrivTo string // set when setns was refused
 	}
+	start := time.Now() // before the dial, as in dial
 	done := make(chan result, 1)
 	// A socket belongs to the namespace of the thread that creates it, for
 	// good: create and connect it on a locked thread moved into the
@@ -324,7 +325,7 @@ func (ns *netns) dial(t *testing.T, addr string) *client {
 	})
 	require.Equal(t, ns.peerIP.String(), r.c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String(),
 		"the client's socket lives in the namespace")
-	return &client{t: t, c: r.c, start: time.Now()}
+	return &client{t: t, c: r.c, start: start}
 }
 
 // vanish makes the peer disappear without a FIN or RST.

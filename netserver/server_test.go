@@ -68,10 +68,14 @@ type client struct {
 
 func dial(t *testing.T, s *netserver.Server) *client {
 	t.Helper()
+	// Taken before the dial: the server may accept, and start the
+	// connection's timers, before Dial returns here, so only a time from
+	// before the dial is a lower bound for a deadline counted from the open.
+	start := time.Now()
 	c, err := net.Dial("tcp", s.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	return &client{t: t, c: c, start: time.Now()}
+	return &client{t: t, c: c, start: start}
 }
 
 func (c *client) write(b []byte) {
