@@ -54,7 +54,8 @@ type Hooks struct {
 // Never early: every deadline is a stamp (a value returned by the wheel's
 // Now) plus a duration, and a timer is armed for it with ResetFrom(stamp,
 // duration), which the wheel never fires early even when its coarse clock
-// was stale at the stamp. A close, probe or drain happens only in the
+// was stale at the stamp (a keepalive probe's timeout is armed from the
+// exact time read just after its coarse stamp, later still). A close, probe or drain happens only in the
 // callback of a timer armed for exactly that deadline; a callback never
 // decides that something is due by comparing coarse times, which would be
 // early by as much as the clock was stale.
@@ -87,9 +88,10 @@ type Tracker struct {
 	grace       int64        // Config.MaxAgeGrace
 	hooks       Hooks
 
-	probeAt  int64 // wheel time at which the last probe was sent
-	probes   int32 // unanswered probes sent
-	draining bool  // Drain has been called
+	probeAt    int64 // coarse wheel time at which the last probe was sent
+	probeExact int64 // the exact time of that probe, to arm its timeout from
+	probes     int32 // unanswered probes sent
+	draining   bool  // Drain has been called
 
 	// The policy timer is armed with ResetFrom(armedFrom, armedDur); when
 	// it fires, a deadline with that stamp and no longer a duration has
@@ -412,17 +414,24 @@ func (t *Tracker) fired(from, d int64) bool {
 // earliest collects the policy deadlines still to come and keeps the first.
 type earliest struct {
 	from, d, at int64 // at: from+d, saturated
+	arm         int64 // the instant to arm from: from, or an exact time after it
 }
 
 // add considers the deadline d after from. On a tie the first added wins,
 // so deadlines are added in priority order.
-func (e *earliest) add(from, d int64) {
+func (e *earliest) add(from, d int64) { e.addArm(from, from, d) }
+
+// addArm is add for a deadline whose stamp from was read from the coarse
+// clock at a moment no later than the exact instant arm: the timer is armed
+// from arm, so that it needs no hold-back, and its firing still proves from
+// plus d past (the event behind from happened by arm).
+func (e *earliest) addArm(from, arm, d int64) {
 	at := from + d
 	if at < from {
 		at = never
 	}
 	if at < e.at {
-		*e = earliest{from: from, d: d, at: at}
+		*e = earliest{from: from, d: d, at: at, arm: arm}
 	}
 }
 
@@ -462,26 +471,36 @@ func (t *Tracker) runPolicy(now int64) {
 		if t.probes > 0 && in >= t.probeAt {
 			t.probes = 0 // answered
 		}
-		from, d := in, ka // the next probe
+		from, arm, d := in, in, ka // the next probe
 		if t.probes > 0 {
-			from, d = t.probeAt, t.kaWait // the answer to the last one
+			from, arm, d = t.probeAt, t.probeExact, t.kaWait // the answer to the last one
 		}
+		exact := int64(-1) // read once, when needed
 		if t.fired(from, d) {
 			if t.probes >= t.count {
 				t.close(ReasonKeepalive, from+d)
 				return
 			}
+			// The probe is stamped with the coarse now, which any answer's
+			// stamp, coarse or exact, is no earlier than; its timeout is
+			// armed from the exact time, read after now, so that the
+			// wheel need not keep its coarse clock for the probe
+			// (docs/design.md, "Exact instants").
+			exact = t.exactAfter(now)
 			t.probes++
-			t.probeAt = now
+			t.probeAt, t.probeExact = now, exact
 			t.hooks.Probe()
-			from, d = now, t.kaWait
+			from, arm, d = now, t.probeExact, t.kaWait
 		}
-		next.add(from, d)
+		next.addArm(from, arm, d)
 		if t.probes > 0 {
 			// An answer arriving from now on is stamped no earlier than
 			// now, and makes the next probe due KeepaliveTime after it:
 			// wake by then to notice.
-			next.add(now, ka)
+			if exact < 0 {
+				exact = t.exactAfter(now)
+			}
+			next.addArm(now, exact, ka)
 		}
 	}
 	if t.ageDur != 0 {
@@ -516,7 +535,14 @@ func (t *Tracker) runPolicy(now int64) {
 		return
 	}
 	t.armedFrom, t.armedDur = next.from, next.d
-	t.arm(&t.policy, next.from, next.d)
+	t.arm(&t.policy, next.arm, next.d)
+}
+
+// exactAfter returns the wheel's exact time, read now, which is no earlier
+// than now, a value from its Now. The wheel's goroutine calls it only when
+// a probe is outstanding: about 60 ns, once per policy firing.
+func (t *Tracker) exactAfter(now int64) int64 {
+	return max(int64(t.w.Elapsed()), now)
 }
 
 // onFrame is the frame timer's callback.

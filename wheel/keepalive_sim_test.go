@@ -1,0 +1,80 @@
+package wheel_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/idle"
+)
+
+// TestSimulated_KeepaliveArmsFromExactInstants drives idle's keepalive
+// policy on the simulated wheel (only this package's tests can build one,
+// hence a policy test here): a connection stamped from exact instants, as
+// netserver stamps them, goes silent, is probed twice and closed. Its probes
+// are stamped with the coarse clock, which answers are compared with, but
+// their timeouts are armed from the exact time: every slot the policy fills
+// holds exact timers only, so the driver wakes at whole ticks, without the
+// quarter tick of slack (or any hold-back) a coarse arming needs, and each
+// deadline is met at its tick, none early. Nothing reads the coarse clock
+// off the wheel's goroutine, so the clock stays stale and the driver wakes
+// only for the policy timer, never per tick.
+func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
+	const (
+		ms      = int64(time.Millisecond)
+		kaTime  = 100 * ms
+		kaWait  = 50 * ms
+		kaCount = 2
+		never   = int64(math.MaxInt64)
+	)
+	now := 2*int64(time.Second) + ms/3 // past the first second's activity
+	w := newSim(t, &now)
+	require.Equal(t, never, w.Step(), "nothing pending, nothing read: sleep")
+	require.True(t, w.Stale())
+
+	var probes []int64
+	var closedAt int64 = -1
+	var reason idle.Reason
+	opened := now
+	_, err := idle.NewAt(w, time.Duration(opened), idle.Config{
+		KeepaliveTime: time.Duration(kaTime), KeepaliveTimeout: time.Duration(kaWait), KeepaliveCount: kaCount,
+	}, idle.Hooks{
+		Close: func(r idle.Reason) { closedAt, reason = now, r },
+		Probe: func() { probes = append(probes, now) },
+	})
+	require.NoError(t, err)
+
+	// Drive the wheel as its goroutine would: wake when Step asks, each time
+	// a third of a millisecond past the instant asked for.
+	steps := 0
+	for closedAt < 0 {
+		wakeAt := w.Step()
+		steps++
+		require.True(t, w.Stale(), "step %d at %v: nothing reads the coarse clock, so it is not kept", steps, time.Duration(now))
+		if closedAt >= 0 {
+			require.Equal(t, never, wakeAt, "closed: nothing pending")
+			break
+		}
+		require.Less(t, wakeAt, never, "step %d: the policy timer is pending", steps)
+		require.Zero(t, wakeAt%ms, "step %d at %v: a wake-up at %v is not at a whole tick: a slot holds a coarse timer",
+			steps, time.Duration(now), time.Duration(wakeAt))
+		require.Less(t, steps, 20, "the driver wakes for the policy timer only, not every tick")
+		now = max(now, wakeAt) + ms/3
+	}
+	assert.Equal(t, idle.ReasonKeepalive, reason)
+	require.Len(t, probes, kaCount)
+	// Each probe and the close come at the first tick at or after their
+	// deadline (plus the third of a millisecond by which this driver wakes
+	// late), never before it. (With the probes' timeouts armed from the
+	// coarse clock, the second probe and the close came a quarter tick
+	// later still.)
+	due := []int64{opened + kaTime, probes[0] + kaWait, probes[1] + kaWait}
+	got := []int64{probes[0], probes[1], closedAt}
+	for i := range due {
+		assert.GreaterOrEqual(t, got[i], due[i], "event %d early", i)
+		assert.Less(t, got[i], due[i]+ms+ms/3, "event %d more than a tick late", i)
+	}
+}
