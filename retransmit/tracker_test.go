@@ -1,6 +1,7 @@
 package retransmit_test
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -267,19 +268,34 @@ func TestTracker_AllocsPerRun(t *testing.T) {
 func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 	w := wheel.New(wheel.WithTick(wheel.MinTick))
 	defer w.Stop()
-	var sentThrough atomic.Uint64 // one past the highest seq sent
-	var retransmits, bad atomic.Int64
+	// One past the highest seq offered to Sent: stored before the call,
+	// since the timer may fire for a seq as soon as Sent has recorded it,
+	// before Sent returns to this goroutine.
+	var sentThrough atomic.Uint64
+	var retransmits atomic.Int64
+	var badMu sync.Mutex
+	var bad []string // what went wrong on the wheel's goroutine, the first few
+	fail := func(format string, args ...any) {
+		badMu.Lock()
+		defer badMu.Unlock()
+		if len(bad) < 5 {
+			bad = append(bad, fmt.Sprintf(format, args...))
+		}
+	}
 	tr, err := retransmit.NewTracker(w, retransmit.Config{
 		MinRTO: 200 * time.Microsecond, InitialRTO: 200 * time.Microsecond, MaxRTO: time.Millisecond,
 		MaxRetransmits: 1 << 30, Window: 64,
 	}, retransmit.Handlers{
 		Retransmit: func(seq uint64, attempt int) {
 			retransmits.Add(1)
-			if seq >= sentThrough.Load() || attempt < 1 {
-				bad.Add(1)
+			if through := sentThrough.Load(); seq >= through {
+				fail("retransmit of seq %d, never offered (%d offered)", seq, through)
+			}
+			if attempt < 1 {
+				fail("retransmit of seq %d with attempt %d", seq, attempt)
 			}
 		},
-		GiveUp: func(error) { bad.Add(1) },
+		GiveUp: func(err error) { fail("give-up: %v", err) },
 	})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -295,11 +311,12 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 	seq := uint64(0)
 	for i := 0; time.Now().Before(deadline); i++ {
 		now := w.Now()
+		sentThrough.Store(seq + 1)
 		if err := tr.Sent(seq, now); err == nil {
 			seq++
-			sentThrough.Store(seq)
 		} else {
 			require.ErrorIs(t, err, retransmit.ErrWindowFull)
+			sentThrough.Store(seq)
 		}
 		switch i % 5 {
 		case 0:
@@ -316,7 +333,9 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 	w.Stop()
 	st := tr.Stats()
 	assert.Zero(t, st.Outstanding)
-	assert.Zero(t, bad.Load())
+	badMu.Lock()
+	assert.Empty(t, bad)
+	badMu.Unlock()
 	assert.Equal(t, uint64(retransmits.Load()), st.Retransmits)
 	assert.Equal(t, seq, st.Acked)
 	assert.False(t, st.Closed)
