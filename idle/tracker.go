@@ -339,7 +339,8 @@ func (t *Tracker) Stop() bool {
 }
 
 // Due reports the deadline whose expiry closed the connection, in the
-// wheel's time (the stamp the timeout ran from plus the timeout), and false
+// wheel's time (the stamp the timeout ran from plus the timeout; for
+// keepalive, the exact time of the last probe plus the timeout), and false
 // while the tracker is open or after Stop. A timeout never fires before its
 // deadline, so wheel.Elapsed minus Due is how late the close came (at least
 // zero; it includes the wheel's tick rounding). Any goroutine; Hooks.Close
@@ -478,7 +479,9 @@ func (t *Tracker) runPolicy(now int64) {
 		exact := int64(-1) // read once, when needed
 		if t.fired(from, d) {
 			if t.probes >= t.count {
-				t.close(ReasonKeepalive, from+d)
+				// The deadline runs from the probe's exact time (arm),
+				// which is what its timeout was armed from.
+				t.close(ReasonKeepalive, arm+d)
 				return
 			}
 			// The probe is stamped with the coarse now, which any answer's

@@ -39,7 +39,7 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	var closedAt int64 = -1
 	var reason idle.Reason
 	opened := now
-	_, err := idle.NewAt(w, time.Duration(opened), idle.Config{
+	tr, err := idle.NewAt(w, time.Duration(opened), idle.Config{
 		KeepaliveTime: time.Duration(kaTime), KeepaliveTimeout: time.Duration(kaWait), KeepaliveCount: kaCount,
 	}, idle.Hooks{
 		Close: func(r idle.Reason) { closedAt, reason = now, r },
@@ -66,6 +66,9 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	}
 	assert.Equal(t, idle.ReasonKeepalive, reason)
 	require.Len(t, probes, kaCount)
+	closeDue, ok := tr.Due()
+	require.True(t, ok)
+	assert.Equal(t, time.Duration(probes[kaCount-1]+kaWait), closeDue, "the deadline runs from the last probe's exact time")
 	// Each probe and the close come at the first tick at or after their
 	// deadline (plus the third of a millisecond by which this driver wakes
 	// late), never before it. (With the probes' timeouts armed from the
