@@ -52,13 +52,12 @@ type Hooks struct {
 // see docs/design.md for why three and not one.
 //
 // Never early: every deadline is a stamp (a value returned by the wheel's
-// Now) plus a duration, and a timer is armed for it with ResetFrom(stamp,
-// duration), which the wheel never fires early even when its coarse clock
-// was stale at the stamp (a keepalive probe's timeout is armed from the
-// exact time read just after its coarse stamp, later still). A close, probe or drain happens only in the
-// callback of a timer armed for exactly that deadline; a callback never
-// decides that something is due by comparing coarse times, which would be
-// early by as much as the clock was stale.
+// Now or Elapsed) plus a duration, and a timer is armed for it with
+// ResetFrom(stamp, duration), which the wheel never fires early even when
+// its coarse clock was stale at the stamp. A close, probe or drain happens
+// only in the callback of a timer armed for exactly that deadline; a
+// callback never decides that something is due by comparing coarse times,
+// which would be early by as much as the clock was stale.
 //
 // Ownership: lastAct, lastIn, frame, write, handshakeAt, state and due are
 // shared: written by per-packet calls, New, Stop and callbacks, read by the
@@ -89,7 +88,7 @@ type Tracker struct {
 	hooks       Hooks
 
 	probeAt    int64 // coarse wheel time at which the last probe was sent
-	probeExact int64 // the exact time of that probe, to arm its timeout from
+	probeExact int64 // the exact time it was sent, which its timeout runs from
 	probes     int32 // unanswered probes sent
 	draining   bool  // Drain has been called
 
@@ -415,24 +414,17 @@ func (t *Tracker) fired(from, d int64) bool {
 // earliest collects the policy deadlines still to come and keeps the first.
 type earliest struct {
 	from, d, at int64 // at: from+d, saturated
-	arm         int64 // the instant to arm from: from, or an exact time after it
 }
 
 // add considers the deadline d after from. On a tie the first added wins,
 // so deadlines are added in priority order.
-func (e *earliest) add(from, d int64) { e.addArm(from, from, d) }
-
-// addArm is add for a deadline whose stamp from was read from the coarse
-// clock at a moment no later than the exact instant arm: the timer is armed
-// from arm, so that it needs no hold-back, and its firing still proves from
-// plus d past (the event behind from happened by arm).
-func (e *earliest) addArm(from, arm, d int64) {
+func (e *earliest) add(from, d int64) {
 	at := from + d
 	if at < from {
 		at = never
 	}
 	if at < e.at {
-		*e = earliest{from: from, d: d, at: at, arm: arm}
+		*e = earliest{from: from, d: d, at: at}
 	}
 }
 
@@ -472,38 +464,42 @@ func (t *Tracker) runPolicy(now int64) {
 		if t.probes > 0 && in >= t.probeAt {
 			t.probes = 0 // answered
 		}
-		from, arm, d := in, in, ka // the next probe
+		// A probe has two times: its coarse stamp probeAt, which answers
+		// (stamped either way, and never before it) are compared with, and
+		// the exact time it was sent, which its deadlines run from. An
+		// exact time names one instant, while a coarse stamp is shared by
+		// everything stamped while its tick was on the clock, an answer
+		// included, so a firing armed from the exact time proves nothing
+		// about a deadline stamped probeAt, and fired never mistakes one
+		// for the other. Armed from an exact time, the probe's timers fire
+		// at their tick, with neither slack nor hold-back
+		// (docs/design.md, "Exact instants").
+		from, d := in, ka // the next probe
 		if t.probes > 0 {
-			from, arm, d = t.probeAt, t.probeExact, t.kaWait // the answer to the last one
+			from, d = t.probeExact, t.kaWait // the answer to the last one
 		}
 		exact := int64(-1) // read once, when needed
 		if t.fired(from, d) {
 			if t.probes >= t.count {
-				// The deadline runs from the probe's exact time (arm),
-				// which is what its timeout was armed from.
-				t.close(ReasonKeepalive, arm+d)
+				t.close(ReasonKeepalive, from+d)
 				return
 			}
-			// The probe is stamped with the coarse now, which any answer's
-			// stamp, coarse or exact, is no earlier than; its timeout is
-			// armed from the exact time, read after now, so that the
-			// wheel need not keep its coarse clock for the probe
-			// (docs/design.md, "Exact instants").
 			exact = t.exactAfter(now)
 			t.probes++
 			t.probeAt, t.probeExact = now, exact
 			t.hooks.Probe()
-			from, arm, d = now, t.probeExact, t.kaWait
+			from, d = exact, t.kaWait
 		}
-		next.addArm(from, arm, d)
+		next.add(from, d)
 		if t.probes > 0 {
 			// An answer arriving from now on is stamped no earlier than
 			// now, and makes the next probe due KeepaliveTime after it:
-			// wake by then to notice.
+			// wake by then to notice (from the exact time, read after
+			// now, so later by at most the read: see above).
 			if exact < 0 {
 				exact = t.exactAfter(now)
 			}
-			next.addArm(now, exact, ka)
+			next.add(exact, ka)
 		}
 	}
 	if t.ageDur != 0 {
@@ -538,7 +534,7 @@ func (t *Tracker) runPolicy(now int64) {
 		return
 	}
 	t.armedFrom, t.armedDur = next.from, next.d
-	t.arm(&t.policy, next.arm, next.d)
+	t.arm(&t.policy, next.from, next.d)
 }
 
 // exactAfter returns the wheel's exact time, read now, which is no earlier

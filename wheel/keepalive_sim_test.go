@@ -81,3 +81,50 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 		assert.Less(t, got[i], due[i]+ms+ms/3, "event %d more than a tick late", i)
 	}
 }
+
+// TestSimulated_KeepaliveAnswerInTheProbesTick answers a probe, with a coarse
+// stamp, while the tick the probe was stamped with is still on the clock
+// (the driver is late):
+// the answer carries the probe's stamp but came after it, so the next probe
+// is due KeepaliveTime after the answer, and the firing of a timer armed
+// from the probe's exact time proves nothing about it. The wheel keeps its
+// clock here (a coarse timer is pending), as it does for code that stamps
+// from Now.
+func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
+	const (
+		ms = int64(time.Millisecond)
+		ka = 10 * ms
+	)
+	now := 2*int64(time.Second) + ms/3
+	w := newSim(t, &now)
+	w.AfterFunc(time.Hour, func() {}) // a coarse arming: the driver keeps the clock
+	var probes []int64
+	tr, err := idle.New(w, idle.Config{
+		KeepaliveTime: time.Duration(ka), KeepaliveTimeout: time.Duration(ka), KeepaliveCount: 3,
+	}, idle.Hooks{
+		Close: func(r idle.Reason) { t.Errorf("closed (%v): the peer answered", r) },
+		Probe: func() { probes = append(probes, now) },
+	})
+	require.NoError(t, err)
+	defer tr.Stop()
+
+	var answered int64 = -1
+	for steps := 0; len(probes) < 2; steps++ {
+		require.Less(t, steps, 200)
+		wakeAt := w.Step()
+		if len(probes) == 1 && answered < 0 {
+			// The answer comes 1.2 ms after the probe, with the driver
+			// late: the probe's tick is still on the clock, so the answer
+			// gets the probe's stamp.
+			now += 12 * ms / 10
+			require.Equal(t, time.Duration(probes[0]/ms*ms), w.Now(), "still the probe's tick")
+			tr.BytesIn()
+			answered = now
+			continue
+		}
+		now = max(now, wakeAt) + ms/3
+	}
+	assert.GreaterOrEqual(t, probes[1]-answered, ka, "second probe %v after the answer, KeepaliveTime is %v",
+		time.Duration(probes[1]-answered), time.Duration(ka))
+	assert.Less(t, probes[1]-answered, ka+3*ms, "second probe late")
+}
