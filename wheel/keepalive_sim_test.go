@@ -1,7 +1,9 @@
 package wheel_test
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -127,4 +129,134 @@ func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 	assert.GreaterOrEqual(t, probes[1]-answered, ka, "second probe %v after the answer, KeepaliveTime is %v",
 		time.Duration(probes[1]-answered), time.Duration(ka))
 	assert.Less(t, probes[1]-answered, ka+3*ms, "second probe late")
+}
+
+// TestSimulated_KeepaliveNeverEarly drives the keepalive policy of many
+// trackers on the simulated wheel, with a driver that is sometimes late (so
+// the coarse clock lags) and peers whose bytes arrive at random instants,
+// stamped from the coarse clock or the exact one at random, often right
+// after a probe. It checks the policy's promises against the real
+// (simulated) instants: a probe comes at least KeepaliveTime after the
+// peer's last byte, one that follows an unanswered probe at least
+// KeepaliveTimeout after it, and a close only after KeepaliveCount
+// unanswered probes, KeepaliveTimeout after the last; every silent peer is
+// closed.
+func TestSimulated_KeepaliveNeverEarly(t *testing.T) {
+	for seed := range uint64(40) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { simulateKeepalive(t, seed) })
+	}
+}
+
+func simulateKeepalive(t *testing.T, seed uint64) {
+	const (
+		ms      = int64(time.Millisecond)
+		never   = int64(math.MaxInt64)
+		maxLate = 5 * ms
+	)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	now := 2*int64(time.Second) + rng.Int64N(ms)
+	w := newSim(t, &now)
+	start := now
+	durations := []int64{2 * ms, 3*ms + ms/2, 10 * ms}
+
+	type peer struct {
+		tr            *idle.Tracker
+		ka, wait      int64
+		count         int
+		silentFrom    int64 // no byte after this instant
+		nextByte      int64 // never: none scheduled
+		lastIn        int64 // the instant of the last byte (or the open)
+		lastProbe     int64
+		unanswered    int // probes since the last byte
+		probes, bytes int
+		closed        bool
+	}
+	peers := make([]*peer, 24)
+	for i := range peers {
+		p := &peer{
+			ka:         durations[rng.IntN(len(durations))],
+			wait:       durations[rng.IntN(len(durations))],
+			count:      1 + rng.IntN(3),
+			silentFrom: start + rng.Int64N(300*ms),
+			lastIn:     now,
+			lastProbe:  -1,
+		}
+		p.nextByte = now + rng.Int64N(2*p.ka)
+		cfg := idle.Config{KeepaliveTime: time.Duration(p.ka), KeepaliveTimeout: time.Duration(p.wait), KeepaliveCount: p.count}
+		hooks := idle.Hooks{
+			Probe: func() {
+				require.False(t, p.closed)
+				require.GreaterOrEqual(t, now-p.lastIn, p.ka, "peer %d: probe %v after its last byte, KeepaliveTime %v",
+					i, time.Duration(now-p.lastIn), time.Duration(p.ka))
+				if p.unanswered > 0 {
+					require.GreaterOrEqual(t, now-p.lastProbe, p.wait, "peer %d: probe %v after an unanswered one, KeepaliveTimeout %v",
+						i, time.Duration(now-p.lastProbe), time.Duration(p.wait))
+				}
+				p.lastProbe = now
+				p.unanswered++
+				p.probes++
+				if now < p.silentFrom && rng.IntN(4) != 0 {
+					// Answer, often within the probe's tick.
+					p.nextByte = min(p.nextByte, now+rng.Int64N(2*p.wait))
+				}
+			},
+			Close: func(r idle.Reason) {
+				require.Equal(t, idle.ReasonKeepalive, r, "peer %d", i)
+				require.False(t, p.closed)
+				require.Equal(t, p.count, p.unanswered, "peer %d: closed after %d unanswered probes", i, p.unanswered)
+				require.GreaterOrEqual(t, now-p.lastProbe, p.wait, "peer %d: closed %v after its last probe, KeepaliveTimeout %v",
+					i, time.Duration(now-p.lastProbe), time.Duration(p.wait))
+				p.closed = true
+			},
+		}
+		var err error
+		if rng.IntN(2) == 0 {
+			p.tr, err = idle.New(w, cfg, hooks)
+		} else {
+			p.tr, err = idle.NewAt(w, w.Elapsed(), cfg, hooks)
+		}
+		require.NoError(t, err)
+		peers[i] = p
+	}
+
+	driverAt := w.Step()
+	for steps := 0; ; steps++ {
+		require.Less(t, steps, 1_000_000)
+		next := (*peer)(nil)
+		for _, p := range peers {
+			if !p.closed && p.nextByte != never && (next == nil || p.nextByte < next.nextByte) {
+				next = p
+			}
+		}
+		if next != nil && next.nextByte < driverAt {
+			p := next
+			now = max(now, p.nextByte)
+			if rng.IntN(2) == 0 {
+				p.tr.BytesIn() // the coarse clock, however late the driver
+			} else {
+				p.tr.BytesInAt(w.Elapsed())
+			}
+			p.lastIn, p.unanswered = now, 0
+			p.bytes++
+			p.nextByte = never
+			if now < p.silentFrom {
+				p.nextByte = now + rng.Int64N(2*p.ka)
+			}
+			continue
+		}
+		if driverAt == never {
+			break
+		}
+		now = max(now, driverAt)
+		driverAt = w.Step()
+		if driverAt != never && rng.IntN(5) == 0 {
+			driverAt += rng.Int64N(maxLate)
+		}
+	}
+	probes := 0
+	for i, p := range peers {
+		assert.True(t, p.closed, "peer %d: silent since %v, never closed", i, time.Duration(p.silentFrom-start))
+		probes += p.probes
+	}
+	require.Greater(t, probes, len(peers), "the peers must be probed")
 }
