@@ -140,14 +140,39 @@ func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 // peer's last byte, one that follows an unanswered probe at least
 // KeepaliveTimeout after it, and a close only after KeepaliveCount
 // unanswered probes, KeepaliveTimeout after the last; every silent peer is
-// closed.
+// closed. TestSimulated_PolicyNeverEarly does the same with every policy
+// at once, each tracker configured with a random set of them.
 func TestSimulated_KeepaliveNeverEarly(t *testing.T) {
 	for seed := range uint64(40) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { simulateKeepalive(t, seed) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { simulatePolicies(t, seed, false) })
 	}
 }
 
-func simulateKeepalive(t *testing.T, seed uint64) {
+func TestSimulated_PolicyNeverEarly(t *testing.T) {
+	for seed := range uint64(40) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { simulatePolicies(t, seed, true) })
+	}
+}
+
+// simPeer is one simulated connection: its tracker, its configuration, and
+// the real (simulated) instants of what happened on it.
+type simPeer struct {
+	tr  *idle.Tracker
+	cfg idle.Config
+
+	opened, silentFrom int64 // nothing happens on it after silentFrom
+	next               int64 // its next event; never: none
+	lastIn, lastAct    int64 // the last byte, the last activity
+	frameAt, writeAt   int64 // the frame, the output in flight since; -1: none
+	handshakeDone      bool
+	drainedAt          int64 // when Drain was called; -1: not yet
+	lastProbe          int64
+	unanswered         int // probes since the last byte
+	probes             int
+	closed             bool
+}
+
+func simulatePolicies(t *testing.T, seed uint64, all bool) {
 	const (
 		ms      = int64(time.Millisecond)
 		never   = int64(math.MaxInt64)
@@ -157,90 +182,184 @@ func simulateKeepalive(t *testing.T, seed uint64) {
 	now := 2*int64(time.Second) + rng.Int64N(ms)
 	w := newSim(t, &now)
 	start := now
-	durations := []int64{2 * ms, 3*ms + ms/2, 10 * ms}
-
-	type peer struct {
-		tr            *idle.Tracker
-		ka, wait      int64
-		count         int
-		silentFrom    int64 // no byte after this instant
-		nextByte      int64 // never: none scheduled
-		lastIn        int64 // the instant of the last byte (or the open)
-		lastProbe     int64
-		unanswered    int // probes since the last byte
-		probes, bytes int
-		closed        bool
-	}
-	peers := make([]*peer, 24)
-	for i := range peers {
-		p := &peer{
-			ka:         durations[rng.IntN(len(durations))],
-			wait:       durations[rng.IntN(len(durations))],
-			count:      1 + rng.IntN(3),
-			silentFrom: start + rng.Int64N(300*ms),
-			lastIn:     now,
-			lastProbe:  -1,
+	durations := []time.Duration{2 * time.Millisecond, 3500 * time.Microsecond, 10 * time.Millisecond}
+	dur := func() time.Duration { return durations[rng.IntN(len(durations))] }
+	// stamped calls f with the coarse clock (the call without At, however
+	// late the driver) or the exact time, at random.
+	stamped := func(coarse func(), exact func(time.Duration)) {
+		if rng.IntN(2) == 0 {
+			coarse()
+		} else {
+			exact(w.Elapsed())
 		}
-		p.nextByte = now + rng.Int64N(2*p.ka)
-		cfg := idle.Config{KeepaliveTime: time.Duration(p.ka), KeepaliveTimeout: time.Duration(p.wait), KeepaliveCount: p.count}
+	}
+	gap := func(p *simPeer) int64 {
+		mean := int64(5 * time.Millisecond)
+		if p.cfg.KeepaliveTime > 0 {
+			mean = int64(p.cfg.KeepaliveTime)
+		}
+		return rng.Int64N(2 * mean)
+	}
+
+	peers := make([]*simPeer, 24)
+	for i := range peers {
+		p := &simPeer{opened: now, silentFrom: start + rng.Int64N(300*ms), lastIn: now, lastAct: now,
+			frameAt: -1, writeAt: -1, drainedAt: -1, lastProbe: -1}
+		cfg := &p.cfg
+		if !all || rng.IntN(2) == 0 {
+			cfg.KeepaliveTime, cfg.KeepaliveTimeout, cfg.KeepaliveCount = dur(), dur(), 1+rng.IntN(3)
+		}
+		if all {
+			on := func() bool { return rng.IntN(3) == 0 }
+			if on() {
+				cfg.IdleTimeout = dur() + dur()
+			}
+			if on() {
+				cfg.ReadSilenceTimeout = cfg.KeepaliveTime + dur()
+			}
+			if on() {
+				cfg.FrameTimeout = dur()
+			}
+			if on() {
+				cfg.WriteStallTimeout = dur()
+			}
+			if on() {
+				cfg.HandshakeTimeout = dur() + dur()
+			}
+			if on() {
+				cfg.MaxAge = 200*time.Millisecond + time.Duration(rng.Int64N(200*ms))
+				if on() {
+					cfg.MaxAgeGrace = dur()
+				}
+			}
+			if cfg.KeepaliveTime == 0 && cfg.IdleTimeout == 0 && cfg.ReadSilenceTimeout == 0 && cfg.MaxAge == 0 {
+				cfg.IdleTimeout = dur() // something must close a silent peer
+			}
+		}
+		at := func() time.Duration { return time.Duration(now - p.opened) }
 		hooks := idle.Hooks{
 			Probe: func() {
 				require.False(t, p.closed)
-				require.GreaterOrEqual(t, now-p.lastIn, p.ka, "peer %d: probe %v after its last byte, KeepaliveTime %v",
-					i, time.Duration(now-p.lastIn), time.Duration(p.ka))
+				require.NotZero(t, cfg.KeepaliveTime)
+				require.GreaterOrEqual(t, now-p.lastIn, int64(cfg.KeepaliveTime), "peer %d at %v: probe %v after its last byte, %+v",
+					i, at(), time.Duration(now-p.lastIn), *cfg)
 				if p.unanswered > 0 {
-					require.GreaterOrEqual(t, now-p.lastProbe, p.wait, "peer %d: probe %v after an unanswered one, KeepaliveTimeout %v",
-						i, time.Duration(now-p.lastProbe), time.Duration(p.wait))
+					require.GreaterOrEqual(t, now-p.lastProbe, int64(cfg.KeepaliveTimeout), "peer %d at %v: probe %v after an unanswered one, %+v",
+						i, at(), time.Duration(now-p.lastProbe), *cfg)
 				}
 				p.lastProbe = now
 				p.unanswered++
 				p.probes++
 				if now < p.silentFrom && rng.IntN(4) != 0 {
 					// Answer, often within the probe's tick.
-					p.nextByte = min(p.nextByte, now+rng.Int64N(2*p.wait))
+					p.next = min(p.next, now+rng.Int64N(2*int64(cfg.KeepaliveTimeout)))
 				}
 			},
+			Drain: func() {
+				require.Equal(t, int64(-1), p.drainedAt, "peer %d: a second Drain", i)
+				require.GreaterOrEqual(t, now-p.opened, int64(cfg.MaxAge), "peer %d: drained early, %+v", i, *cfg)
+				p.drainedAt = now
+			},
 			Close: func(r idle.Reason) {
-				require.Equal(t, idle.ReasonKeepalive, r, "peer %d", i)
 				require.False(t, p.closed)
-				require.Equal(t, p.count, p.unanswered, "peer %d: closed after %d unanswered probes", i, p.unanswered)
-				require.GreaterOrEqual(t, now-p.lastProbe, p.wait, "peer %d: closed %v after its last probe, KeepaliveTimeout %v",
-					i, time.Duration(now-p.lastProbe), time.Duration(p.wait))
 				p.closed = true
+				since := func(what string, from int64, d time.Duration) {
+					require.NotZero(t, d, "peer %d at %v: closed for %v, not configured", i, at(), r)
+					require.GreaterOrEqual(t, from, int64(0), "peer %d at %v: closed for %v with no %s in flight", i, at(), r, what)
+					require.GreaterOrEqual(t, now-from, int64(d), "peer %d at %v: closed for %v %v after the %s, %+v",
+						i, at(), r, time.Duration(now-from), what, *cfg)
+				}
+				switch r {
+				case idle.ReasonIdle:
+					since("last activity", p.lastAct, cfg.IdleTimeout)
+				case idle.ReasonDeadPeer:
+					since("last byte", p.lastIn, cfg.ReadSilenceTimeout)
+				case idle.ReasonKeepalive:
+					require.Equal(t, max(cfg.KeepaliveCount, 1), p.unanswered, "peer %d: closed after %d unanswered probes", i, p.unanswered)
+					since("last probe", p.lastProbe, cfg.KeepaliveTimeout)
+				case idle.ReasonFrameDeadline:
+					since("frame", p.frameAt, cfg.FrameTimeout)
+				case idle.ReasonWriteStall:
+					since("output", p.writeAt, cfg.WriteStallTimeout)
+				case idle.ReasonHandshake:
+					require.False(t, p.handshakeDone, "peer %d: closed for a finished handshake", i)
+					since("open", p.opened, cfg.HandshakeTimeout)
+				case idle.ReasonMaxAge:
+					since("open", p.opened, cfg.MaxAge+cfg.MaxAgeGrace)
+				default:
+					require.Fail(t, "unexpected reason", "peer %d: %v", i, r)
+				}
 			},
 		}
 		var err error
 		if rng.IntN(2) == 0 {
-			p.tr, err = idle.New(w, cfg, hooks)
+			p.tr, err = idle.New(w, *cfg, hooks)
 		} else {
-			p.tr, err = idle.NewAt(w, w.Elapsed(), cfg, hooks)
+			p.tr, err = idle.NewAt(w, w.Elapsed(), *cfg, hooks)
 		}
-		require.NoError(t, err)
+		require.NoError(t, err, "%+v", *cfg)
+		p.next = now + gap(p)
 		peers[i] = p
+	}
+
+	// event makes one random thing happen on p now.
+	event := func(p *simPeer) {
+		tr := p.tr
+		switch k := rng.IntN(8); {
+		case k < 3: // a byte (an answer, if a probe is out)
+			if rng.IntN(2) == 0 {
+				stamped(tr.Received, tr.ReceivedAt)
+				p.lastAct = now
+			} else {
+				stamped(tr.BytesIn, tr.BytesInAt)
+			}
+			p.lastIn, p.unanswered = now, 0
+		case k == 3:
+			stamped(tr.Activity, tr.ActivityAt)
+			p.lastAct = now
+		case k == 4: // part of a frame, or its end
+			if p.frameAt >= 0 && rng.IntN(2) == 0 {
+				tr.FrameEnd()
+				p.frameAt = -1
+			} else {
+				stamped(tr.FrameStart, tr.FrameStartAt)
+				if p.frameAt < 0 && p.cfg.FrameTimeout > 0 {
+					p.frameAt = now
+				}
+			}
+		case k == 5: // output queued, or drained
+			if p.writeAt >= 0 && rng.IntN(2) == 0 {
+				tr.Drained()
+				p.writeAt = -1
+			} else {
+				stamped(tr.Written, tr.WrittenAt)
+				if p.writeAt < 0 && p.cfg.WriteStallTimeout > 0 {
+					p.writeAt = now
+				}
+			}
+		case k == 6:
+			tr.HandshakeDone()
+			p.handshakeDone = true
+		default: // nothing this time
+		}
 	}
 
 	driverAt := w.Step()
 	for steps := 0; ; steps++ {
 		require.Less(t, steps, 1_000_000)
-		next := (*peer)(nil)
+		var next *simPeer
 		for _, p := range peers {
-			if !p.closed && p.nextByte != never && (next == nil || p.nextByte < next.nextByte) {
+			if !p.closed && p.next != never && (next == nil || p.next < next.next) {
 				next = p
 			}
 		}
-		if next != nil && next.nextByte < driverAt {
+		if next != nil && next.next < driverAt {
 			p := next
-			now = max(now, p.nextByte)
-			if rng.IntN(2) == 0 {
-				p.tr.BytesIn() // the coarse clock, however late the driver
-			} else {
-				p.tr.BytesInAt(w.Elapsed())
-			}
-			p.lastIn, p.unanswered = now, 0
-			p.bytes++
-			p.nextByte = never
+			now = max(now, p.next)
+			event(p)
+			p.next = never
 			if now < p.silentFrom {
-				p.nextByte = now + rng.Int64N(2*p.ka)
+				p.next = now + gap(p)
 			}
 			continue
 		}
@@ -253,10 +372,15 @@ func simulateKeepalive(t *testing.T, seed uint64) {
 			driverAt += rng.Int64N(maxLate)
 		}
 	}
-	probes := 0
 	for i, p := range peers {
-		assert.True(t, p.closed, "peer %d: silent since %v, never closed", i, time.Duration(p.silentFrom-start))
+		// A silent peer is closed: every peer has keepalive, idle, read
+		// silence or max age, each of which ends in a close once nothing
+		// happens.
+		assert.True(t, p.closed, "peer %d: silent since %v, never closed, %+v", i, time.Duration(p.silentFrom-start), p.cfg)
+	}
+	probes := 0
+	for _, p := range peers {
 		probes += p.probes
 	}
-	require.Greater(t, probes, len(peers), "the peers must be probed")
+	require.Greater(t, probes, 0, "the peers must be probed")
 }
