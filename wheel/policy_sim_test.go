@@ -302,6 +302,20 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		peers[i] = p
 	}
 
+	// span begins (again) or ends, at random, something with a deadline
+	// timeout after its beginning: a frame or queued output. *since is when
+	// it began, -1 when none is in flight.
+	span := func(since *int64, timeout time.Duration, begin func(), beginAt func(time.Duration), end func()) {
+		if *since >= 0 && rng.IntN(2) == 0 {
+			end()
+			*since = -1
+			return
+		}
+		stamped(begin, beginAt)
+		if *since < 0 && timeout > 0 {
+			*since = now
+		}
+	}
 	// event makes one random thing happen on p now.
 	event := func(p *simPeer) {
 		tr := p.tr
@@ -318,25 +332,9 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 			stamped(tr.Activity, tr.ActivityAt)
 			p.lastAct = now
 		case k == 4: // part of a frame, or its end
-			if p.frameAt >= 0 && rng.IntN(2) == 0 {
-				tr.FrameEnd()
-				p.frameAt = -1
-			} else {
-				stamped(tr.FrameStart, tr.FrameStartAt)
-				if p.frameAt < 0 && p.cfg.FrameTimeout > 0 {
-					p.frameAt = now
-				}
-			}
+			span(&p.frameAt, p.cfg.FrameTimeout, tr.FrameStart, tr.FrameStartAt, tr.FrameEnd)
 		case k == 5: // output queued, or drained
-			if p.writeAt >= 0 && rng.IntN(2) == 0 {
-				tr.Drained()
-				p.writeAt = -1
-			} else {
-				stamped(tr.Written, tr.WrittenAt)
-				if p.writeAt < 0 && p.cfg.WriteStallTimeout > 0 {
-					p.writeAt = now
-				}
-			}
+			span(&p.writeAt, p.cfg.WriteStallTimeout, tr.Written, tr.WrittenAt, tr.Drained)
 		case k == 6:
 			tr.HandshakeDone()
 			p.handshakeDone = true
