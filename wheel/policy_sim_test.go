@@ -159,6 +159,7 @@ func TestSimulated_PolicyNeverEarly(t *testing.T) {
 type simPeer struct {
 	tr  *idle.Tracker
 	cfg idle.Config
+	rng *rand.Rand // for its hooks, which run in whatever order the wheel fires them
 
 	opened, silentFrom int64 // nothing happens on it after silentFrom
 	next               int64 // its next event; never: none
@@ -204,7 +205,7 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 	peers := make([]*simPeer, 24)
 	for i := range peers {
 		p := &simPeer{opened: now, silentFrom: start + rng.Int64N(300*ms), lastIn: now, lastAct: now,
-			frameAt: -1, writeAt: -1, drainedAt: -1, lastProbe: -1}
+			frameAt: -1, writeAt: -1, drainedAt: -1, lastProbe: -1, rng: rand.New(rand.NewPCG(seed, 100+uint64(i)))}
 		cfg := &p.cfg
 		if !all || rng.IntN(2) == 0 {
 			cfg.KeepaliveTime, cfg.KeepaliveTimeout, cfg.KeepaliveCount = dur(), dur(), 1+rng.IntN(3)
@@ -250,9 +251,9 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 				p.lastProbe = now
 				p.unanswered++
 				p.probes++
-				if now < p.silentFrom && rng.IntN(4) != 0 {
+				if now < p.silentFrom && p.rng.IntN(4) != 0 {
 					// Answer, often within the probe's tick.
-					p.next = min(p.next, now+rng.Int64N(2*int64(cfg.KeepaliveTimeout)))
+					p.next = min(p.next, now+p.rng.Int64N(2*int64(cfg.KeepaliveTimeout)))
 				}
 			},
 			Drain: func() {
