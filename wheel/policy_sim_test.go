@@ -13,6 +13,10 @@ import (
 	"github.com/netwheel/netwheel/idle"
 )
 
+// never is what Step returns when nothing is pending, and a peer's next
+// event when it has none.
+const never = int64(math.MaxInt64)
+
 // TestSimulated_KeepaliveArmsFromExactInstants drives idle's keepalive
 // policy on the simulated wheel (only this package's tests can build one,
 // hence a policy test here): a connection stamped from exact instants, as
@@ -30,7 +34,6 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 		kaTime  = 100 * ms
 		kaWait  = 50 * ms
 		kaCount = 2
-		never   = int64(math.MaxInt64)
 	)
 	now := 2*int64(time.Second) + ms/3 // past the first second's activity
 	w := newSim(t, &now)
@@ -176,7 +179,6 @@ type simPeer struct {
 func simulatePolicies(t *testing.T, seed uint64, all bool) {
 	const (
 		ms      = int64(time.Millisecond)
-		never   = int64(math.MaxInt64)
 		maxLate = 5 * ms
 	)
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -371,14 +373,12 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 			driverAt += rng.Int64N(maxLate)
 		}
 	}
+	probes := 0
 	for i, p := range peers {
 		// A silent peer is closed: every peer has keepalive, idle, read
 		// silence or max age, each of which ends in a close once nothing
 		// happens.
 		assert.True(t, p.closed, "peer %d: silent since %v, never closed, %+v", i, time.Duration(p.silentFrom-start), p.cfg)
-	}
-	probes := 0
-	for _, p := range peers {
 		probes += p.probes
 	}
 	require.Greater(t, probes, 0, "the peers must be probed")
