@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -104,6 +105,10 @@ type Config struct {
 	// 64 KiB. A longer frame closes the connection with ReasonTooLarge
 	// before it is read.
 	MaxFrame int
+	// Limits bound the memory one connection may hold: queued output,
+	// unacknowledged data. They are on by default; crossing one closes only
+	// that connection, with a reason that is logged and counted.
+	Limits Limits
 	// Kernel sets the kernel's own TCP backstops on every connection.
 	Kernel KernelConfig
 	// SilentShutdown makes Shutdown close framed connections without
@@ -116,12 +121,91 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// Default limits, used where a Limits field is zero.
+const (
+	DefaultOutputHard    = 4 << 20          // queued output that closes a connection at once
+	DefaultOutputSoft    = 1 << 20          // queued output that may last only OutputSoftFor
+	DefaultOutputSoftFor = 10 * time.Second // how long output may stay above OutputSoft
+	DefaultUnackedBytes  = 1 << 20          // unacknowledged DATA payload per connection (Framed)
+)
+
+// Limits bound what one connection may hold in the server's memory, in the
+// manner of Redis's client-output-buffer-limit. Every zero field means its
+// default (Default*), so the zero Limits is on; a negative field turns that
+// bound off. Crossing a bound closes only that connection: with
+// ReasonOutputLimit for queued output, with ReasonUnackedLimit for
+// unacknowledged data. The close is logged at warn level with the sizes.
+//
+// Queued output is what the server has written to a connection that the
+// kernel's socket buffer has not taken yet: gnet's outbound buffer for the
+// connection, plus what the running event has batched for it. It grows only
+// when the peer reads slower than the server writes.
+type Limits struct {
+	// OutputHard closes the connection as soon as its queued output would
+	// exceed this many bytes. 0 means DefaultOutputHard (4 MiB).
+	OutputHard int
+	// OutputSoft and OutputSoftFor close the connection when its queued
+	// output has stayed above OutputSoft bytes for OutputSoftFor, measured
+	// from the first time the server saw it above (it looks when it writes
+	// to the connection and a few times per OutputSoftFor while output is
+	// queued). A burst above it that drains in time is allowed. 0 means
+	// DefaultOutputSoft (1 MiB) and DefaultOutputSoftFor (10 s).
+	OutputSoft    int
+	OutputSoftFor time.Duration
+	// UnackedBytes bounds the DATA payload bytes sent and not yet
+	// acknowledged (Framed), which the server keeps for retransmission:
+	// Send fails with ErrUnackedLimit beyond it (Echo then closes with
+	// ReasonUnackedLimit). retransmit.Config.Window bounds their number.
+	// 0 means DefaultUnackedBytes (1 MiB).
+	UnackedBytes int
+}
+
+// limits are Limits with the defaults filled in and "off" as the largest int.
+type limits struct {
+	outputHard    int
+	outputSoft    int
+	outputSoftFor time.Duration // 0: no soft limit
+	unackedBytes  int
+}
+
+func (l Limits) resolve() limits {
+	pick := func(v, def int) int {
+		switch {
+		case v == 0:
+			return def
+		case v < 0:
+			return math.MaxInt
+		}
+		return v
+	}
+	r := limits{
+		outputHard:    pick(l.OutputHard, DefaultOutputHard),
+		outputSoft:    pick(l.OutputSoft, DefaultOutputSoft),
+		outputSoftFor: l.OutputSoftFor,
+		unackedBytes:  pick(l.UnackedBytes, DefaultUnackedBytes),
+	}
+	switch {
+	case l.OutputSoftFor == 0:
+		r.outputSoftFor = DefaultOutputSoftFor
+	case l.OutputSoftFor < 0:
+		r.outputSoft = math.MaxInt
+	}
+	if r.outputSoft == math.MaxInt {
+		r.outputSoftFor = 0
+	}
+	return r
+}
+
 // KernelConfig are the kernel's TCP backstops: they catch dead peers even if
-// the process stalls. Zero fields leave the system defaults.
+// the process stalls. Zero fields are not set by the server; what that means
+// is said per field.
 type KernelConfig struct {
 	// KeepaliveIdle enables TCP keepalive after this long idle
-	// (TCP_KEEPIDLE); KeepaliveInterval and KeepaliveCount set
-	// TCP_KEEPINTVL and TCP_KEEPCNT.
+	// (TCP_KEEPIDLE); 0 leaves keepalive as the system has it (off for
+	// new sockets on Linux). With KeepaliveIdle set, a zero
+	// KeepaliveInterval is KeepaliveIdle/5 (TCP_KEEPINTVL) and a zero
+	// KeepaliveCount is 5 (TCP_KEEPCNT), as gnet sets them; they are not
+	// the system's defaults (net.ipv4.tcp_keepalive_intvl and _probes).
 	KeepaliveIdle     time.Duration
 	KeepaliveInterval time.Duration
 	KeepaliveCount    int
@@ -169,6 +253,16 @@ func (c *Config) validate() error {
 	}
 	if c.MaxFrame != 0 && c.MaxFrame < frame.DataHeaderSize {
 		return fmt.Errorf("%w: MaxFrame %d below the smallest frame", ErrConfig, c.MaxFrame)
+	}
+	l := c.Limits
+	if l.OutputHard > 0 && l.OutputSoft > l.OutputHard {
+		return fmt.Errorf("%w: Limits.OutputSoft %d above Limits.OutputHard %d: the hard limit would always close first", ErrConfig, l.OutputSoft, l.OutputHard)
+	}
+	if l.OutputHard == 0 && l.OutputSoft > DefaultOutputHard {
+		return fmt.Errorf("%w: Limits.OutputSoft %d above the default Limits.OutputHard %d: raise OutputHard too", ErrConfig, l.OutputSoft, DefaultOutputHard)
+	}
+	if c.Protocol == Raw && l.UnackedBytes != 0 {
+		return fmt.Errorf("%w: Limits.UnackedBytes needs the framed protocol (raw has no acknowledgements)", ErrConfig)
 	}
 	k := c.Kernel
 	if k.KeepaliveIdle < 0 || k.KeepaliveInterval < 0 || k.KeepaliveCount < 0 || k.UserTimeout < 0 {

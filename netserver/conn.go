@@ -48,8 +48,20 @@ func (Echo) OnMessage(c *Conn, msg []byte) {
 // OnClose does nothing.
 func (Echo) OnClose(*Conn, Reason) {}
 
-// ErrClosed is returned by Send on a connection that is closing.
-var ErrClosed = errors.New("netserver: connection closed")
+// Errors returned by Send; test them with errors.Is.
+var (
+	// ErrClosed: the connection is closing or closed.
+	ErrClosed = errors.New("netserver: connection closed")
+	// ErrOutputLimit: the message would take the connection's queued output
+	// over Limits.OutputHard. The connection is closing with
+	// ReasonOutputLimit when Send returns it.
+	ErrOutputLimit = errors.New("netserver: output limit")
+	// ErrUnackedLimit: the peer has too much unacknowledged data, in bytes
+	// (Limits.UnackedBytes) or messages (retransmit.Config.Window); the
+	// message was not sent. The handler decides: Echo closes with
+	// ReasonUnackedLimit rather than drop an echo.
+	ErrUnackedLimit = errors.New("netserver: unacknowledged data limit")
+)
 
 // Expiry events, handed from the wheel's goroutine to the event loop.
 const (

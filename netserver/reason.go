@@ -26,8 +26,10 @@ const (
 	ReasonGiveUp               // retransmission gave up
 	ReasonProtocol             // malformed frame, unknown type, bad sequence number
 	ReasonTooLarge             // a frame longer than MaxFrame
-	ReasonOverload             // too many connections, or too many unacknowledged messages
+	ReasonOverload             // too many connections (MaxConns)
 	ReasonPanic                // the handler panicked
+	ReasonOutputLimit          // queued output over Limits.OutputHard, or over OutputSoft too long
+	ReasonUnackedLimit         // unacknowledged data over Limits.UnackedBytes or the retransmit window
 	numReasons
 )
 
@@ -37,7 +39,8 @@ var reasonNames = [numReasons]string{
 	ReasonDeadPeer: "dead_peer", ReasonKeepalive: "keepalive", ReasonFrameDeadline: "frame_deadline",
 	ReasonHandshake: "handshake", ReasonMaxAge: "max_age", ReasonWriteStall: "write_stall",
 	ReasonGiveUp: "retransmit_give_up", ReasonProtocol: "protocol_error", ReasonTooLarge: "frame_too_large",
-	ReasonOverload: "overload", ReasonPanic: "handler_panic",
+	ReasonOverload: "overload", ReasonPanic: "handler_panic", ReasonOutputLimit: "output_limit",
+	ReasonUnackedLimit: "unacked_limit",
 }
 
 func (r Reason) String() string {
@@ -87,6 +90,10 @@ func (r Reason) code() frame.Code {
 		return frame.CodeOverload
 	case ReasonPanic:
 		return frame.CodeInternal
+	case ReasonOutputLimit:
+		return frame.CodeOutputLimit
+	case ReasonUnackedLimit:
+		return frame.CodeUnackedLimit
 	}
 	return 0
 }

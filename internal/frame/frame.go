@@ -68,8 +68,10 @@ const (
 	CodeGiveUp        Code = 9  // retransmission gave up
 	CodeProtocol      Code = 10 // malformed frame, unknown type, bad sequence
 	CodeTooLarge      Code = 11 // a frame longer than the limit
-	CodeOverload      Code = 12 // too many connections, or too many unacked messages
+	CodeOverload      Code = 12 // too many connections
 	CodeInternal      Code = 13 // the server's handler failed
+	CodeOutputLimit   Code = 14 // the peer let too much output queue up (it does not read)
+	CodeUnackedLimit  Code = 15 // the peer left too much data unacknowledged
 )
 
 var codeNames = [...]string{
@@ -77,6 +79,7 @@ var codeNames = [...]string{
 	CodeFrameDeadline: "frame_deadline", CodeHandshake: "handshake", CodeMaxAge: "max_age",
 	CodeWriteStall: "write_stall", CodeGiveUp: "retransmit_give_up", CodeProtocol: "protocol_error",
 	CodeTooLarge: "frame_too_large", CodeOverload: "overload", CodeInternal: "internal_error",
+	CodeOutputLimit: "output_limit", CodeUnackedLimit: "unacked_limit",
 }
 
 func (c Code) String() string {
