@@ -273,3 +273,16 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// outputLook is how often queued output is looked at: a quarter of the
+// shorter of the write-stall timeout and OutputSoftFor (0: never, neither is
+// on), so either closes at most a quarter late.
+func outputLook(stall, softFor time.Duration) time.Duration {
+	d := time.Duration(0)
+	for _, t := range []time.Duration{stall, softFor} {
+		if t > 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	return d / 4
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -36,12 +37,13 @@ type Echo struct{}
 // OnOpen does nothing.
 func (Echo) OnOpen(*Conn) {}
 
-// OnMessage sends msg back. If the peer has too many unacknowledged messages
-// (the retransmission window is full) the connection closes with
-// ReasonOverload rather than drop the echo.
+// OnMessage sends msg back. If the peer has too much unacknowledged data
+// (Limits.UnackedBytes, or the retransmission window) the connection closes
+// with ReasonUnackedLimit rather than drop the echo; if its queued output
+// would pass Limits.OutputHard, Send has closed it with ReasonOutputLimit.
 func (Echo) OnMessage(c *Conn, msg []byte) {
-	if err := c.Send(msg); err != nil && !errors.Is(err, ErrClosed) {
-		c.closeWith(ReasonOverload)
+	if err := c.Send(msg); errors.Is(err, ErrUnackedLimit) {
+		c.CloseWith(ReasonUnackedLimit)
 	}
 }
 
@@ -69,7 +71,7 @@ const (
 	evProbe
 	evRetransmit
 	evDrain
-	evStall
+	evOutput
 )
 
 // Conn is one connection of a Server. Its methods must be called on the
@@ -86,9 +88,11 @@ type Conn struct {
 	s   *Server
 	ctx any
 
-	idle  *idle.Tracker
-	rtx   retransmit.Tracker // Framed only
-	stall wheel.Timer        // initialized only with a write-stall timeout
+	idle *idle.Tracker
+	rtx  retransmit.Tracker // Framed only
+	// out watches queued output (see watchOutput); initialized only when a
+	// write-stall timeout or a soft output limit is configured.
+	out wheel.Timer
 
 	// hand-off
 	events     atomic.Uint32
@@ -96,11 +100,26 @@ type Conn struct {
 	queued     atomic.Bool
 	next       *Conn
 
-	recvNext  uint64   // next DATA sequence number expected from the peer
-	sendNext  uint64   // sequence number of the next DATA we send
-	ackedTo   uint64   // highest sequence number the peer acknowledged
-	unacked   [][]byte // payloads of DATA sent and not acknowledged, oldest first
-	nonce     uint64
+	recvNext uint64       // next DATA sequence number expected from the peer
+	sendNext uint64       // sequence number of the next DATA we send
+	ackedTo  uint64       // highest sequence number the peer acknowledged
+	unacked  unackedQueue // payloads of DATA sent and not acknowledged
+	nonce    uint64
+	// need is how many inbound bytes the frame under way needs before it
+	// can be parsed (its header, then its whole length): OnTraffic does not
+	// look at the buffered bytes again until that many have arrived.
+	need int
+
+	// Queued output (watchOutput). written counts the bytes handed to gnet;
+	// written minus gnet's outbound buffer is what has drained to the
+	// socket.
+	written    uint64
+	drained    uint64        // drained bytes when last looked
+	progressAt time.Duration // when output was last seen draining, or began to queue
+	softSince  time.Duration // when queued output was first seen above OutputSoft
+	backlog    bool          // output was queued when last looked
+	aboveSoft  bool          // queued output was above OutputSoft when last looked
+
 	inFrame   bool
 	handshook bool
 	sentClose bool
@@ -113,24 +132,40 @@ type Conn struct {
 // Send sends msg to the peer: with Framed, as a DATA frame that is kept
 // (copied) until acknowledged and retransmitted if need be; with Raw, as
 // bytes. Writes are batched until the current event returns. It returns
-// ErrClosed on a closing connection and an error wrapping
-// retransmit.ErrWindowFull when the peer has too many unacknowledged
-// messages. Allocation-free in steady state.
+// ErrClosed on a closing connection; ErrUnackedLimit, sending nothing,
+// when the peer has too much unacknowledged data (Limits.UnackedBytes, or
+// retransmit.Config.Window messages; the error wraps
+// retransmit.ErrWindowFull then); and ErrOutputLimit when the message would
+// take the queued output over Limits.OutputHard, in which case the
+// connection is closing with ReasonOutputLimit. O(len(msg)),
+// allocation-free in steady state. Call it on the connection's event loop.
 func (c *Conn) Send(msg []byte) error {
 	if c.closing || c.closed {
 		return ErrClosed
 	}
 	l := c.own()
-	if c.s.cfg.Protocol == Raw {
+	s := c.s
+	size := len(msg)
+	if s.cfg.Protocol == Framed {
+		size += frame.DataHeaderSize
+		if c.unacked.bytes()+len(msg) > s.lim.unackedBytes {
+			return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.unacked.bytes(), s.lim.unackedBytes)
+		}
+	}
+	if queued := c.gc.OutboundBuffered() + len(l.out); queued+size > s.lim.outputHard {
+		c.overOutput(queued + size)
+		return fmt.Errorf("%w: %d bytes queued, limit %d", ErrOutputLimit, queued+size, s.lim.outputHard)
+	}
+	if s.cfg.Protocol == Raw {
 		l.out = append(l.out, msg...)
 		return nil
 	}
 	seq := c.sendNext
 	if err := c.rtx.Sent(seq, l.clock()); err != nil {
-		return fmt.Errorf("netserver: send: %w", err)
+		return fmt.Errorf("%w: %w", ErrUnackedLimit, err)
 	}
 	c.sendNext++
-	c.unacked = append(c.unacked, append(l.buffer(len(msg)), msg...))
+	c.unacked.push(msg)
 	l.out = frame.AppendData(l.out, seq, msg)
 	return nil
 }
@@ -140,6 +175,17 @@ func (c *Conn) Send(msg []byte) error {
 func (c *Conn) Close() error {
 	c.closeWith(ReasonServerClosed)
 	return nil
+}
+
+// CloseWith closes the connection with reason r (Framed: after a CLOSE frame
+// with r's code), which OnClose and the metrics then report. ReasonNone
+// means ReasonServerClosed. It is idempotent: the first reason stays. Call
+// it on the connection's event loop.
+func (c *Conn) CloseWith(r Reason) {
+	if r == ReasonNone || r >= numReasons {
+		r = ReasonServerClosed
+	}
+	c.closeWith(r)
 }
 
 // RemoteAddr reports the peer's address.
@@ -216,8 +262,10 @@ func (l *loop) flushOwner() {
 	}
 }
 
-// flush writes what the loop's buffer holds for c, if anything. gnet's
-// Write closes the connection (calling OnClose) if the socket fails.
+// flush writes what the loop's buffer holds for c, if anything, unless that
+// would take c's queued output over the hard limit (then c closes with
+// ReasonOutputLimit and the bytes are dropped). gnet's Write closes the
+// connection (calling OnClose) if the socket fails.
 func (c *Conn) flush() {
 	l := c.l
 	if l.owner != c {
@@ -225,29 +273,102 @@ func (c *Conn) flush() {
 	}
 	l.owner = nil
 	if len(l.out) == 0 || c.closed {
-		l.out = l.out[:0]
+		l.trimOut()
+		return
+	}
+	if queued := c.gc.OutboundBuffered() + len(l.out); queued > c.s.lim.outputHard {
+		l.trimOut()
+		c.overOutput(queued)
 		return
 	}
 	_, _ = c.gc.Write(l.out)
-	l.out = l.out[:0]
-	if c.closed {
+	c.written += uint64(len(l.out))
+	l.trimOut()
+	if !c.closed {
+		c.watchOutput(l.clock())
+	}
+}
+
+// maxKeptOut is the most output buffer a loop keeps between events.
+const maxKeptOut = 256 << 10
+
+// trimOut empties the loop's output buffer, letting it go if one event
+// grew it past maxKeptOut.
+func (l *loop) trimOut() {
+	if cap(l.out) > maxKeptOut {
+		l.out = nil
 		return
 	}
-	if c.s.stallTimeout > 0 {
-		if c.gc.OutboundBuffered() > 0 {
-			if !c.stall.Pending() {
-				c.stall.ResetFrom(l.clock(), c.s.stallTimeout)
-			}
-		} else {
-			c.stall.Stop()
+	l.out = l.out[:0]
+}
+
+// overOutput closes c for queued output over its limit: queued bytes would
+// be queued. No CLOSE frame is sent: it would wait behind what the peer is
+// not reading.
+func (c *Conn) overOutput(queued int) {
+	if c.closing {
+		return
+	}
+	c.s.log.Warn("netserver: output limit: closing a connection that does not read",
+		"remote", remote(c), "queued_bytes", queued, "hard_limit", c.s.lim.outputHard,
+		"soft_limit", c.s.lim.outputSoft, "soft_for", c.s.lim.outputSoftFor.String())
+	c.sentClose = true
+	c.closeWith(ReasonOutputLimit)
+}
+
+// watchOutput looks at c's queued output at now, on the loop: after every
+// write and whenever c.out fires while output is queued. It closes c with
+// ReasonWriteStall when no queued byte has drained for the write-stall
+// timeout, and with ReasonOutputLimit when the output has stayed above
+// OutputSoft for OutputSoftFor; otherwise, while output is queued, it arms
+// c.out to look again. Progress is seen only when looked for, so a close
+// comes at least the timeout after the last byte drained (never early) and
+// at most a quarter of it later.
+func (c *Conn) watchOutput(now time.Duration) {
+	s := c.s
+	stall, softFor := s.stallTimeout, s.lim.outputSoftFor
+	if stall <= 0 && softFor <= 0 {
+		return
+	}
+	queued := c.gc.OutboundBuffered()
+	if queued == 0 {
+		if c.backlog {
+			c.backlog, c.aboveSoft = false, false
+			c.out.Stop()
 		}
+		return
+	}
+	drained := c.written - uint64(queued)
+	if !c.backlog || drained != c.drained {
+		c.backlog, c.drained, c.progressAt = true, drained, now
+	}
+	switch {
+	case queued <= s.lim.outputSoft:
+		c.aboveSoft = false
+	case !c.aboveSoft:
+		c.aboveSoft, c.softSince = true, now
+	}
+	if stall > 0 && now-c.progressAt >= stall {
+		c.closeWith(ReasonWriteStall)
+		return
+	}
+	if c.aboveSoft && softFor > 0 && now-c.softSince >= softFor {
+		c.s.log.Warn("netserver: soft output limit held too long: closing a connection that reads too slowly",
+			"remote", remote(c), "queued_bytes", queued, "soft_limit", s.lim.outputSoft,
+			"above_for", (now - c.softSince).String(), "soft_for", softFor.String())
+		c.sentClose = true
+		c.closeWith(ReasonOutputLimit)
+		return
+	}
+	if !c.out.Pending() {
+		c.out.ResetFrom(now, s.outputLook)
 	}
 }
 
 // isIdle reports whether c can be closed by a graceful shutdown without
 // losing anything: no frame half received, nothing unacknowledged or queued.
 func (c *Conn) isIdle() bool {
-	return !c.inFrame && len(c.unacked) == 0 && c.gc.OutboundBuffered() == 0
+	return !c.inFrame && c.unacked.len() == 0 && c.gc.OutboundBuffered() == 0
 }
 
 // handleEvents runs the expiries handed over by the wheel, on the loop.
@@ -260,9 +381,10 @@ func (c *Conn) handleEvents(ev uint32) {
 		c.closeWith(Reason(c.hookReason.Load()))
 		return
 	}
-	if ev&evStall != 0 && c.gc.OutboundBuffered() > 0 {
-		c.closeWith(ReasonWriteStall)
-		return
+	if ev&evOutput != 0 {
+		if c.watchOutput(c.l.clock()); c.closing {
+			return
+		}
 	}
 	if ev&evDrain != 0 && s.cfg.Protocol == Framed && !c.sentClose {
 		// Max age reached: tell the peer now; the close follows after the grace.
@@ -276,10 +398,10 @@ func (c *Conn) handleEvents(ev uint32) {
 		l.out = frame.AppendPing(l.out, c.nonce)
 		s.probes.Add(1)
 	}
-	if ev&evRetransmit != 0 && len(c.unacked) > 0 {
+	if ev&evRetransmit != 0 && c.unacked.len() > 0 {
 		// RFC 6298 5.4: resend the earliest unacknowledged message.
 		l := c.own()
-		l.out = frame.AppendData(l.out, c.ackedTo+1, c.unacked[0])
+		l.out = frame.AppendData(l.out, c.ackedTo+1, c.unacked.front())
 		s.retransmits.Add(1)
 		s.m.rto.Observe(c.rtx.Stats().RTO.Seconds())
 	}

@@ -19,7 +19,7 @@ func TestLoop_TakeExpiredInPostOrder(t *testing.T) {
 	for _, c := range conns {
 		c.post(evClose)
 	}
-	conns[2].post(evStall) // already queued: no second entry
+	conns[2].post(evOutput) // already queued: no second entry
 	var got []*Conn
 	for c := l.takeExpired(); c != nil; c = c.next {
 		got = append(got, c)
@@ -28,6 +28,6 @@ func TestLoop_TakeExpiredInPostOrder(t *testing.T) {
 	for i := range conns {
 		assert.Same(t, conns[i], got[i], "position %d", i)
 	}
-	assert.Equal(t, evClose|evStall, conns[2].events.Load())
+	assert.Equal(t, evClose|evOutput, conns[2].events.Load())
 	assert.Nil(t, l.takeExpired(), "the list is empty once taken")
 }

@@ -13,6 +13,7 @@ package netserver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,8 @@ type Server struct {
 	idleCfg      idle.Config
 	maxFrame     int
 	stallTimeout time.Duration
+	lim          limits
+	outputLook   time.Duration // how often queued output is looked at (watchOutput)
 
 	eng    gnet.Engine
 	addr   net.Addr
@@ -89,12 +92,11 @@ type loop struct {
 	scheduled atomic.Bool
 	run       gnet.RunnableFunc
 
-	out     []byte
+	out     []byte        // output batched in the running event, for owner; see trimOut for its bound
 	owner   *Conn         // the connection out holds output for
 	inEvent *Conn         // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
 	now     time.Duration // the wheel's exact clock at the start of the running event; see clock
 	conns   map[*Conn]struct{}
-	free    [][]byte
 }
 
 // New validates cfg and builds a Server that will run h. It starts nothing:
@@ -127,6 +129,8 @@ func New(cfg Config, h Handler) (*Server, error) {
 	s.idleCfg = cfg.Timeouts
 	s.stallTimeout = s.idleCfg.WriteStallTimeout
 	s.idleCfg.WriteStallTimeout = 0
+	s.lim = cfg.Limits.resolve()
+	s.outputLook = outputLook(s.stallTimeout, s.lim.outputSoftFor)
 	s.loops.Store(&[]*loop{})
 	m, err := newMetrics(s, cfg.Registerer)
 	if err != nil {
@@ -387,24 +391,6 @@ func (l *loop) takeExpired() *Conn {
 	return first
 }
 
-// buffer returns an empty slice with room for n bytes, reusing freed ones.
-func (l *loop) buffer(n int) []byte {
-	for i := len(l.free) - 1; i >= 0 && i >= len(l.free)-4; i-- {
-		if b := l.free[i]; cap(b) >= n {
-			l.free[i] = l.free[len(l.free)-1]
-			l.free = l.free[:len(l.free)-1]
-			return b[:0]
-		}
-	}
-	return make([]byte, 0, max(n, 64))
-}
-
-func (l *loop) release(b []byte) {
-	if len(l.free) < 4096 && cap(b) <= 64<<10 {
-		l.free = append(l.free, b)
-	}
-}
-
 func (s *Server) loopFor(el gnet.EventLoop) *loop {
 	s.loopsMu.Lock()
 	defer s.loopsMu.Unlock()
@@ -536,8 +522,8 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 			return nil, gnet.Close
 		}
 	}
-	if s.stallTimeout > 0 {
-		c.stall.Init(s.wheel, func() { c.post(evStall) })
+	if s.outputLook > 0 {
+		c.out.Init(s.wheel, func() { c.post(evOutput) })
 	}
 	if s.cfg.Kernel.UserTimeout > 0 {
 		if err := setUserTimeout(gc.Fd(), s.cfg.Kernel.UserTimeout); err != nil {
@@ -628,20 +614,38 @@ func (c *Conn) onRaw() {
 }
 
 func (c *Conn) onFramed() {
-	s := c.s
-	buf, _ := c.gc.Peek(-1)
-	if len(buf) == 0 {
-		return
-	}
 	now := c.l.clock()
 	c.idle.BytesInAt(now)
-	used := 0
-	acked := false
+	if c.gc.InboundBuffered() < c.need {
+		return // the frame under way is still short: do not look at it again
+	}
+	buf, _ := c.gc.Peek(-1)
+	used := c.parseFrames(buf, now)
+	if c.closing {
+		_, _ = c.gc.Discard(-1)
+		return
+	}
+	if used > 0 {
+		// Never Discard(0): gnet's Discard(n <= 0) empties the whole buffer.
+		_, _ = c.gc.Discard(used)
+	}
+}
+
+// parseFrames acts on every whole frame at the start of buf and reports how
+// many bytes they took. It leaves c.need at what the next frame needs in
+// all, and starts the frame deadline if part of one is there.
+func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
+	s := c.s
 	needAck := false
 	for !c.closing {
-		f, n, err := frame.Parse(buf[used:], s.maxFrame)
+		rest := buf[used:]
+		f, n, err := frame.Parse(rest, s.maxFrame)
 		if errors.Is(err, frame.ErrShort) {
-			if used < len(buf) && !c.inFrame {
+			c.need = frame.LenSize
+			if len(rest) >= frame.LenSize {
+				c.need += int(binary.BigEndian.Uint32(rest))
+			}
+			if len(rest) > 0 && !c.inFrame {
 				c.inFrame = true
 				c.idle.FrameStartAt(now)
 			}
@@ -656,6 +660,7 @@ func (c *Conn) onFramed() {
 			break
 		}
 		used += n
+		c.need = 0
 		if c.inFrame {
 			c.inFrame = false
 			c.idle.FrameEnd()
@@ -684,13 +689,8 @@ func (c *Conn) onFramed() {
 			}
 			if f.Seq > c.ackedTo {
 				c.rtx.AckedThrough(f.Seq, now)
-				for c.ackedTo < f.Seq {
-					c.l.release(c.unacked[0])
-					c.unacked[0] = nil
-					c.unacked = c.unacked[1:]
-					c.ackedTo++
-				}
-				acked = true
+				c.unacked.pop(int(f.Seq - c.ackedTo))
+				c.ackedTo = f.Seq
 			}
 		case frame.TypePing:
 			l := c.own()
@@ -705,14 +705,7 @@ func (c *Conn) onFramed() {
 		l := c.own()
 		l.out = frame.AppendAck(l.out, c.recvNext-1)
 	}
-	if acked && len(c.unacked) == 0 && cap(c.unacked) > 64 {
-		c.unacked = nil // do not pin a burst's worth of slots
-	}
-	if c.closing {
-		_, _ = c.gc.Discard(-1)
-		return
-	}
-	_, _ = c.gc.Discard(used)
+	return used
 }
 
 func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
@@ -743,14 +736,10 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if s.cfg.Protocol == Framed {
 		c.rtx.Close()
 	}
-	if s.stallTimeout > 0 {
-		c.stall.Stop()
+	if s.outputLook > 0 {
+		c.out.Stop()
 	}
-	for i, b := range c.unacked {
-		c.l.release(b)
-		c.unacked[i] = nil
-	}
-	c.unacked = nil
+	c.unacked.reset(true)
 	delete(c.l.conns, c)
 	if c.l.owner == c { // output queued for a connection that is gone
 		c.l.owner = nil
@@ -762,7 +751,7 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	case ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake,
 		ReasonMaxAge, ReasonWriteStall, ReasonGiveUp:
 		level = slog.LevelInfo
-	case ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError:
+	case ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError, ReasonOutputLimit, ReasonUnackedLimit:
 		level = slog.LevelWarn
 	}
 	if s.log.Enabled(context.Background(), level) {

@@ -1,0 +1,77 @@
+package netserver
+
+// unackedQueue keeps copies of the DATA payloads a connection sent and the
+// peer has not acknowledged, oldest first, back to back in one buffer. Its
+// memory is the bytes it holds (bounded by Limits.UnackedBytes) plus the
+// growth slack of one slice: a 1-byte message costs 1 byte and a length,
+// not a buffer of its own. It belongs to the connection's event loop.
+//
+// Pushes append at the end; acknowledgements advance start. The dead head
+// is reclaimed by moving the live bytes down when it outweighs them, so
+// each byte is copied O(1) times on average, and an emptied queue whose
+// buffer grew past keepCap lets it go rather than pin a burst's worth.
+type unackedQueue struct {
+	buf   []byte   // buf[start:] are the payloads, in order
+	start int      // first live byte of buf
+	lens  []uint32 // lens[head:] are the payloads' lengths, oldest first
+	head  int      // first live entry of lens
+}
+
+// keepCap is the most an empty queue keeps allocated, per slice.
+const keepCap = 16 << 10
+
+// push appends a copy of msg. O(len(msg)) amortized; allocation-free once the
+// buffer has grown to the connection's working size.
+func (q *unackedQueue) push(msg []byte) {
+	if q.start > 0 && q.start >= len(q.buf)-q.start {
+		n := copy(q.buf, q.buf[q.start:])
+		q.buf = q.buf[:n]
+		q.start = 0
+	}
+	if q.head > 0 && q.head >= len(q.lens)-q.head {
+		n := copy(q.lens, q.lens[q.head:])
+		q.lens = q.lens[:n]
+		q.head = 0
+	}
+	q.buf = append(q.buf, msg...)
+	q.lens = append(q.lens, uint32(len(msg)))
+}
+
+// len reports how many payloads the queue holds.
+func (q *unackedQueue) len() int { return len(q.lens) - q.head }
+
+// bytes reports how many payload bytes the queue holds.
+func (q *unackedQueue) bytes() int { return len(q.buf) - q.start }
+
+// front returns the oldest payload; the queue must not be empty. It aliases
+// the queue's buffer until the next push or pop.
+func (q *unackedQueue) front() []byte {
+	return q.buf[q.start : q.start+int(q.lens[q.head])]
+}
+
+// pop drops the n oldest payloads (n <= len).
+func (q *unackedQueue) pop(n int) {
+	for range n {
+		q.start += int(q.lens[q.head])
+		q.head++
+	}
+	if q.len() == 0 {
+		q.reset(false)
+	}
+}
+
+// reset empties the queue, releasing its buffers if all is set or they grew
+// past keepCap.
+func (q *unackedQueue) reset(all bool) {
+	q.start, q.head = 0, 0
+	if all || cap(q.buf) > keepCap {
+		q.buf = nil
+	} else {
+		q.buf = q.buf[:0]
+	}
+	if all || cap(q.lens)*4 > keepCap {
+		q.lens = nil
+	} else {
+		q.lens = q.lens[:0]
+	}
+}
