@@ -560,6 +560,7 @@ type inboxShard struct {
 
 func (w *Wheel) run() {
 	defer close(w.done)
+	defer w.countStops()
 	for w.clock.Load()&clockStopped == 0 {
 		w.wakeups.Add(1)
 		w.sleepUntil.Store(0)
@@ -940,6 +941,32 @@ func (w *Wheel) handle(t *Timer, now int64) {
 				t.f()
 			}
 			return
+		}
+	}
+}
+
+// countStops runs as the driver exits, after Stop: it takes in the stops
+// still in the inbox, so that Len counts only the timers that were pending
+// when the wheel stopped. It fires nothing and links nothing.
+func (w *Wheel) countStops() {
+	for i := range w.inbox {
+		for t := w.inbox[i].head.Swap(nil); t != nil; {
+			next := t.qnext
+			t.qnext = nil
+			for {
+				s := t.state.Load()
+				n := s &^ stateQueued
+				if s&statePending == 0 {
+					n &^= stateCounted
+				}
+				if t.state.CompareAndSwap(s, n) {
+					if s&statePending == 0 && s&stateCounted != 0 {
+						w.addPending(-1)
+					}
+					break
+				}
+			}
+			t = next
 		}
 	}
 }

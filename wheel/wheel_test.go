@@ -111,6 +111,24 @@ func TestWheel_StoppedWheelIgnoresResets(t *testing.T) {
 	assert.True(t, tm.Pending(), "Reset on a stopped wheel changes nothing")
 }
 
+// Stops that the sleeping driver has not yet taken in when the wheel stops
+// are still counted: Len after Stop is the number of timers that were
+// pending then.
+func TestWheel_LenAfterStopCountsLateStops(t *testing.T) {
+	w := wheel.New()
+	timers := make([]*wheel.Timer, 100)
+	for i := range timers {
+		timers[i] = w.AfterFunc(time.Hour, func() { t.Error("fired") })
+	}
+	require.Eventually(t, func() bool { return w.Len() == 100 }, 5*time.Second, time.Millisecond,
+		"the driver takes in the armings")
+	for _, tm := range timers[:60] {
+		require.True(t, tm.Stop())
+	}
+	w.Stop()
+	assert.Equal(t, 40, w.Len())
+}
+
 func TestWheel_Executor(t *testing.T) {
 	clk := wheel.NewManualClock()
 	var handed []func()
