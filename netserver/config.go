@@ -116,8 +116,8 @@ type Config struct {
 	SilentShutdown bool
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
-	// Registerer receives the server's Prometheus metrics; nil keeps them
-	// in a registry of the server's own, served by MetricsHandler.
+	// Registerer, if not nil, also receives the server's Prometheus
+	// metrics (MetricsHandler serves them either way).
 	Registerer prometheus.Registerer
 }
 

@@ -47,19 +47,15 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 			Buckets: closeDelayBuckets,
 		}),
 	}
-	own := reg == nil
-	var r *prometheus.Registry
-	if own {
-		r = prometheus.NewRegistry()
-		reg = r
-		// A registry of our own also carries the Go runtime and process
-		// metrics a default one would have.
-		if err := r.Register(collectors.NewGoCollector()); err != nil {
-			return nil, fmt.Errorf("netserver: register metrics: %w", err)
-		}
-		if err := r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-			return nil, fmt.Errorf("netserver: register metrics: %w", err)
-		}
+	// MetricsHandler serves a registry of the server's own, whether or not
+	// the metrics also go to the caller's Registerer; like a default
+	// registry, it carries the Go runtime and process metrics too.
+	own := prometheus.NewRegistry()
+	if err := own.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("netserver: register metrics: %w", err)
+	}
+	if err := own.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("netserver: register metrics: %w", err)
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
@@ -72,20 +68,20 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		gauge("netwheel_connections_open", "Connections open now.", func() float64 { return float64(s.open.Load()) }),
 		counter("netwheel_connections_accepted_total", "Connections accepted.", func() float64 { return float64(s.accepted.Load()) }),
 		gauge("netwheel_timers_pending", "Timers pending in the wheel.", func() float64 {
-			if s.wheel == nil {
-				return 0
+			if w := s.wheelPub.Load(); w != nil {
+				return float64(w.Len())
 			}
-			return float64(s.wheel.Len())
+			return 0
 		}),
 		counter("netwheel_expiries_total", "Timer expiries handed to event loops.", func() float64 { return float64(s.expiries.Load()) }),
 		counter("netwheel_keepalive_probes_total", "Keepalive PINGs sent.", func() float64 { return float64(s.probes.Load()) }),
 		counter("netwheel_retransmissions_total", "DATA frames retransmitted.", func() float64 { return float64(s.retransmits.Load()) }),
 		counter("netwheel_wheel_wakeups_total", "Times the timer wheel's goroutine woke: none while idle, and otherwise only when a timer falls due (the event loops arm their timers from exact times, so the wheel keeps no clock for them).",
 			func() float64 {
-				if s.wheel == nil {
-					return 0
+				if w := s.wheelPub.Load(); w != nil {
+					return float64(w.Wakeups())
 				}
-				return float64(s.wheel.Wakeups())
+				return 0
 			}),
 		counter("netwheel_retransmit_giveups_total", "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())
@@ -99,14 +95,16 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		}, func() float64 { return float64(s.closed[r].Load()) }))
 	}
 	for _, c := range cs {
+		if err := own.Register(c); err != nil {
+			return nil, fmt.Errorf("netserver: register metrics: %w", err)
+		}
+		if reg == nil {
+			continue
+		}
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("netserver: register metrics: %w", err)
 		}
 	}
-	if own {
-		m.handler = promhttp.HandlerFor(r, promhttp.HandlerOpts{})
-	} else {
-		m.handler = promhttp.Handler()
-	}
+	m.handler = promhttp.HandlerFor(own, promhttp.HandlerOpts{})
 	return m, nil
 }

@@ -40,14 +40,20 @@ import (
 // with New, run it with Start, stop it with Shutdown. Its methods may be
 // called from any goroutine.
 //
-// Ownership: cfg, h, log, wheel, m and idleCfg are set by New and read-only
-// after. eng and addr are written once in OnBoot, before booted is closed.
-// loops is copy-on-write under loopsMu. Counters are atomic.
+// Ownership: cfg, h, log, m, idleCfg and the limits are set by New and
+// read-only after. wheel is written by Start before gnet runs, and read by
+// the event loops (which gnet starts after it) and Shutdown; other
+// goroutines (Stats, the metrics) read it through wheelPub. eng and addr are
+// written once in OnBoot, before booted is closed. listeners is written by
+// Start before it returns and read by Shutdown. loops is copy-on-write under
+// loopsMu. Counters are atomic.
 type Server struct {
 	cfg          Config
 	h            Handler
 	log          *slog.Logger
 	wheel        *wheel.Wheel
+	wheelPub     atomic.Pointer[wheel.Wheel]
+	listeners    []listenerID // the server's own listening sockets, found by Start
 	m            *metrics
 	idleCfg      idle.Config
 	maxFrame     int
@@ -160,6 +166,20 @@ func (s *Server) Start() error {
 			"timers fire up to about 20 ms late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
 	}
 	s.wheel = wheel.New(wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff))
+	s.wheelPub.Store(s.wheel)
+	// With SO_REUSEPORT, other listeners of this process may share the
+	// address, and Shutdown must close only this server's: those there
+	// before Start are not, and Starts take turns so no other server's
+	// appear while this one looks.
+	claimMu.Lock()
+	defer claimMu.Unlock()
+	foreign := map[listenerID]bool{}
+	if a, err := net.ResolveTCPAddr("tcp", s.cfg.Addr); err == nil && a.Port != 0 {
+		ids, _ := findListeners(a)
+		for _, id := range ids {
+			foreign[id] = true
+		}
+	}
 	s.loopCount.Store(int32(loops))
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
@@ -181,24 +201,71 @@ func (s *Server) Start() error {
 	go func() {
 		defer close(s.done)
 		s.runErr = gnet.Run(&events{s: s}, "tcp://"+s.cfg.Addr, opts...)
+		// Every loop has returned: no connection is left to arm a timer.
+		s.wheel.Stop()
 	}()
 	select {
 	case <-s.booted:
+		want := 1
+		if s.cfg.ReusePort && s.addr.(*net.TCPAddr).Port == listenPort(s.cfg.Addr) {
+			want = loops // gnet opens one per loop, after OnBoot
+		}
+		s.listeners = s.ownListeners(foreign, want)
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
 			"event_loops", loops, "gomaxprocs", procs, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
 		return nil
 	case <-s.done:
-		s.wheel.Stop()
 		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, s.runErr)
 	}
+}
+
+// claimMu serializes the part of Start that finds the server's listening
+// sockets among the process's.
+var claimMu sync.Mutex
+
+// ownListeners returns the listening sockets on the server's address that
+// are not foreign, waiting (at most a second) until there are want of them.
+func (s *Server) ownListeners(foreign map[listenerID]bool, want int) []listenerID {
+	var own []listenerID
+	for deadline := time.Now().Add(time.Second); ; {
+		own = own[:0]
+		ids, err := findListeners(s.addr)
+		if err != nil {
+			return nil
+		}
+		for _, id := range ids {
+			if !foreign[id] {
+				own = append(own, id)
+			}
+		}
+		if len(own) >= want || time.Now().After(deadline) {
+			return own
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// listenPort returns the port of a host:port address, or -1.
+func listenPort(addr string) int {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // EventLoops reports the number of event loops the server runs (Config's,
 // or its default), once Start has returned; 0 before. Any goroutine.
 func (s *Server) EventLoops() int { return int(s.loopCount.Load()) }
 
-// Done is closed when the server has stopped serving: after Shutdown, or
-// if gnet's engine stopped by itself (then Err says why).
+// Done is closed when the server has stopped serving, after Shutdown or if
+// gnet's engine stopped by itself (then Err says why), once every event
+// loop has returned and the wheel has stopped: no goroutine of the server
+// is left then.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Err reports why the server stopped serving, once Done is closed: nil after
@@ -221,13 +288,20 @@ func (s *Server) Err() error {
 // Addr reports the address the server listens on (after Start).
 func (s *Server) Addr() net.Addr { return s.addr }
 
-// Shutdown stops the server gracefully: it stops taking connections (new
-// ones are closed at once with ReasonShutdown), closes idle connections
-// (Framed: after a CLOSE frame, unless SilentShutdown), lets busy ones (a
-// frame half received, data unacknowledged or queued) finish until ctx is
-// done, then closes the rest, stops the event loops and the wheel. No
-// goroutine or timer of the server outlives it. It returns ctx's error if
-// connections had to be cut, and is idempotent.
+// Shutdown stops the server gracefully. First it stops accepting: on Linux
+// it closes the listening sockets at once, so new connections are refused
+// (or, with ReusePort, go to the other sockets of the group, in other
+// processes) while existing ones drain; elsewhere new ones are closed on
+// arrival with ReasonShutdown. Then it closes idle connections (Framed:
+// after a CLOSE frame, unless SilentShutdown), lets busy ones (a frame half
+// received, data unacknowledged or queued) finish until ctx is done, closes
+// the rest, and stops the event loops and the wheel.
+//
+// Every wait is bounded by ctx. If ctx ends first, Shutdown cuts the busy
+// connections, asks the engine to stop and returns ctx's error without
+// waiting for it; Done is closed once the engine and the wheel have stopped,
+// and after that no goroutine or timer of the server remains. Shutdown is
+// idempotent: later calls return the first one's result.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
 	return s.shutdownErr
@@ -239,11 +313,11 @@ func (s *Server) shutdown(ctx context.Context) error {
 	}
 	select {
 	case <-s.done: // never booted, or already stopped
-		s.wheel.Stop()
 		return nil
 	default:
 	}
 	s.draining.Store(true)
+	s.stopAccepting()
 	s.checkDrained()
 	// Close the idle connections now, and the busy ones as they become
 	// idle: most do so on their own traffic (OnTraffic checks), but one
@@ -262,27 +336,50 @@ wait:
 		case <-tick.C:
 			s.checkDrained()
 			closeIdle()
-			continue
 		case <-ctx.Done():
+			err = ctx.Err()
+			s.log.Warn("netserver: shutdown deadline passed, closing busy connections", "open", s.open.Load())
+			s.closeOnLoops(func(*Conn) bool { return true })
+			break wait
 		}
-		err = ctx.Err()
-		s.log.Warn("netserver: shutdown deadline passed, closing busy connections", "open", s.open.Load())
-		s.closeOnLoops(func(*Conn) bool { return true })
-		select {
-		case <-s.drained:
-		case <-time.After(5 * time.Second):
-		}
-		break
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if serr := s.eng.Stop(stopCtx); serr != nil && err == nil {
+	// gnet closes whatever is left; with ctx done, Stop only asks.
+	if serr := s.eng.Stop(ctx); serr != nil && err == nil {
 		err = fmt.Errorf("netserver: stop engine: %w", serr)
 	}
-	<-s.done
-	s.wheel.Stop()
-	s.log.Info("netserver: stopped", "accepted", s.accepted.Load())
+	select {
+	case <-s.done:
+		s.log.Info("netserver: stopped", "accepted", s.accepted.Load())
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+		s.log.Warn("netserver: shutdown deadline passed before the event loops stopped; they stop in the background (see Done)")
+	}
 	return err
+}
+
+// stopAccepting closes the server's listening sockets, leaving gnet a
+// harmless descriptor in their place (retireListener). Where that cannot be
+// done, OnOpen goes on closing new connections with ReasonShutdown.
+func (s *Server) stopAccepting() {
+	var err error
+	if len(s.listeners) == 0 {
+		_, err = findListeners(s.addr) // says why: not Linux, or none found
+		if err == nil {
+			err = errors.New("netserver: no listening socket of the server found")
+		}
+	}
+	for _, id := range s.listeners {
+		if rerr := retireListener(id); rerr != nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		s.log.Warn("netserver: shutdown: could not close the listener first; new connections are closed on arrival instead", "err", err)
+		return
+	}
+	s.log.Info("netserver: shutdown: stopped accepting", "addr", s.addr.String(), "listeners", len(s.listeners))
 }
 
 // closeOnLoops asks every event loop to close, with ReasonShutdown, its
@@ -329,8 +426,8 @@ func (s *Server) Stats() Stats {
 		Retransmits: s.retransmits.Load(),
 		GiveUps:     s.closed[ReasonGiveUp].Load(),
 	}
-	if s.wheel != nil {
-		st.TimersPending = s.wheel.Len()
+	if w := s.wheelPub.Load(); w != nil {
+		st.TimersPending = w.Len()
 	}
 	for r := ReasonPeerClosed; r < numReasons; r++ {
 		if n := s.closed[r].Load(); n != 0 {
@@ -340,8 +437,10 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-// MetricsHandler serves the server's metrics in the Prometheus text format
-// (when Config.Registerer is nil; otherwise they are in that registry).
+// MetricsHandler serves the server's metrics, with the Go runtime and
+// process metrics, in the Prometheus text format, from a registry of the
+// server's own: the same whether or not Config.Registerer also receives
+// them. Any goroutine.
 func (s *Server) MetricsHandler() http.Handler { return s.m.handler }
 
 // handOff runs on the wheel's goroutine after each batch of expiries: one
