@@ -115,6 +115,7 @@ type Conn struct {
 	// socket.
 	written    uint64
 	drained    uint64        // drained bytes when last looked
+	acked      uint64        // bytes the peer had acknowledged when last looked (bytesAcked)
 	progressAt time.Duration // when output was last seen draining, or began to queue
 	softSince  time.Duration // when queued output was first seen above OutputSoft
 	backlog    bool          // output was queued when last looked
@@ -285,7 +286,7 @@ func (c *Conn) flush() {
 	c.written += uint64(len(l.out))
 	l.trimOut()
 	if !c.closed {
-		c.watchOutput(l.clock())
+		c.watchOutput(l.clock(), false)
 	}
 }
 
@@ -317,14 +318,20 @@ func (c *Conn) overOutput(queued int) {
 }
 
 // watchOutput looks at c's queued output at now, on the loop: after every
-// write and whenever c.out fires while output is queued. It closes c with
-// ReasonWriteStall when no queued byte has drained for the write-stall
-// timeout, and with ReasonOutputLimit when the output has stayed above
-// OutputSoft for OutputSoftFor; otherwise, while output is queued, it arms
-// c.out to look again. Progress is seen only when looked for, so a close
-// comes at least the timeout after the last byte drained (never early) and
-// at most a quarter of it later.
-func (c *Conn) watchOutput(now time.Duration) {
+// write and, with look set, whenever c.out fires while output is queued. It
+// closes c with ReasonWriteStall when the output has made no progress for
+// the write-stall timeout, and with ReasonOutputLimit when it has stayed
+// above OutputSoft for OutputSoftFor; otherwise, while output is queued, it
+// arms c.out to look again.
+//
+// Progress is a queued byte leaving for the socket or, when looking (one
+// getsockopt, on Linux), the peer acknowledging bytes: the kernel's send
+// buffer, megabytes on a fast link, takes new bytes only when much of it is
+// free, so a peer reading slowly may drain nothing from the queue for a
+// long time while it reads steadily. Progress is seen only when looked for,
+// so a close comes at least the timeout after the last progress (never
+// early) and at most a quarter of it later.
+func (c *Conn) watchOutput(now time.Duration, look bool) {
 	s := c.s
 	stall, softFor := s.stallTimeout, s.lim.outputSoftFor
 	if stall <= 0 && softFor <= 0 {
@@ -341,6 +348,11 @@ func (c *Conn) watchOutput(now time.Duration) {
 	drained := c.written - uint64(queued)
 	if !c.backlog || drained != c.drained {
 		c.backlog, c.drained, c.progressAt = true, drained, now
+	}
+	if look && stall > 0 {
+		if acked, ok := bytesAcked(c.gc.Fd()); ok && acked != c.acked {
+			c.acked, c.progressAt = acked, now
+		}
 	}
 	switch {
 	case queued <= s.lim.outputSoft:
@@ -382,7 +394,7 @@ func (c *Conn) handleEvents(ev uint32) {
 		return
 	}
 	if ev&evOutput != 0 {
-		if c.watchOutput(c.l.clock()); c.closing {
+		if c.watchOutput(c.l.clock(), true); c.closing {
 			return
 		}
 	}

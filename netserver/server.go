@@ -103,6 +103,7 @@ type loop struct {
 	inEvent *Conn         // the connection whose OnOpen or OnTraffic is running: it closes by returning gnet.Close
 	now     time.Duration // the wheel's exact clock at the start of the running event; see clock
 	conns   map[*Conn]struct{}
+	peeks   atomic.Int64 // framed inbound buffers looked at; written by the loop, read by tests
 }
 
 // New validates cfg and builds a Server that will run h. It starts nothing:
@@ -719,6 +720,7 @@ func (c *Conn) onFramed() {
 		return // the frame under way is still short: do not look at it again
 	}
 	buf, _ := c.gc.Peek(-1)
+	c.l.peeks.Add(1)
 	used := c.parseFrames(buf, now)
 	if c.closing {
 		_, _ = c.gc.Discard(-1)

@@ -1,6 +1,7 @@
 package netserver_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,7 @@ type client struct {
 	c     net.Conn
 	buf   []byte
 	start time.Time
+	max   int // largest frame next accepts; 0 means frame.DefaultMax
 }
 
 func dial(t *testing.T, s *netserver.Server) *client {
@@ -90,7 +92,7 @@ func (c *client) next(timeout time.Duration) (frame.Frame, error) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		if f, n, err := frame.Parse(c.buf, frame.DefaultMax); err == nil {
+		if f, n, err := frame.Parse(c.buf, cmp.Or(c.max, frame.DefaultMax)); err == nil {
 			f.Payload = append([]byte(nil), f.Payload...)
 			f.Reason = append([]byte(nil), f.Reason...)
 			c.buf = c.buf[n:]

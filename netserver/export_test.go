@@ -1,0 +1,11 @@
+package netserver
+
+// Peeks reports how many times the server's event loops have looked at a
+// framed connection's inbound bytes.
+func (s *Server) Peeks() int64 {
+	var n int64
+	for _, l := range *s.loops.Load() {
+		n += l.peeks.Load()
+	}
+	return n
+}

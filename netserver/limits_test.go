@@ -1,0 +1,233 @@
+package netserver_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver"
+)
+
+// dialSmallReceive connects with a receive buffer of rcvbuf bytes, set
+// before the connect so the window the server sees is small from the start.
+func dialSmallReceive(t *testing.T, s *netserver.Server, rcvbuf int) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+		})
+		return errors.Join(err, serr)
+	}}
+	c, err := d.Dial("tcp", s.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedWith waits (polling the server's counters, at most timeout) until
+// the server has closed a connection with reason, and reports when it saw it.
+func closedWith(t *testing.T, s *netserver.Server, reason string, timeout time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if s.Stats().Closed[reason] > 0 {
+			return time.Now()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("no connection closed with %s within %v; closes: %v", reason, timeout, s.Stats().Closed)
+	return time.Time{}
+}
+
+// A peer that sends and never reads is closed once its queued output passes
+// the hard limit, raw or framed; the server keeps serving the others.
+func TestOutput_HardLimitClosesNonReader(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		proto netserver.Protocol
+	}{
+		{name: "raw", proto: netserver.Raw},
+		{name: "framed", proto: netserver.Framed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := netserver.Config{Protocol: tc.proto, Limits: netserver.Limits{OutputHard: 256 << 10, OutputSoft: -1}}
+			if tc.proto == netserver.Framed {
+				// Or the unacknowledged echoes would close it first.
+				cfg.Limits.UnackedBytes = -1
+			}
+			s := start(t, cfg, nil)
+			c := dialSmallReceive(t, s, 4096)
+			chunk := make([]byte, 16<<10)
+			const most = 64 << 20 // the server's socket buffers take a few MiB; the limit must act long before this
+			var sent int
+			var werr error
+			for seq := uint64(1); sent < most; seq++ {
+				msg := chunk
+				if tc.proto == netserver.Framed {
+					msg = frame.AppendData(nil, seq, chunk)
+				}
+				require.NoError(t, c.SetWriteDeadline(time.Now().Add(5*time.Second)))
+				var n int
+				n, werr = c.Write(msg)
+				sent += n
+				if werr != nil {
+					break
+				}
+			}
+			require.Error(t, werr, "the server never closed a peer that sent %d MiB and read nothing", sent>>20)
+			assert.False(t, errors.Is(werr, context.DeadlineExceeded) || isTimeout(werr), "the server stopped reading instead of closing: %v", werr)
+			closedWith(t, s, "output_limit", 5*time.Second)
+			assert.Equal(t, map[string]int64{"output_limit": 1}, s.Stats().Closed)
+
+			other := dial(t, s)
+			if tc.proto == netserver.Framed {
+				other.write(frame.AppendPing(nil, 9))
+				f, err := other.next(2 * time.Second)
+				require.NoError(t, err)
+				assert.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 9}, f)
+			} else {
+				other.write([]byte("still here"))
+				require.NoError(t, other.c.SetReadDeadline(time.Now().Add(2*time.Second)))
+				buf := make([]byte, 10)
+				_, err := other.c.Read(buf)
+				require.NoError(t, err)
+				assert.Equal(t, "still here", string(buf))
+			}
+		})
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Output above the soft limit is allowed for OutputSoftFor, then the
+// connection closes, though the hard limit was never reached.
+func TestOutput_SoftLimitHeldTooLong(t *testing.T) {
+	const softFor = 300 * time.Millisecond
+	cfg := netserver.Config{Limits: netserver.Limits{OutputHard: 64 << 20, OutputSoft: 64 << 10, OutputSoftFor: softFor}}
+	s := start(t, cfg, nil)
+	c := dialSmallReceive(t, s, 4096)
+	began := time.Now()
+	// About 4 MiB fit in the socket buffers (the server's send buffer
+	// grows to net.ipv4.tcp_wmem's maximum); the rest queues in the server.
+	_, err := c.Write(make([]byte, 8<<20))
+	require.NoError(t, err)
+	at := closedWith(t, s, "output_limit", 5*time.Second)
+	assert.GreaterOrEqual(t, at.Sub(began), softFor, "closed before the soft limit's time was up")
+	assert.Equal(t, map[string]int64{"output_limit": 1}, s.Stats().Closed)
+}
+
+// The write-stall timeout measures time without progress: a peer that keeps
+// reading, however slowly, is never cut; one that stops is cut the timeout
+// after its last read (never before) and not much later.
+func TestWriteStall_MeansNoProgress(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	cfg := netserver.Config{
+		Timeouts: idle.Config{WriteStallTimeout: stall},
+		Limits:   netserver.Limits{OutputHard: -1, OutputSoft: -1},
+	}
+	s := start(t, cfg, nil)
+	c := dialSmallReceive(t, s, 16<<10)
+	want := make([]byte, 12<<20)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	_, err := c.Write(want)
+	require.NoError(t, err)
+
+	// Read a little every 60 ms for five times the stall timeout: the
+	// output stays queued all along but drains.
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, 16<<10)
+	var lastRead time.Time
+	for end := time.Now().Add(5 * stall); time.Now().Before(end); {
+		time.Sleep(60 * time.Millisecond) // the peer's pace, not a wait for a timer
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+		n, err := c.Read(buf)
+		require.NoError(t, err, "a peer that keeps reading was cut; closes: %v", s.Stats().Closed)
+		got = append(got, buf[:n]...)
+		lastRead = time.Now()
+	}
+	require.Less(t, len(got), len(want)-(4<<20), "the output must still be queued for the test to mean anything")
+	assert.True(t, bytes.Equal(want[:len(got)], got), "echo intact")
+	assert.Empty(t, s.Stats().Closed, "a slow but steady reader was cut")
+
+	// Now it stops reading.
+	at := closedWith(t, s, "write_stall", 5*time.Second)
+	assert.GreaterOrEqual(t, at.Sub(lastRead), stall, "cut before the stall timeout had passed since the last read")
+	assert.Less(t, at.Sub(lastRead), stall+stall/4+300*time.Millisecond, "cut long after the stall timeout")
+}
+
+// A framed peer that leaves the server's DATA unacknowledged is closed once
+// the unacknowledged bytes pass the limit, after exactly the echoes that fit.
+func TestUnacked_BytesLimit(t *testing.T) {
+	cfg := framedCfg()
+	cfg.Limits.UnackedBytes = 40_000
+	s := start(t, cfg, nil)
+	c := dial(t, s)
+	payload := bytes.Repeat([]byte("u"), 10_000)
+	for seq := uint64(1); seq <= 5; seq++ {
+		c.write(frame.AppendData(nil, seq, payload))
+	}
+	echoes := 0
+	var code frame.Code
+	for {
+		f, err := c.next(3 * time.Second)
+		if err != nil {
+			break
+		}
+		switch f.Type {
+		case frame.TypeData:
+			echoes++
+			assert.Equal(t, payload, f.Payload)
+		case frame.TypeClose:
+			code = f.Code
+		}
+	}
+	assert.Equal(t, 4, echoes, "40 000 bytes fit")
+	assert.Equal(t, frame.CodeUnackedLimit, code)
+	assert.Equal(t, int64(1), s.Stats().Closed["unacked_limit"])
+}
+
+// A large frame arriving in many small reads is looked at once its length
+// is known and once it is whole, not on every read, and arrives intact.
+func TestFramed_SlowFrameNotRepeeked(t *testing.T) {
+	cfg := framedCfg()
+	cfg.MaxFrame = 256 << 10
+	s := start(t, cfg, nil)
+	c := dial(t, s)
+	c.max = cfg.MaxFrame
+	require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
+	payload := make([]byte, 200<<10)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	wire := frame.AppendData(nil, 1, payload)
+	before := s.Peeks()
+	const piece = 2 << 10
+	for off := 0; off < len(wire); off += piece {
+		c.write(wire[off:min(off+piece, len(wire))])
+		time.Sleep(time.Millisecond) // the peer's pace: each piece a read of its own
+	}
+	for {
+		f, err := c.next(3 * time.Second)
+		require.NoError(t, err)
+		if f.Type == frame.TypeData {
+			assert.True(t, bytes.Equal(payload, f.Payload), "echo intact")
+			break
+		}
+	}
+	assert.LessOrEqual(t, s.Peeks()-before, int64(3), "%d pieces", (len(wire)+piece-1)/piece)
+}
