@@ -1,10 +1,17 @@
 // Command echo is netwheel's echo server: a production-shaped binary over
 // package netserver. It sends back every byte (-proto raw) or DATA frame
 // (-proto framed) it receives, enforces the per-connection timeouts set by
-// its flags, serves Prometheus metrics and pprof on -metrics, and shuts down
-// gracefully on SIGINT or SIGTERM.
+// its flags, serves Prometheus metrics on -metrics (and pprof there with
+// -pprof), and shuts down gracefully on SIGINT or SIGTERM.
 //
-//	go run ./cmd/echo -addr 127.0.0.1:9000 -idle-timeout 1m -metrics 127.0.0.1:9100
+// Its defaults are safe for production: with no flags no peer can hold a
+// connection open forever, being silent, trickling a frame or not reading
+// (the handshake, idle, write-stall and, framed, frame and keepalive
+// timeouts and netserver's output limits are on), and -max-conns is bounded
+// by the open-file limit. echo -h says which defaults are on and why; each
+// is turned off with 0 (-1 for an output limit).
+//
+//	go run ./cmd/echo -addr 127.0.0.1:9000 -idle-timeout 1m -metrics 127.0.0.1:9100 -pprof
 //	go run ./cmd/echo -proto framed -keepalive-time 15s -keepalive-timeout 5s
 //	go run ./cmd/echo -h
 //

@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	metricsDone := make(chan error, 1)
 	if mln != nil {
 		hs = &http.Server{
-			Handler:           metricsMux(srv),
+			Handler:           metricsMux(srv, o.pprof),
 			ReadHeaderTimeout: metricsReadHeaderTimeout,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
@@ -108,11 +108,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// metricsMux routes /metrics to the server's Prometheus handler and
-// /debug/pprof/ to net/http/pprof, on a mux of its own.
-func metricsMux(srv *netserver.Server) *http.ServeMux {
+// metricsMux routes /metrics to the server's Prometheus handler and, with
+// withPprof, /debug/pprof/ to net/http/pprof, on a mux of its own; any
+// other path is 404.
+func metricsMux(srv *netserver.Server, withPprof bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", srv.MetricsHandler())
+	if !withPprof {
+		return mux
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves the named profiles: heap, goroutine, ...
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -130,9 +134,10 @@ func newLogger(w io.Writer, o options) *slog.Logger {
 }
 
 // effectiveConfig lists the settings the server runs with as log
-// attributes: the actual listen addresses, and the defaults that zero
-// values stand for. Durations are strings so that JSON logs read as well
-// as text ones.
+// attributes: the actual listen addresses, the safe defaults parseFlags
+// filled in, and the defaults that zero values stand for ("off" where a
+// setting is off). Durations are strings so that JSON logs read as well as
+// text ones.
 func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln net.Listener) []any {
 	off := func(d time.Duration) string {
 		if d == 0 {
@@ -170,6 +175,35 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 	if cfg.MaxConns > 0 {
 		maxConns = fmt.Sprint(cfg.MaxConns)
 	}
+	openFiles := "unknown"
+	if o.openFiles > 0 {
+		openFiles = fmt.Sprint(o.openFiles)
+	}
+	// As netserver resolves Limits: 0 is the default, negative is off, and
+	// either soft setting off turns the soft limit off.
+	size := func(n, def int) string {
+		switch {
+		case n < 0:
+			return "off"
+		case n == 0:
+			n = def
+		}
+		return fmt.Sprint(n)
+	}
+	l := cfg.Limits
+	softFor := or(l.OutputSoftFor, netserver.DefaultOutputSoftFor)
+	soft := size(l.OutputSoft, netserver.DefaultOutputSoft)
+	if l.OutputSoftFor < 0 || soft == "off" {
+		soft, softFor = "off", "off"
+	}
+	limits := []any{
+		"output_hard", size(l.OutputHard, netserver.DefaultOutputHard),
+		"output_soft", soft,
+		"output_soft_for", softFor,
+	}
+	if cfg.Protocol == netserver.Framed {
+		limits = append(limits, "unacked_bytes", size(l.UnackedBytes, netserver.DefaultUnackedBytes))
+	}
 	t, k := cfg.Timeouts, cfg.Kernel
 	kaCount := "off"
 	if t.KeepaliveTime != 0 {
@@ -182,6 +216,8 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 		"reuse_port", cfg.ReusePort,
 		"tick", tick.String(),
 		"max_conns", maxConns,
+		"open_files", openFiles,
+		slog.Group("limits", limits...),
 		slog.Group("timeouts",
 			"idle", off(t.IdleTimeout),
 			"read_silence", off(t.ReadSilenceTimeout),
@@ -222,6 +258,7 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 		),
 		"shutdown_timeout", o.shutdownTimeout.String(),
 		"metrics", metrics,
+		"pprof", o.pprof,
 	)
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -60,6 +61,71 @@ func logLine(t *testing.T, logs, msg string) map[string]any {
 	return nil
 }
 
+// echoRun is one run of the echo command, serving until stop.
+type echoRun struct {
+	stderr  *syncBuffer
+	started map[string]any // the startup log line
+	cancel  context.CancelFunc
+	exit    chan int
+}
+
+// startEcho runs the command with args plus a JSON log and returns once
+// it is serving.
+func startEcho(t *testing.T, args ...string) *echoRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &echoRun{stderr: &syncBuffer{}, cancel: cancel, exit: make(chan int, 1)}
+	go func() {
+		r.exit <- run(ctx, append(args, "-log-format", "json"), io.Discard, r.stderr)
+	}()
+	require.Eventually(t, func() bool {
+		r.started = logLine(t, r.stderr.String(), "echo: serving")
+		return r.started != nil
+	}, 10*time.Second, 5*time.Millisecond, "no startup line; stderr:\n%s", r.stderr)
+	return r
+}
+
+// stop cancels the run (SIGTERM) and returns its exit status.
+func (r *echoRun) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	select {
+	case c := <-r.exit:
+		return c
+	case <-time.After(15 * time.Second):
+		t.Fatalf("run did not return after cancel; stderr:\n%s", r.stderr)
+		return -1
+	}
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := hc.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// attr returns the startup line's attribute at a dotted path, such as
+// timeouts.idle.
+func attr(m map[string]any, path string) any {
+	var v any = m
+	for _, k := range strings.Split(path, ".") {
+		g, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = g[k]
+	}
+	return v
+}
+
 func TestRun_EndToEnd(t *testing.T) {
 	defer goleak.VerifyNone(t, append(gnetPool, goleak.IgnoreCurrent())...)
 
@@ -68,7 +134,7 @@ func TestRun_EndToEnd(t *testing.T) {
 	var stdout, stderr syncBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, []string{"-addr", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-event-loops", "2",
+		exit <- run(ctx, []string{"-addr", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-pprof", "-event-loops", "2",
 			"-idle-timeout", "1m", "-log-format", "json", "-shutdown-timeout", "5s"}, &stdout, &stderr)
 	}()
 
@@ -85,8 +151,10 @@ func TestRun_EndToEnd(t *testing.T) {
 	assert.Equal(t, float64(2), started["event_loops"])
 	assert.Equal(t, "1ms", started["tick"])
 	assert.Equal(t, "5s", started["shutdown_timeout"])
+	assert.Equal(t, logMaxConns(2), started["max_conns"], "derived for 2 event loops")
 	require.IsType(t, map[string]any{}, started["timeouts"])
 	assert.Equal(t, "1m0s", started["timeouts"].(map[string]any)["idle"])
+	assert.Equal(t, "10s", started["timeouts"].(map[string]any)["handshake"], "on by default")
 	assert.Equal(t, "off", started["timeouts"].(map[string]any)["max_age"])
 
 	// Raw echo.
@@ -102,18 +170,10 @@ func TestRun_EndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, msg, got)
 
-	// Metrics and pprof on their own server.
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	// Metrics and, with -pprof, pprof on their own server.
 	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := hc.Get("http://" + metricsAddr + path)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(body)
+		return httpGet(t, "http://"+metricsAddr+path)
 	}
 	code, body := get("/metrics")
 	require.Equal(t, http.StatusOK, code)
@@ -151,6 +211,93 @@ func TestRun_EndToEnd(t *testing.T) {
 	assert.Empty(t, stdout.String())
 }
 
+// logMaxConns is the startup line's max_conns by default with loops event
+// loops, and logOpenFiles its open_files, under this process's limit.
+func logMaxConns(loops int) string {
+	if n := maxConnsFor(openFileLimit(), loops); n > 0 {
+		return fmt.Sprint(n)
+	}
+	return "none"
+}
+
+func logOpenFiles() string {
+	if n := openFileLimit(); n > 0 {
+		return fmt.Sprint(n)
+	}
+	return "unknown"
+}
+
+// TestRun_Defaults: the startup line shows the safe defaults (and what
+// turning them off leaves), and /debug/pprof/ is served only with -pprof.
+func TestRun_Defaults(t *testing.T) {
+	defer goleak.VerifyNone(t, append(gnetPool, goleak.IgnoreCurrent())...)
+
+	base := []string{"-addr", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-event-loops", "1"}
+	tests := []struct {
+		name      string
+		args      []string
+		wantPprof int
+		want      map[string]any // startup line attributes by dotted path
+	}{
+		{name: "raw", wantPprof: http.StatusNotFound, want: map[string]any{
+			"pprof":                    false,
+			"max_conns":                logMaxConns(1),
+			"open_files":               logOpenFiles(),
+			"timeouts.handshake":       "10s",
+			"timeouts.idle":            "5m0s",
+			"timeouts.write_stall":     "30s",
+			"timeouts.frame":           "off",
+			"timeouts.keepalive_time":  "off",
+			"timeouts.read_silence":    "off",
+			"limits.output_hard":       "4194304",
+			"limits.output_soft":       "1048576",
+			"limits.output_soft_for":   "10s",
+			"limits.unacked_bytes":     nil,
+			"timeouts.keepalive_count": "off",
+		}},
+		{name: "framed with pprof", args: []string{"-proto", "framed", "-pprof"}, wantPprof: http.StatusOK, want: map[string]any{
+			"pprof":                      true,
+			"timeouts.handshake":         "10s",
+			"timeouts.idle":              "5m0s",
+			"timeouts.write_stall":       "30s",
+			"timeouts.frame":             "30s",
+			"timeouts.keepalive_time":    "30s",
+			"timeouts.keepalive_timeout": "10s",
+			"timeouts.keepalive_count":   "1",
+			"limits.unacked_bytes":       "1048576",
+		}},
+		{name: "all off", args: []string{"-proto", "framed", "-handshake-timeout", "0", "-idle-timeout", "0", "-write-stall-timeout", "0",
+			"-frame-timeout", "0", "-keepalive-time", "0", "-max-conns", "0", "-output-hard", "-1", "-output-soft-for", "-1", "-unacked-bytes", "-1"},
+			wantPprof: http.StatusNotFound, want: map[string]any{
+				"max_conns":                  "none",
+				"timeouts.handshake":         "off",
+				"timeouts.idle":              "off",
+				"timeouts.write_stall":       "off",
+				"timeouts.frame":             "off",
+				"timeouts.keepalive_time":    "off",
+				"timeouts.keepalive_timeout": "off",
+				"limits.output_hard":         "off",
+				"limits.output_soft":         "off",
+				"limits.output_soft_for":     "off",
+				"limits.unacked_bytes":       "off",
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startEcho(t, append(append([]string{}, base...), tc.args...)...)
+			for path, want := range tc.want {
+				assert.Equal(t, want, attr(r.started, path), path)
+			}
+			metricsAddr, _ := r.started["metrics"].(string)
+			code, _ := httpGet(t, "http://"+metricsAddr+"/metrics")
+			assert.Equal(t, http.StatusOK, code)
+			code, _ = httpGet(t, "http://"+metricsAddr+"/debug/pprof/")
+			assert.Equal(t, tc.wantPprof, code, "/debug/pprof/")
+			assert.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
+		})
+	}
+}
+
 func TestRun_ExitStatus(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -174,6 +321,10 @@ func TestRun_ExitStatus(t *testing.T) {
 			wantStderr: []string{"echo: start", busy.Addr().String()}},
 		{name: "metrics address in use", args: []string{"-addr", "127.0.0.1:0", "-metrics", busy.Addr().String()}, wantCode: 1,
 			wantStderr: []string{"echo: metrics listener", busy.Addr().String()}},
+		{name: "pprof without metrics", args: []string{"-addr", "127.0.0.1:0", "-pprof"}, wantCode: 2,
+			wantStderr: []string{"echo: -pprof needs -metrics"}},
+		{name: "explicit timeout beyond max age", args: []string{"-addr", "127.0.0.1:0", "-max-age", "1m", "-idle-timeout", "5m"}, wantCode: 2,
+			wantStderr: []string{"-idle-timeout 5m0s is not below the longest lifetime 1m0s"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
