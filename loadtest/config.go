@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,15 @@ type options struct {
 	cpuProf   string
 	listen    string // embedded server's listen address ("": 127.0.0.1:0)
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
+
+	// Hostile scenarios (attack/hostile.go): connections per scenario, what
+	// a flooder sends at most, how long connflood holds, and the server's
+	// limits and allowance its memory growth is judged against.
+	nonreaders, splitters, pingflooders, garbageConns, floodConns int
+	hostileBytes                                                  int64
+	floodHold                                                     time.Duration
+	outputLimit, unackedLimit, memAllowance                       int64
+	serverPID                                                     int // -addr: the server's pid, for its RSS (0: none)
 
 	clientInProcess bool // the embedded server shares the process with the client (not loadtest serve)
 	closeDelay      bool // a baseline server measures its close delay (baseline.Options.CloseDelay)
@@ -108,8 +118,10 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
 	fs.StringVar(&o.server, "server", kindNetwheel, "embedded server: netwheel, gnet (no timers), netdeadline (goroutine per conn, SetReadDeadline), gnetafterfunc (time.AfterFunc per conn)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for netwheel, raw for the baselines and -addr)")
-	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, keepalive, retransmit, slowloris, churn, mixed (= all); default all the protocol supports")
-	fs.IntVar(&o.conns, "conns", 400, "connections per scenario (keepalive: half survive, half silent)")
+	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, keepalive, retransmit, slowloris, churn (polite);\n"+
+		"nonreader, splitter, pingflood, connflood, garbage (hostile: judged by what the server did, its memory growth and, for connflood, its connection limit);\n"+
+		"mixed (= all); default all the protocol supports (pingflood: framed; connflood: with -max-conns)")
+	fs.IntVar(&o.conns, "conns", 400, "connections per polite scenario (keepalive: half survive, half silent)")
 	fs.Float64Var(&o.rate, "rate", 20, "echo: messages/s per connection, open loop")
 	fs.IntVar(&o.size, "size", 64, "message payload `bytes`")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "echo and churn sending time; the run lasts until the timer scenarios finish too")
@@ -131,7 +143,18 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
 	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
-	fs.IntVar(&o.maxConns, "max-conns", 0, "embedded netwheel server's connection limit (0: none)")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "the server's connection limit (0: none): the embedded netwheel server's MaxConns, or what -addr's server enforces; connflood needs it")
+	fs.IntVar(&o.nonreaders, "nonreader-conns", 4, "nonreader: connections that send echo traffic as fast as the server takes it and never read")
+	fs.IntVar(&o.splitters, "splitter-conns", 20, "splitter: connections whose messages (at -rate, -size) are written cut at random byte boundaries and checked byte for byte")
+	fs.IntVar(&o.pingflooders, "pingflood-conns", 4, "pingflood: connections that send PINGs as fast as the server takes them (half read the PONGs, half never read)")
+	fs.IntVar(&o.garbageConns, "garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)")
+	fs.IntVar(&o.floodConns, "flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)")
+	o.hostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
+	fs.Var((*byteSize)(&o.hostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles")
+	fs.Var((*byteSize)(&o.outputLimit), "output-limit", "the server's hard limit of queued output per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.OutputHard)")
+	fs.Var((*byteSize)(&o.unackedLimit), "unacked-limit", "framed: the server's limit of unacknowledged DATA payload per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.UnackedBytes)")
+	fs.Var((*byteSize)(&o.memAllowance), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "with -addr: the server's `PID` on this host; its RSS (/proc/PID/status) is sampled during hostile scenarios (otherwise -metrics' process_resident_memory_bytes)")
 	fs.IntVar(&o.dialConc, "dial-concurrency", 128, "dials in flight at once")
 	fs.DurationVar(&o.spread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, or a quarter of -idle), then send their last message\n"+
 		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
@@ -181,7 +204,10 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
 	}
 	var err error
-	if o.scenarios, err = parseScenarios(scen, o.proto); err != nil {
+	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0); err != nil {
+		return nil, err
+	}
+	if err := checkHostile(o, set); err != nil {
 		return nil, err
 	}
 	if o.shardI, o.shardN, err = parseShard(shard); err != nil {
@@ -228,11 +254,14 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	return o, nil
 }
 
-func parseScenarios(s string, p attack.Proto) ([]string, error) {
+// parseScenarios parses -scenario; by default (or mixed) it returns every
+// scenario the protocol supports, with connflood only if the server's
+// connection limit is known (limit).
+func parseScenarios(s string, p attack.Proto, limit bool) ([]string, error) {
 	var out []string
 	if s == "" || s == "mixed" {
 		for _, n := range attack.All {
-			if p == attack.Framed || !attack.FramedOnly(n) {
+			if (p == attack.Framed || !attack.FramedOnly(n)) && (n != attack.Connflood || limit) {
 				out = append(out, n)
 			}
 		}
@@ -244,7 +273,7 @@ func parseScenarios(s string, p attack.Proto) ([]string, error) {
 		case n == "mixed":
 			return nil, fmt.Errorf("%w: -scenario mixed means all; do not combine it with others", errUsage)
 		case !slices.Contains(attack.All, n):
-			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, keepalive, retransmit, slowloris, churn or mixed", errUsage, n)
+			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, keepalive, retransmit, slowloris, churn, nonreader, splitter, pingflood, connflood, garbage or mixed", errUsage, n)
 		case attack.FramedOnly(n) && p != attack.Framed:
 			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
 		case slices.Contains(out, n):
@@ -285,5 +314,99 @@ func checkTimeouts(o *options) error {
 			return fmt.Errorf("%w: the retransmit scenario needs the give-up (%s) before -idle (%s)", errUsage, giveUp, t.Idle)
 		}
 	}
+	return nil
+}
+
+// Defaults of the server limits the memory bound is derived from: those
+// of netserver.Limits (issue 12), and the fixed allowance.
+const (
+	defaultOutputLimit  = 4 << 20
+	defaultUnackedLimit = 1 << 20
+	defaultMemAllowance = 32 << 20
+	// floodMargin is how many connections beyond -max-conns connflood
+	// opens by default.
+	floodMargin = 200
+)
+
+// checkHostile validates the hostile scenarios' flags and fills in the
+// defaults that depend on others (set: the flags given).
+func checkHostile(o *options, set map[string]bool) error {
+	for name, n := range map[string]int{"nonreader-conns": o.nonreaders, "splitter-conns": o.splitters, "pingflood-conns": o.pingflooders,
+		"garbage-conns": o.garbageConns, "flood-conns": o.floodConns, "max-conns": o.maxConns} {
+		if n < 0 {
+			return fmt.Errorf("%w: -%s %d is negative", errUsage, name, n)
+		}
+	}
+	switch {
+	case o.hostileBytes < 1:
+		return fmt.Errorf("%w: -hostile-bytes %d: want at least 1", errUsage, o.hostileBytes)
+	case o.outputLimit < 0 || o.unackedLimit < 0 || o.memAllowance < 0:
+		return fmt.Errorf("%w: -output-limit, -unacked-limit and -mem-allowance must not be negative", errUsage)
+	case o.serverPID < 0:
+		return fmt.Errorf("%w: -server-pid %d is negative", errUsage, o.serverPID)
+	case o.serverPID > 0 && o.addr == "":
+		return fmt.Errorf("%w: -server-pid names an external server's process and needs -addr (an embedded server is this process)", errUsage)
+	}
+	if slices.Contains(o.scenarios, attack.Connflood) {
+		if o.maxConns == 0 {
+			return fmt.Errorf("%w: the connflood scenario needs -max-conns, the server's connection limit", errUsage)
+		}
+		if !set["flood-conns"] {
+			o.floodConns = o.maxConns + floodMargin
+		}
+		if o.floodConns <= o.maxConns {
+			return fmt.Errorf("%w: -flood-conns %d: want more than -max-conns (%d), or the flood stays within the limit", errUsage, o.floodConns, o.maxConns)
+		}
+	}
+	// connflood holds its connections at most half the idle timeout, so
+	// that the ones the server keeps do not die idle.
+	o.floodHold = time.Second
+	if t := o.timeouts.Idle; t > 0 {
+		o.floodHold = min(o.floodHold, t/2)
+	}
+	return nil
+}
+
+// byteSize is a flag.Value of a byte count: a plain number, or one with a
+// K, M or G suffix (KiB, MiB, GiB; "KiB", "MiB", "GiB" and "B" are
+// accepted too).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if b == nil {
+		return "0"
+	}
+	v := int64(*b)
+	for _, u := range []struct {
+		s string
+		n int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v != 0 && v%u.n == 0 {
+			return strconv.FormatInt(v/u.n, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	num, mult := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i"), int64(1)
+	if num != "" {
+		switch num[len(num)-1] {
+		case 'K', 'k':
+			mult = 1 << 10
+		case 'M', 'm':
+			mult = 1 << 20
+		case 'G', 'g':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			num = num[:len(num)-1]
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt64/mult {
+		return fmt.Errorf("want a byte count such as 4096, 512K or 4MiB")
+	}
+	*b = byteSize(v * mult)
 	return nil
 }

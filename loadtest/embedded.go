@@ -31,6 +31,14 @@ func netwheelConfig(o *options) netserver.Config {
 		Addr: listenAddr(o), Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
 		Timeouts: idle.Config{IdleTimeout: t.Idle, FrameTimeout: t.Frame},
 	}
+	// The hostile scenarios judge the server's memory by these limits.
+	cfg.Limits.OutputHard = int(o.outputLimit)
+	if cfg.Limits.OutputHard < netserver.DefaultOutputSoft {
+		cfg.Limits.OutputSoft = cfg.Limits.OutputHard / 2
+	}
+	if cfg.Protocol == netserver.Framed {
+		cfg.Limits.UnackedBytes = int(o.unackedLimit)
+	}
 	if o.clientInProcess {
 		// The client's goroutines share the Ps, so the P netserver leaves
 		// spare by default does not stay idle for the wheel anyway, and a

@@ -1,7 +1,9 @@
 // Command loadtest drives netwheel's echo server, or any TCP echo server,
 // with many connections and reports what its timers did: echo throughput
 // and latency, idle connections reaped on time, dead peers detected,
-// retransmission at work, slowloris trickles cut off, churn absorbed.
+// retransmission at work, slowloris trickles cut off, churn absorbed; and
+// what it did with peers that misbehave (non-readers, split writes, ping
+// and connection floods, garbage), and how its memory grew meanwhile.
 //
 //	go run ./loadtest                          embedded netwheel server, every scenario
 //	go run ./loadtest -server gnetafterfunc    a baseline server, raw protocol

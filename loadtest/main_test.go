@@ -76,6 +76,13 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "stray argument", args: []string{"extra"}, want: "report"},
 		{name: "negative spread", args: []string{"-idle-spread", "-1s"}, want: "-idle-spread"},
 		{name: "spread beyond half the idle timeout", args: []string{"-scenario", "idle", "-idle", "1s", "-idle-spread", "600ms"}, want: "half of -idle"},
+		{name: "pingflood on raw", args: []string{"-proto", "raw", "-scenario", "pingflood"}, want: "needs -proto framed"},
+		{name: "connflood without a limit", args: []string{"-scenario", "connflood"}, want: "needs -max-conns"},
+		{name: "connflood within the limit", args: []string{"-scenario", "connflood", "-max-conns", "100", "-flood-conns", "100"}, want: "more than -max-conns"},
+		{name: "negative hostile count", args: []string{"-nonreader-conns", "-1"}, want: "-nonreader-conns -1 is negative"},
+		{name: "bad byte size", args: []string{"-output-limit", "4 lots"}, want: "byte count"},
+		{name: "no hostile bytes", args: []string{"-hostile-bytes", "0"}, want: "-hostile-bytes"},
+		{name: "server pid without addr", args: []string{"-server-pid", "1"}, want: "needs -addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +97,12 @@ func TestParseFlags_Defaults(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, attack.Framed, o.proto)
-	assert.Equal(t, attack.All, o.scenarios)
+	assert.Equal(t, []string{"echo", "idle", "keepalive", "retransmit", "slowloris", "churn", "nonreader", "splitter", "pingflood", "garbage"}, o.scenarios,
+		"every scenario but connflood, which needs the server's connection limit")
+	o, err = parseFlags([]string{"-max-conns", "3000"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, attack.All, o.scenarios, "with a limit, connflood too")
+	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
 	o, err = parseFlags([]string{"-server", "gnetafterfunc", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, attack.Raw, o.proto)
@@ -100,7 +112,7 @@ func TestParseFlags_Defaults(t *testing.T) {
 	assert.Zero(t, o.timeouts.KeepaliveTime, "baselines have only an idle timeout")
 	o, err = parseFlags([]string{"-server", "gnet"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"echo", "idle", "churn"}, o.scenarios, "raw: no framed-only scenarios")
+	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter", "garbage"}, o.scenarios, "raw: no framed-only scenarios")
 }
 
 func TestQuietBounds(t *testing.T) {
@@ -268,7 +280,7 @@ func TestEndToEnd_BaselineWithoutTimersNeverReaps(t *testing.T) {
 }
 
 func TestEndToEnd_Netwheel(t *testing.T) {
-	r, out := e2e(t, "-conns", "20", "-duration", "1s", "-idle", "600ms", "-keepalive", "150ms",
+	r, out := e2e(t, "-scenario", "echo,idle,keepalive,retransmit,slowloris,churn", "-conns", "20", "-duration", "1s", "-idle", "600ms", "-keepalive", "150ms",
 		"-keepalive-timeout", "150ms", "-frame-timeout", "300ms", "-rto", "50ms", "-min-rto", "20ms",
 		"-max-retransmits", "2", "-churn-rate", "20", "-slack", "300ms")
 	e := r.Scenario("echo")

@@ -138,36 +138,46 @@ type reading struct {
 // in at most metricsFetchTimeout. A histogram that cannot be read is not
 // an error of the scrape: the leak check does not need it.
 func scrape(ctx context.Context, c *http.Client, target string) (reading, error) {
-	ctx, cancel := context.WithTimeout(ctx, metricsFetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	body, err := fetchMetrics(ctx, c, target)
 	if err != nil {
-		return reading{}, fmt.Errorf("loadtest: metrics: %w", err)
-	}
-	// The text format, not the protobuf one client_golang may negotiate.
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := c.Do(req)
-	if err != nil {
-		return reading{}, fmt.Errorf("loadtest: metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return reading{}, fmt.Errorf("loadtest: metrics: %s: %s", target, resp.Status)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/plain" && mt != "application/openmetrics-text" {
-			return reading{}, fmt.Errorf("loadtest: metrics: %s: content type %q, want the Prometheus text format", target, ct)
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, resp.Body, metricsMaxBody))
-	if err != nil {
-		return reading{}, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
+		return reading{}, err
 	}
 	r, err := parseReading(body)
 	if err != nil {
 		return reading{}, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
 	}
 	return r, nil
+}
+
+// fetchMetrics reads the exposition at target, in at most
+// metricsFetchTimeout.
+func fetchMetrics(ctx context.Context, c *http.Client, target string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, metricsFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: metrics: %w", err)
+	}
+	// The text format, not the protobuf one client_golang may negotiate.
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("loadtest: metrics: %s: %s", target, resp.Status)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/plain" && mt != "application/openmetrics-text" {
+			return nil, fmt.Errorf("loadtest: metrics: %s: content type %q, want the Prometheus text format", target, ct)
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, resp.Body, metricsMaxBody))
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
+	}
+	return body, nil
 }
 
 // parseReading reads the leak metrics and the close-delay histogram out of

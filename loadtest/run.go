@@ -74,20 +74,24 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
 	total := 0
 	for _, s := range o.scenarios {
-		if s == attack.Churn {
+		if s == attack.Churn || s == attack.Connflood {
 			continue
 		}
-		p.conns[s] = shareOf(o.conns, o.shardI, o.shardN)
+		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
 		total += p.conns[s]
 	}
 	if hasScenario(o, attack.Churn) {
-		total += int(math.Ceil(p.churn/5)) + 16 // churn conns live ~ tens of ms; a generous allowance
+		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
 	}
 	perConn, reserve := 1, 100
 	if o.addr == "" {
 		perConn = 2 // the server's end is in this process too
 	}
 	budget := (int(min(fdLimit, math.MaxInt32)) - reserve) / perConn
+	way := "drive a server in another process with -addr, or split the test with -shard i/n over several processes"
+	if o.addr != "" {
+		way = "split the test with -shard i/n over several processes or hosts"
+	}
 	if total > budget && total > 0 {
 		scale := float64(budget) / float64(total)
 		got := 0
@@ -95,17 +99,26 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 			p.conns[s] = int(float64(n) * scale)
 			got += p.conns[s]
 		}
-		way := "drive a server in another process with -addr, or split the test with -shard i/n over several processes"
-		if o.addr != "" {
-			way = "split the test with -shard i/n over several processes or hosts"
-		}
 		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
 			fdLimit, perConn, got, total, way))
 	}
-	total = 0
-	for _, n := range p.conns {
-		total += n
+	if hasScenario(o, attack.Connflood) {
+		// connflood runs alone, after the others: its own budget.
+		n := shareOf(requested(o, attack.Connflood), o.shardI, o.shardN)
+		if n > budget {
+			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); connflood opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
+				fdLimit, perConn, budget, n, way))
+			n = budget
+		}
+		p.conns[attack.Connflood] = n
 	}
+	total = 0
+	for s, n := range p.conns {
+		if s != attack.Connflood {
+			total += n
+		}
+	}
+	total = max(total, p.conns[attack.Connflood])
 	if usable := ports * 9 / 10; total > usable {
 		if loopback {
 			k := (total + usable - 1) / usable
@@ -118,6 +131,24 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		}
 	}
 	return p
+}
+
+// requested returns the connections asked for scenario s, all shards
+// together: -conns for the polite scenarios, the hostile ones' own flags.
+func requested(o *options, s string) int {
+	switch s {
+	case attack.Nonreader:
+		return o.nonreaders
+	case attack.Splitter:
+		return o.splitters
+	case attack.Pingflood:
+		return o.pingflooders
+	case attack.Garbage:
+		return o.garbageConns
+	case attack.Connflood:
+		return o.floodConns
+	}
+	return o.conns
 }
 
 func hasScenario(o *options, s string) bool {
@@ -151,7 +182,11 @@ func hardBound(o *options) time.Duration {
 	t := o.timeouts
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, giveUp)
-	return o.duration + o.barrier + o.spread + longest + 2*t.Slack + 20*time.Second
+	d := o.duration + o.barrier + o.spread + longest + 2*t.Slack + 20*time.Second
+	if hasScenario(o, attack.Connflood) {
+		d += o.barrier + o.floodHold // after the others: its dials, then the hold
+	}
+	return d
 }
 
 func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
@@ -187,12 +222,13 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		ChurnRate: o.churnRate, Timeouts: o.timeouts}
 	for _, s := range o.scenarios {
 		if s != attack.Churn {
-			res.Config.Conns[s] = o.conns
+			res.Config.Conns[s] = requested(o, s)
 		}
 	}
 	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
-		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier}
+		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
+		HostileBytes: o.hostileBytes, FloodHold: o.floodHold}
 
 	var rc *remoteCheck
 	if o.metrics != "" {
@@ -210,9 +246,18 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	ladder, giveUp, _ := attack.Ladder(o.timeouts)
 	for _, s := range o.scenarios {
 		figs[s] = report.NewScenario(s)
-		if s == attack.Retransmit {
+		figs[s].Hostile = attack.Hostile(s)
+		switch s {
+		case attack.Retransmit:
 			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp
+		case attack.Connflood:
+			figs[s].Limit = o.maxConns
 		}
+	}
+	var ms *memSampler
+	if anyHostile(o) {
+		ms = startMemSampler(ctx, o, memoryBound(o, p))
+		cfg.Stop = ms.exceeded
 	}
 	var ctr attack.Counters
 	var srvPeak int64
@@ -224,6 +269,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	hitBound := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
 	stopProgress()
+	if ms != nil {
+		res.Memory = ms.stop()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +383,8 @@ func progress(o *options, ctr *attack.Counters, srv baseline.Server, srvPeak *in
 
 func endsLine(m map[string]int64) string {
 	s := ""
-	for _, k := range []string{"idle", "dead_peer", "frame_deadline", "retransmit_give_up", "eof", "reset", "client"} {
+	for _, k := range []string{"idle", "dead_peer", "frame_deadline", "retransmit_give_up", "output_limit", "unacked_limit", "overload",
+		"protocol_error", "frame_too_large", "write_stall", "eof", "reset", "client"} {
 		if m[k] > 0 {
 			s += fmt.Sprintf("%s=%d ", k, m[k])
 		}

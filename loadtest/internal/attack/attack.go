@@ -1,9 +1,10 @@
 // Package attack is the load-test harness's client engine: it opens the
 // connections of each scenario against a target, drives them (open-loop
 // paced echo traffic, silent or half-silent connections, withheld acks,
-// slowloris trickles, connection churn) and emits one report.ConnResult per
-// connection as it ends. It knows nothing of reports beyond that stream; the
-// caller folds it into figures.
+// slowloris trickles, connection churn, and the hostile peers of
+// hostile.go) and emits one report.ConnResult per connection as it ends.
+// It knows nothing of reports beyond that stream; the caller folds it into
+// figures.
 package attack
 
 import (
@@ -50,12 +51,13 @@ const (
 	Churn      = "churn"
 )
 
-// All lists every scenario, in report order.
-var All = []string{Echo, Idle, Keepalive, Retransmit, Slowloris, Churn}
+// All lists every scenario, in report order: the polite ones, then the
+// hostile ones (hostile.go).
+var All = []string{Echo, Idle, Keepalive, Retransmit, Slowloris, Churn, Nonreader, Splitter, Pingflood, Connflood, Garbage}
 
 // FramedOnly reports whether scenario needs the framed protocol.
 func FramedOnly(scenario string) bool {
-	return scenario == Keepalive || scenario == Retransmit || scenario == Slowloris
+	return scenario == Keepalive || scenario == Retransmit || scenario == Slowloris || scenario == Pingflood
 }
 
 // Config is one attack. Conns are this process's share (after sharding).
@@ -64,7 +66,7 @@ type Config struct {
 	Proto           Proto
 	Sources         []net.IP // local addresses to dial from, round robin; nil: the system's choice
 	Scenarios       []string
-	Conns           map[string]int // connections per scenario (churn: ignored)
+	Conns           map[string]int // connections per scenario (churn: ignored; connflood: all it opens)
 	Rate            float64        // echo messages/s per connection (open loop)
 	Closed          bool           // echo closed-loop: next message when the previous echo arrives
 	Size            int            // message payload bytes
@@ -82,8 +84,21 @@ type Config struct {
 	IdleSpread time.Duration
 	// BarrierTimeout bounds the wait for every quiet connection to open
 	// (0: 10 s); at the bound the connections open so far go ahead and
-	// Outcome.Barrier says so.
+	// Outcome.Barrier says so. It bounds connflood's wait for its dials
+	// too.
 	BarrierTimeout time.Duration
+	// HostileBytes bounds what one nonreader or ping flooder sends
+	// (0: DefaultHostileBytes); past it, and once Stop is closed, it only
+	// trickles a message now and then to notice a close.
+	HostileBytes int64
+	// Stop, once closed, makes the nonreaders and ping flooders stop
+	// flooding, as HostileBytes does: the caller has seen enough (the
+	// server's memory passed its bound). nil never stops them.
+	Stop <-chan struct{}
+	// FloodHold is how long connflood holds its connections after the last
+	// one dialed (0: 1 s). Keep it below the server's idle timeout, or the
+	// connections it keeps die idle.
+	FloodHold time.Duration
 }
 
 // Barrier is how the quiet connections' barrier ended.
@@ -274,7 +289,8 @@ func isQuiet(s string, i int) bool {
 }
 
 // Run performs the attack and returns when every connection has ended:
-// each scenario bounds its own time, and ctx ends everything early. emit
+// each scenario bounds its own time, and ctx ends everything early. Every
+// scenario runs at once, but connflood, which runs alone afterwards. emit
 // receives each connection's result, from many goroutines at once (it must
 // be safe for that). The live counters go to ctr.
 func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnResult)) (Outcome, error) {
@@ -286,6 +302,12 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	}
 	if cfg.BarrierTimeout <= 0 {
 		cfg.BarrierTimeout = 10 * time.Second
+	}
+	if cfg.HostileBytes <= 0 {
+		cfg.HostileBytes = DefaultHostileBytes
+	}
+	if cfg.FloodHold <= 0 {
+		cfg.FloodHold = time.Second
 	}
 	if cfg.IdleSpread < 0 {
 		return Outcome{}, fmt.Errorf("attack: idle spread %s must not be negative", cfg.IdleSpread)
@@ -321,6 +343,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		r.quiet = newBarrier(quiet, cfg.BarrierTimeout)
 	}
 	var wg sync.WaitGroup
+	flood := false
 	for _, s := range cfg.Scenarios {
 		n := cfg.Conns[s]
 		rec := &recorder{}
@@ -329,21 +352,21 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		case Churn:
 			wg.Go(func() { r.churn(ctx, rec) })
 			continue
-		case Echo:
+		case Connflood:
+			flood = true // alone, afterwards
+			continue
+		case Echo, Splitter:
 			r.outcome.Elapsed[s] = cfg.Duration
 		}
 		for i := range n {
-			role := s
-			if s == Keepalive {
-				role = "survivor"
-				if i%2 == 1 {
-					role = "silent"
-				}
-			}
+			role := roleOf(s, cfg.Proto, i)
 			wg.Go(func() { r.conn(ctx, s, role, i, n, rec) })
 		}
 	}
 	wg.Wait()
+	if flood && ctx.Err() == nil {
+		r.connflood(ctx)
+	}
 	if b := r.quiet; b != nil {
 		<-b.released // every quiet connection has arrived by now
 		b.mu.Lock()
@@ -367,7 +390,29 @@ func (rc *recorder) flush(b []int64) {
 	rc.mu.Unlock()
 }
 
-func (r *run) dial(ctx context.Context) (net.Conn, time.Duration, error) {
+// roleOf returns the role of connection i of scenario s.
+func roleOf(s string, p Proto, i int) string {
+	switch s {
+	case Keepalive:
+		if i%2 == 1 {
+			return "silent"
+		}
+		return "survivor"
+	case Pingflood:
+		if i%2 == 1 {
+			return RoleNotReading
+		}
+		return RoleReading
+	case Garbage:
+		return garbageRole(p, i)
+	}
+	return s
+}
+
+// dial opens a connection; rcvBuf > 0 asks for that receive buffer before
+// connecting (where the system allows), so that the window the server sees
+// is small from the start.
+func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, error) {
 	select {
 	case r.dialSem <- struct{}{}:
 	case <-ctx.Done():
@@ -375,6 +420,9 @@ func (r *run) dial(ctx context.Context) (net.Conn, time.Duration, error) {
 	}
 	defer func() { <-r.dialSem }()
 	d := net.Dialer{Timeout: 5 * time.Second}
+	if rcvBuf > 0 {
+		d.Control = rcvBufControl(rcvBuf)
+	}
 	if len(r.cfg.Sources) > 0 {
 		ip := r.cfg.Sources[r.srcNext.Add(1)%uint64(len(r.cfg.Sources))]
 		d.LocalAddr = &net.TCPAddr{IP: ip}
@@ -394,7 +442,11 @@ func (r *run) dial(ctx context.Context) (net.Conn, time.Duration, error) {
 // result.
 func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *recorder) {
 	res := report.ConnResult{Scenario: scenario, Role: role}
-	c, dt, err := r.dial(ctx)
+	rcvBuf := 0
+	if role == Nonreader || role == RoleNotReading {
+		rcvBuf = nonreaderRcvBuf
+	}
+	c, dt, err := r.dial(ctx, rcvBuf)
 	res.OpenedAt = time.Now()
 	if isQuiet(scenario, i) {
 		r.quiet.arrive()
@@ -420,9 +472,19 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 		r.retransmit(ctx, cl, &res)
 	case Slowloris:
 		r.slowloris(ctx, cl, &res)
+	case Nonreader:
+		r.nonreader(ctx, cl, &res)
+	case Splitter:
+		r.splitter(ctx, cl, i, n, rec, &res)
+	case RoleReading, RoleNotReading:
+		r.pingflood(ctx, cl, role, &res)
+	case GarbageRandom, GarbageBadType, GarbageHugeLength:
+		r.garbage(ctx, cl, role, &res)
 	}
 	cl.shut()
-	res.End = cl.end
+	if res.End == "" { // hostile roles set it themselves
+		res.End = cl.end
+	}
 	res.Pings = int(cl.pings.Load())
 	if cl.closedByServer() && res.Expect != "" {
 		res.ClosedAt = cl.endAt
@@ -736,7 +798,7 @@ func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult
 	cl.answerPings.Store(true)
 	var arrivals []time.Time
 	var mu sync.Mutex
-	cl.onData = func(seq uint64, at time.Time) bool {
+	cl.onData = func(seq uint64, _ []byte, at time.Time) bool {
 		if seq != 1 {
 			return false
 		}
@@ -815,7 +877,7 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 		wg.Go(func() {
 			defer func() { <-inflight }()
 			res := report.ConnResult{Scenario: Churn, Role: Churn}
-			c, dt, err := r.dial(ctx)
+			c, dt, err := r.dial(ctx, 0)
 			if err != nil {
 				res.DialErr = DialErrKind(err)
 				r.emit(res)

@@ -28,15 +28,22 @@ type client struct {
 
 	// set before read starts
 	ack    bool
-	size   int                                       // raw: message size
-	onEcho func(k uint64, at time.Time)              // k-th echo (1-based) arrived
-	onData func(seq uint64, at time.Time) (dup bool) // framed: every DATA, before echo counting
+	size   int                                                 // raw: message size
+	onEcho func(k uint64, at time.Time)                        // k-th echo (1-based) arrived
+	onData func(seq uint64, p []byte, at time.Time) (dup bool) // framed: every DATA, before echo counting; p is valid during the call
+	onRaw  func(b []byte)                                      // raw: every byte that arrived, in order; b is valid during the call
+	// control, if set, takes the ACKs and PONGs the reader would write, so
+	// that the role's goroutine sends them in its own way (the splitter
+	// cuts them like its messages); b is the reader's and valid during the
+	// call.
+	control func(b []byte)
 
 	lastWrite   atomic.Int64 // unix nanos of the start of the last write that completed
 	answered    atomic.Int64 // unix nanos when the server first answered: framed, its first ACK; raw, the first whole echo
 	answerPings atomic.Bool  // answer the server's PINGs with PONG
 	closing     atomic.Bool
 	pings       atomic.Int64
+	pongs       atomic.Int64
 	done        chan struct{}
 
 	wmu sync.Mutex // serializes writes, so frames never interleave
@@ -109,6 +116,9 @@ func (cl *client) read() {
 		if n > 0 {
 			if cl.proto == Raw {
 				rawBytes += uint64(n)
+				if cl.onRaw != nil {
+					cl.onRaw(buf[:n])
+				}
 				for k := rawBytes / uint64(cl.size); echoes < k; {
 					if echoes == 0 {
 						cl.answered.CompareAndSwap(0, now.UnixNano())
@@ -139,7 +149,7 @@ func (cl *client) read() {
 					case frame.TypeData:
 						dup := false
 						if cl.onData != nil {
-							dup = cl.onData(f.Seq, now)
+							dup = cl.onData(f.Seq, f.Payload, now)
 						}
 						if f.Seq > maxSeq {
 							maxSeq = f.Seq
@@ -156,6 +166,8 @@ func (cl *client) read() {
 						if cl.answerPings.Load() {
 							out = frame.AppendPong(out, f.Nonce)
 						}
+					case frame.TypePong:
+						cl.pongs.Add(1)
 					case frame.TypeAck:
 						cl.answered.CompareAndSwap(0, now.UnixNano())
 					case frame.TypeClose:
@@ -170,7 +182,11 @@ func (cl *client) read() {
 					acked = maxSeq
 				}
 				if len(out) > 0 && cl.closeCode == 0 {
-					_ = cl.write(out)
+					if cl.control != nil {
+						cl.control(out)
+					} else {
+						_ = cl.write(out)
+					}
 				}
 				copy(buf, buf[off:have])
 				have -= off

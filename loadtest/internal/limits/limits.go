@@ -5,7 +5,9 @@ package limits
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -64,10 +66,41 @@ func Memory() (rss, peak int64) {
 		return 0, 0
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	rss, peak, _ = parseStatus(f)
+	return rss, peak
+}
+
+// ErrNoRSS is wrapped by RSS's error when the process's status has no
+// VmRSS line (a zombie, or a system without /proc).
+var ErrNoRSS = errors.New("limits: no VmRSS in the process status")
+
+// RSS returns the resident set size in bytes (VmRSS of /proc/PID/status)
+// of process pid, or of this process for pid 0. It reads one small file;
+// safe from any goroutine. Another user's process may be unreadable.
+func RSS(pid int) (int64, error) {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/status"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("limits: %w", err)
+	}
+	defer f.Close()
+	rss, _, ok := parseStatus(f)
+	if !ok {
+		return 0, fmt.Errorf("%w: %s", ErrNoRSS, path)
+	}
+	return rss, nil
+}
+
+// parseStatus reads VmRSS and VmHWM (in bytes) out of a /proc/PID/status
+// text; ok reports whether it had a VmRSS line.
+func parseStatus(r io.Reader) (rss, peak int64, ok bool) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
+		k, v, found := strings.Cut(sc.Text(), ":")
+		if !found || (k != "VmRSS" && k != "VmHWM") {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
@@ -76,12 +109,12 @@ func Memory() (rss, peak int64) {
 		}
 		switch k {
 		case "VmRSS":
-			rss = kb << 10
+			rss, ok = kb<<10, true
 		case "VmHWM":
 			peak = kb << 10
 		}
 	}
-	return rss, peak
+	return rss, peak, ok
 }
 
 // CPU returns the process's user plus system CPU time so far.

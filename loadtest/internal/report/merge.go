@@ -57,6 +57,7 @@ func Merge(rs ...*Result) (*Result, error) {
 			if m == nil {
 				m = NewScenario(s.Name)
 				m.Ladder, m.GiveUpAt = s.Ladder, s.GiveUpAt
+				m.Hostile, m.Limit = s.Hostile, s.Limit
 				out.Scenarios = append(out.Scenarios, m)
 			}
 			m.merge(s)
@@ -69,6 +70,9 @@ func Merge(rs ...*Result) (*Result, error) {
 		}
 		if r.Remote != nil && len(rs) == 1 {
 			out.Remote = r.Remote
+		}
+		if r.Memory != nil && len(rs) == 1 {
+			out.Memory = r.Memory
 		}
 	}
 	cd, note := mergeCloseDelay(rs)
@@ -124,6 +128,19 @@ func (s *Scenario) merge(o *Scenario) {
 	s.Survivors += o.Survivors
 	s.Survived += o.Survived
 	s.Pings += o.Pings
+	s.Bytes += o.Bytes
+	s.Writes += o.Writes
+	s.Mismatch += o.Mismatch
+	s.ServerClosed += o.ServerClosed
+	s.CloseAfter.Merge(o.CloseAfter)
+	for name, r := range o.Roles {
+		m := s.role(name)
+		m.Conns += r.Conns
+		m.Opened += r.Opened
+		m.ServerClosed += r.ServerClosed
+		addMap(m.Ends, r.Ends)
+		m.CloseAfter.Merge(r.CloseAfter)
+	}
 	for k, h := range o.RetxError {
 		for len(s.RetxError) <= k {
 			s.RetxError = append(s.RetxError, &hist.Histogram{})

@@ -151,3 +151,167 @@ func TestText_LeakSpoilsTheVerdict(t *testing.T) {
 	Text(&leaky, r)
 	assert.Contains(t, leaky.String(), "but the server may have leaked")
 }
+
+func TestMemory_Verdict(t *testing.T) {
+	bound := MemoryBound{OutputLimit: 4 << 20, UnackedLimit: 1 << 20, Filling: map[string]int{"nonreader": 4, "pingflood": 4},
+		Other: 100, PerOther: 32 << 10, Fixed: 32 << 20}
+	require.Equal(t, int64(8*(5<<20)+100*(32<<10)+(32<<20)), bound.Total(), "5 MiB x 8 + 32 KiB x 100 + 32 MiB")
+	tests := []struct {
+		name    string
+		m       *Memory
+		wantBad bool
+	}{
+		{name: "within", m: &Memory{Before: 10 << 20, Peak: 10<<20 + bound.Total(), Samples: 5, Bound: bound}},
+		{name: "a byte beyond", m: &Memory{Before: 10 << 20, Peak: 10<<20 + bound.Total() + 1, Samples: 5, Bound: bound}, wantBad: true},
+		{name: "shrank", m: &Memory{Before: 100 << 20, Peak: 100 << 20, End: 50 << 20, Samples: 5, Bound: bound}},
+		{name: "not observed", m: &Memory{Err: "not observed", Peak: 1 << 40, Bound: bound}},
+		{name: "no samples", m: &Memory{Peak: 1 << 40, Bound: bound}},
+		{name: "no memory at all", m: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := tt.m.Verdict()
+			if tt.wantBad {
+				require.Len(t, bad, 1)
+				assert.Contains(t, bad[0], "beyond its bound of "+MiB(bound.Total()))
+			} else {
+				assert.Empty(t, bad)
+			}
+		})
+	}
+}
+
+func hostile(name string) *Scenario {
+	s := NewScenario(name)
+	s.Hostile = true
+	return s
+}
+
+func TestScenario_AddHostile(t *testing.T) {
+	s := hostile("pingflood")
+	s.Add(ConnResult{Role: "not_reading", Misbehaved: t0, ClosedAt: t0.Add(30 * time.Millisecond), End: "reset", Bytes: 100, Writes: 2}, to)
+	s.Add(ConnResult{Role: "not_reading", Misbehaved: t0, ClosedAt: t0.Add(50 * time.Millisecond), End: "output_limit", Bytes: 200, Writes: 3}, to)
+	s.Add(ConnResult{Role: "reading", Misbehaved: t0, End: "client", Bytes: 50, Writes: 1}, to)
+	s.Add(ConnResult{Role: "reading", DialErr: "refused"}, to)
+	assert.Equal(t, 2, s.ServerClosed)
+	assert.Equal(t, 1, s.Held())
+	assert.Equal(t, uint64(350), s.Bytes)
+	assert.Equal(t, uint64(6), s.Writes)
+	assert.Equal(t, int64(50*time.Millisecond), s.CloseAfter.Max(), "from the misbehaviour's start")
+	require.Len(t, s.Roles, 2)
+	assert.Equal(t, 2, s.Roles["not_reading"].ServerClosed)
+	assert.Equal(t, map[string]int{"reset": 1, "output_limit": 1}, s.Roles["not_reading"].Ends)
+	assert.Equal(t, 2, s.Roles["reading"].Conns)
+	assert.Equal(t, 1, s.Roles["reading"].Opened)
+	assert.Len(t, s.Verdict(), 1, "the dial error")
+}
+
+func TestScenario_VerdictHostile(t *testing.T) {
+	tests := []struct {
+		name string
+		s    func() *Scenario
+		want []string // substrings of the failed checks, in order
+	}{
+		{name: "connflood within its limit, refusals at the door are fine", s: func() *Scenario {
+			s := hostile("connflood")
+			s.Limit, s.Opened, s.Ends["client"], s.Ends["overload"] = 10, 15, 10, 5
+			s.DialErrors["refused"] = 3
+			return s
+		}},
+		{name: "connflood above its limit", s: func() *Scenario {
+			s := hostile("connflood")
+			s.Limit, s.Opened, s.Ends["client"] = 10, 15, 15
+			return s
+		}, want: []string{"held 15 connections open, above its limit of 10"}},
+		{name: "connflood short of file descriptors", s: func() *Scenario {
+			s := hostile("connflood")
+			s.Limit, s.Ends["client"] = 10, 10
+			s.DialErrors["fd_limit"], s.DialErrors["refused"] = 2, 3
+			return s
+		}, want: []string{"2 connections failed to open (fd_limit=2)"}},
+		{name: "splitter intact", s: func() *Scenario {
+			s := hostile("splitter")
+			s.Sent, s.Recv, s.Survivors, s.Survived = 100, 100, 4, 4
+			return s
+		}},
+		{name: "splitter mismatch, loss and a close", s: func() *Scenario {
+			s := hostile("splitter")
+			s.Sent, s.Recv, s.Lost, s.Mismatch, s.Survivors, s.Survived = 100, 98, 2, 1, 4, 3
+			return s
+		}, want: []string{"1 echoes differed", "2 messages never answered", "1 of 4 splitter survivors were closed"}},
+		{name: "nonreader kept open is reported, not failed", s: func() *Scenario {
+			s := hostile("nonreader")
+			s.Opened, s.Ends["client"] = 4, 4
+			return s
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := tt.s().Verdict()
+			require.Len(t, bad, len(tt.want), "%q", bad)
+			for i, w := range tt.want {
+				assert.Contains(t, bad[i], w)
+			}
+		})
+	}
+}
+
+func TestText_HostileAndMemory(t *testing.T) {
+	r := shard("1/1", 10, 5e5)
+	g := hostile("garbage")
+	g.Add(ConnResult{Role: "huge_length", Misbehaved: t0, ClosedAt: t0.Add(2 * time.Millisecond), End: "frame_too_large"}, to)
+	g.Add(ConnResult{Role: "random", Misbehaved: t0, End: "client"}, to)
+	r.Scenarios = append(r.Scenarios, g)
+	r.Memory = &Memory{Source: "/proc/self/status", InProcess: true, Before: 10 << 20, Peak: 20 << 20, End: 15 << 20, Samples: 3,
+		Bound: MemoryBound{OutputLimit: 4 << 20, Filling: map[string]int{"nonreader": 1}, Other: 2, PerOther: 32 << 10, Fixed: 32 << 20}}
+	var b bytes.Buffer
+	Text(&b, r)
+	out := b.String()
+	assert.Contains(t, out, "[garbage] ok")
+	assert.Contains(t, out, "closed by the server: 1 of 2, after the misbehaviour began: p50 2.00ms")
+	assert.Contains(t, out, "    huge_length: 1 of 1 closed (p50 2.00ms, max 2.00ms); ended: frame_too_large=1")
+	assert.Contains(t, out, "    random: 0 of 1 closed; ended: client=1")
+	assert.Contains(t, out, "[memory] ok: RSS of this process (server embedded: the client's memory is included) 10.0 MiB before, peak 20.0 MiB (+10.0 MiB)")
+	assert.Contains(t, out, "bound: +36.1 MiB = 4.0 MiB output x 1 connections that may not read (nonreader 1) + 32 KiB x 2 other connections + 32.0 MiB")
+	assert.Contains(t, out, "all 2 scenarios ok, the server's memory within its bound\n")
+
+	r.Memory.Peak = 100 << 20
+	b.Reset()
+	Text(&b, r)
+	assert.Contains(t, b.String(), "[memory] CHECK")
+	assert.Contains(t, b.String(), "  ! the server's memory grew by 90.0 MiB, beyond its bound of 36.1 MiB")
+	assert.Contains(t, b.String(), "all 2 scenarios ok, but the server's memory grew beyond its bound")
+
+	r.Memory = &Memory{Err: "not observed: give -server-pid", Bound: r.Memory.Bound}
+	b.Reset()
+	Text(&b, r)
+	assert.Contains(t, b.String(), "[memory] not judged: not observed")
+	assert.Contains(t, b.String(), "all 2 scenarios ok\n")
+}
+
+func TestMergeAndJSON_Hostile(t *testing.T) {
+	mk := func(sh string) *Result {
+		s := hostile("pingflood")
+		s.Add(ConnResult{Role: "reading", Misbehaved: t0, ClosedAt: t0.Add(time.Millisecond), End: "idle", Bytes: 10}, to)
+		return &Result{Version: Version, Shards: []string{sh}, Config: Config{Scenarios: []string{"pingflood"}}, Scenarios: []*Scenario{s},
+			Memory: &Memory{Samples: 1}}
+	}
+	m, err := Merge(mk("1/2"), mk("2/2"))
+	require.NoError(t, err)
+	p := m.Scenario("pingflood")
+	assert.True(t, p.Hostile)
+	assert.Equal(t, 2, p.ServerClosed)
+	assert.Equal(t, uint64(20), p.Bytes)
+	assert.Equal(t, 2, p.Roles["reading"].Ends["idle"])
+	assert.Equal(t, uint64(2), p.Roles["reading"].CloseAfter.Count())
+	assert.Nil(t, m.Memory, "per run, not merged")
+
+	var buf bytes.Buffer
+	require.NoError(t, JSON(&buf, m))
+	got, err := ReadJSON(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, 2, got.Scenario("pingflood").Roles["reading"].ServerClosed)
+	one, err := Merge(mk("1/1"))
+	require.NoError(t, err)
+	assert.NotNil(t, one.Memory)
+}

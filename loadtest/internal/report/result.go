@@ -8,6 +8,7 @@
 package report
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/hist"
@@ -85,6 +86,15 @@ type ConnResult struct {
 	Pings    int // pings received
 	Retx     []time.Duration
 	Survivor bool // expected to stay open until the harness closes it
+
+	// Hostile connections: when the misbehaviour began (zero for polite
+	// ones; ClosedAt is then when the server's close was seen, zero if it
+	// kept the connection), the bytes and writes sent, and the echoes that
+	// differed from what was sent (splitter).
+	Misbehaved time.Time `json:"-"`
+	Bytes      uint64
+	Writes     uint64
+	Mismatch   uint64
 }
 
 // Scenario is the figures of one scenario. The JSON form is the full record.
@@ -129,25 +139,88 @@ type Scenario struct {
 	GiveUpAt  time.Duration     `json:"give_up_at,omitempty"` // expected give-up offset
 	RetxError []*hist.Histogram `json:"retx_error,omitempty"` // ns, per retransmission: observed - expected
 	RetxCount map[int]int       `json:"retx_count,omitempty"` // connections by retransmissions seen
+
+	// Hostile scenarios: what the server did with peers that misbehave.
+	// The caller sets Hostile (and Limit) before adding results.
+	Hostile      bool   `json:"hostile,omitempty"`
+	Bytes        uint64 `json:"bytes,omitempty"`    // sent
+	Writes       uint64 `json:"writes,omitempty"`   // write calls that sent them
+	Mismatch     uint64 `json:"mismatch,omitempty"` // echoes that differed from what was sent
+	ServerClosed int    `json:"server_closed,omitempty"`
+	// CloseAfter is, for each connection the server closed, the time from
+	// the start of its misbehaviour (connflood: its connect) to the close.
+	CloseAfter *hist.Histogram `json:"close_after,omitempty"` // ns
+	// Roles splits the figures by the connections' roles (pingflood:
+	// reading and not_reading; garbage: random, bad_type, huge_length).
+	Roles map[string]*Role `json:"roles,omitempty"`
+	// Limit is the server's connection limit connflood was told (0: none);
+	// more connections held open than that is a failed check.
+	Limit int `json:"limit,omitempty"`
 }
+
+// Role is the figures of one role of a hostile scenario.
+type Role struct {
+	Conns        int             `json:"conns"`
+	Opened       int             `json:"opened"`
+	ServerClosed int             `json:"server_closed"`
+	Ends         map[string]int  `json:"ends,omitempty"`
+	CloseAfter   *hist.Histogram `json:"close_after,omitempty"` // ns
+}
+
+// role returns the named role's figures, adding them if new.
+func (s *Scenario) role(name string) *Role {
+	if s.Roles == nil {
+		s.Roles = map[string]*Role{}
+	}
+	r := s.Roles[name]
+	if r == nil {
+		r = &Role{Ends: map[string]int{}, CloseAfter: &hist.Histogram{}}
+		s.Roles[name] = r
+	}
+	return r
+}
+
+// Held returns how many connections stayed open until the harness closed
+// them.
+func (s *Scenario) Held() int { return s.Ends["client"] }
 
 // NewScenario returns empty figures for a scenario.
 func NewScenario(name string) *Scenario {
 	return &Scenario{Name: name, DialErrors: map[string]int{}, Errors: map[string]int{},
 		Ends: map[string]int{}, WrongReason: map[string]int{}, RetxCount: map[int]int{},
 		Latency: &hist.Histogram{}, Connect: &hist.Histogram{}, ReapError: &hist.Histogram{},
-		ReapErrorAck: &hist.Histogram{}, AckDelay: &hist.Histogram{}}
+		ReapErrorAck: &hist.Histogram{}, AckDelay: &hist.Histogram{}, CloseAfter: &hist.Histogram{}}
 }
 
 // Add folds one connection's outcome into s; t says what lateness and
 // earliness are tolerated.
 func (s *Scenario) Add(r ConnResult, t Timeouts) {
 	s.Conns++
+	var role *Role
+	if s.Hostile {
+		role = s.role(r.Role)
+		role.Conns++
+	}
 	if r.DialErr != "" {
 		s.DialErrors[r.DialErr]++
 		return
 	}
 	s.Opened++
+	if role != nil {
+		role.Opened++
+		if r.End != "" {
+			role.Ends[r.End]++
+		}
+		s.Bytes += r.Bytes
+		s.Writes += r.Writes
+		s.Mismatch += r.Mismatch
+		if !r.ClosedAt.IsZero() && !r.Misbehaved.IsZero() && r.End != "client" {
+			s.ServerClosed++
+			role.ServerClosed++
+			s.CloseAfter.Record(int64(r.ClosedAt.Sub(r.Misbehaved)))
+			role.CloseAfter.Record(int64(r.ClosedAt.Sub(r.Misbehaved)))
+		}
+	}
 	s.Connect.Record(int64(r.Connect))
 	s.Sent += r.Sent
 	s.Recv += r.Recv
@@ -255,6 +328,76 @@ func (r *Remote) Leaks() []RemoteMetric {
 	return out
 }
 
+// Memory is the server's resident memory over a run with hostile
+// scenarios, sampled while it ran, and the growth it is allowed.
+type Memory struct {
+	// Source is where it was read: /proc/self/status (the server embedded:
+	// the client's memory is included, InProcess), /proc/PID/status, or a
+	// metrics URL (process_resident_memory_bytes).
+	Source    string `json:"source"`
+	InProcess bool   `json:"in_process"`
+	Before    int64  `json:"before"` // bytes, just before the run
+	Peak      int64  `json:"peak"`   // the largest sample
+	End       int64  `json:"end"`    // the last sample
+	Samples   int    `json:"samples"`
+	// Stopped says the floods were stopped when the growth passed the
+	// bound: the verdict was in, and the server's memory need not grow on.
+	Stopped bool        `json:"stopped,omitempty"`
+	Bound   MemoryBound `json:"bound"`
+	// Err says why there are no figures (nothing to read it from, or the
+	// reading failed); the growth is then not judged.
+	Err string `json:"err,omitempty"`
+}
+
+// MemoryBound is the memory growth allowed to a server whose output limits
+// hold: the limits of every connection that may leave its output unread,
+// an allowance for every other connection, and a fixed allowance.
+type MemoryBound struct {
+	OutputLimit  int64          `json:"output_limit"`  // bytes of queued output per connection before the server must close it
+	UnackedLimit int64          `json:"unacked_limit"` // framed: bytes of unacknowledged DATA payload per connection (raw: 0)
+	Filling      map[string]int `json:"filling"`       // connections that may leave their output unread, by scenario
+	Other        int            `json:"other"`         // other connections open at once, at most
+	PerOther     int64          `json:"per_other"`     // bytes allowed per other connection
+	Fixed        int64          `json:"fixed"`         // bytes allowed besides
+}
+
+// PerConn is what one connection that does not read may hold in the
+// server: its queued output and its unacknowledged payload.
+func (b MemoryBound) PerConn() int64 { return b.OutputLimit + b.UnackedLimit }
+
+// FillingConns is the number of connections that may leave their output
+// unread.
+func (b MemoryBound) FillingConns() int {
+	n := 0
+	for _, v := range b.Filling {
+		n += v
+	}
+	return n
+}
+
+// Total is the growth allowed, in bytes.
+func (b MemoryBound) Total() int64 {
+	return int64(b.FillingConns())*b.PerConn() + int64(b.Other)*b.PerOther + b.Fixed
+}
+
+// Growth is the largest growth seen over the run, in bytes.
+func (m *Memory) Growth() int64 { return m.Peak - m.Before }
+
+// Verdict is the memory's failed check, if any: a growth beyond the bound.
+// Without figures (Err) there is nothing to judge.
+func (m *Memory) Verdict() []string {
+	if m == nil || m.Err != "" || m.Samples == 0 {
+		return nil
+	}
+	if g, b := m.Growth(), m.Bound.Total(); g > b {
+		return []string{fmt.Sprintf("the server's memory grew by %s, beyond its bound of %s", MiB(g), MiB(b))}
+	}
+	return nil
+}
+
+// MiB formats bytes in MiB with one decimal.
+func MiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
 // Process is the harness process's resource use (client and, when
 // embedded, server together).
 type Process struct {
@@ -278,6 +421,7 @@ type Result struct {
 	Server    *Server     `json:"server,omitempty"`
 	Process   *Process    `json:"process,omitempty"`
 	Remote    *Remote     `json:"remote,omitempty"` // -metrics: the external server's leak check
+	Memory    *Memory     `json:"memory,omitempty"` // with hostile scenarios: the server's memory growth
 	Scenarios []*Scenario `json:"scenarios"`
 
 	// CloseDelay is the server's own account of its timeout closes

@@ -42,9 +42,17 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 		if s.RetxCount == nil {
 			s.RetxCount = n.RetxCount
 		}
-		for _, h := range []**hist.Histogram{&s.Latency, &s.Connect, &s.ReapError, &s.ReapErrorAck, &s.AckDelay} {
+		for _, h := range []**hist.Histogram{&s.Latency, &s.Connect, &s.ReapError, &s.ReapErrorAck, &s.AckDelay, &s.CloseAfter} {
 			if *h == nil {
 				*h = &hist.Histogram{}
+			}
+		}
+		for _, ro := range s.Roles {
+			if ro.Ends == nil {
+				ro.Ends = map[string]int{}
+			}
+			if ro.CloseAfter == nil {
+				ro.CloseAfter = &hist.Histogram{}
 			}
 		}
 	}
@@ -106,8 +114,21 @@ func (t Timeouts) String() string {
 // Verdict is a scenario's pass/fail checks: each failed check is a line.
 func (s *Scenario) Verdict() []string {
 	var bad []string
-	if n := sum(s.DialErrors); n > 0 {
-		bad = append(bad, fmt.Sprintf("%d connections failed to open (%s)", n, counts(s.DialErrors)))
+	dialErrs := s.DialErrors
+	if s.Name == "connflood" {
+		// A server may refuse a flood at the door; only the client's own
+		// limits spoil the test.
+		dialErrs = map[string]int{"fd_limit": s.DialErrors["fd_limit"], "ephemeral_ports": s.DialErrors["ephemeral_ports"]}
+		maps.DeleteFunc(dialErrs, func(_ string, v int) bool { return v == 0 })
+	}
+	if n := sum(dialErrs); n > 0 {
+		bad = append(bad, fmt.Sprintf("%d connections failed to open (%s)", n, counts(dialErrs)))
+	}
+	if s.Mismatch > 0 {
+		bad = append(bad, fmt.Sprintf("%d echoes differed from what was sent", s.Mismatch))
+	}
+	if s.Limit > 0 && s.Held() > s.Limit {
+		bad = append(bad, fmt.Sprintf("the server held %d connections open, above its limit of %d", s.Held(), s.Limit))
 	}
 	if s.Lost > 0 {
 		bad = append(bad, fmt.Sprintf("%d messages never answered", s.Lost))
@@ -122,7 +143,7 @@ func (s *Scenario) Verdict() []string {
 		bad = append(bad, fmt.Sprintf("%d closed for another reason (%s)", n, counts(s.WrongReason)))
 	}
 	if s.Survivors > s.Survived {
-		bad = append(bad, fmt.Sprintf("%d of %d keepalive survivors were closed", s.Survivors-s.Survived, s.Survivors))
+		bad = append(bad, fmt.Sprintf("%d of %d %s survivors were closed", s.Survivors-s.Survived, s.Survivors, s.Name))
 	}
 	return bad
 }
@@ -202,6 +223,9 @@ func Text(w io.Writer, r *Result) {
 		if s.Survivors > 0 {
 			p("  survivors: %d of %d stayed open; %d pings received in all", s.Survived, s.Survivors, s.Pings)
 		}
+		if s.Hostile {
+			hostileText(p, s)
+		}
 		if len(s.Ladder) > 0 || len(s.RetxError) > 0 {
 			var lad []string
 			for _, d := range s.Ladder {
@@ -228,6 +252,10 @@ func Text(w io.Writer, r *Result) {
 	if r.CloseDelay != nil && delayUnder == "" {
 		p("")
 		p("%s", closeDelayText(r.CloseDelay, delayWhat))
+	}
+	memBad := r.Memory.Verdict()
+	if m := r.Memory; m != nil {
+		memoryText(p, m, memBad)
 	}
 	if sv := r.Server; sv != nil {
 		p("")
@@ -263,13 +291,101 @@ func Text(w io.Writer, r *Result) {
 			leaks++
 		}
 	}
+	mem := ""
 	switch {
+	case len(memBad) > 0:
+		mem = ", and the server's memory grew beyond its bound"
+	case r.Memory != nil && r.Memory.Err == "":
+		mem = ", the server's memory within its bound"
+	}
+	switch {
+	case failed == 0 && len(memBad) > 0:
+		p("all %d scenarios ok, but the server's memory grew beyond its bound (line marked ! under [memory])", len(r.Scenarios))
 	case failed == 0 && leaks == 0:
-		p("all %d scenarios ok", len(r.Scenarios))
+		p("all %d scenarios ok%s", len(r.Scenarios), mem)
 	case failed == 0:
-		p("all %d scenarios ok, but the server may have leaked (LIMIT: LEAK? above)", len(r.Scenarios))
+		p("all %d scenarios ok%s, but the server may have leaked (LIMIT: LEAK? above)", len(r.Scenarios), mem)
 	default:
-		p("%d of %d scenarios need a look (lines marked !)", failed, len(r.Scenarios))
+		p("%d of %d scenarios need a look (lines marked !)%s", failed, len(r.Scenarios), mem)
+	}
+}
+
+// hostileText writes what the server did with a hostile scenario's
+// connections.
+func hostileText(p func(string, ...any), s *Scenario) {
+	switch s.Name {
+	case "nonreader":
+		p("  sent %s (%d messages) in %d writes, reading nothing", MiB(int64(s.Bytes)), s.Sent, s.Writes)
+	case "pingflood":
+		p("  sent %d pings (%s) in %d writes; %d pongs read", s.Sent, MiB(int64(s.Bytes)), s.Writes, s.Recv)
+	case "splitter":
+		per := 0.0
+		if s.Writes > 0 {
+			per = float64(s.Bytes) / float64(s.Writes)
+		}
+		p("  %d bytes in %d writes (%.1f bytes a write); %d echoes differed from what was sent", s.Bytes, s.Writes, per, s.Mismatch)
+	case "connflood":
+		limit := "no limit told (-max-conns)"
+		if s.Limit > 0 {
+			limit = fmt.Sprintf("limit %d", s.Limit)
+		}
+		p("  %s: %d held open to the end, %d closed by the server, %d refused at dial (%s)",
+			limit, s.Held(), s.ServerClosed, sum(s.DialErrors), counts(s.DialErrors))
+	}
+	closed := fmt.Sprintf("  closed by the server: %d of %d", s.ServerClosed, s.Opened)
+	if h := s.CloseAfter; h != nil && h.Count() > 0 {
+		from := "the misbehaviour began"
+		if s.Name == "connflood" {
+			from = "the connect"
+		}
+		closed += fmt.Sprintf(", after %s: p50 %s  p99 %s  max %s", from, D(h.Quantile(0.5)), D(h.Quantile(0.99)), D(h.Max()))
+	}
+	p("%s", closed)
+	if len(s.Roles) > 1 {
+		for _, name := range slices.Sorted(maps.Keys(s.Roles)) {
+			ro := s.Roles[name]
+			line := fmt.Sprintf("    %s: %d of %d closed", name, ro.ServerClosed, ro.Opened)
+			if ro.CloseAfter != nil && ro.CloseAfter.Count() > 0 {
+				line += fmt.Sprintf(" (p50 %s, max %s)", D(ro.CloseAfter.Quantile(0.5)), D(ro.CloseAfter.Max()))
+			}
+			p("%s; ended: %s", line, counts(ro.Ends))
+		}
+	}
+}
+
+// memoryText writes the server's memory figures and their bound.
+func memoryText(p func(string, ...any), m *Memory, bad []string) {
+	p("")
+	b := m.Bound
+	status := "ok"
+	if len(bad) > 0 {
+		status = "CHECK"
+	}
+	whose := "server RSS"
+	if m.InProcess {
+		whose = "RSS of this process (server embedded: the client's memory is included)"
+	}
+	if m.Err != "" {
+		p("[memory] not judged: %s", m.Err)
+	} else {
+		p("[memory] %s: %s %s before, peak %s (%+.1f MiB), %s at the end; %d samples from %s",
+			status, whose, MiB(m.Before), MiB(m.Peak), float64(m.Growth())/(1<<20), MiB(m.End), m.Samples, m.Source)
+	}
+	var filling []string
+	for _, k := range slices.Sorted(maps.Keys(b.Filling)) {
+		filling = append(filling, fmt.Sprintf("%s %d", k, b.Filling[k]))
+	}
+	per := MiB(b.OutputLimit) + " output"
+	if b.UnackedLimit > 0 {
+		per = fmt.Sprintf("(%s output + %s unacked)", MiB(b.OutputLimit), MiB(b.UnackedLimit))
+	}
+	p("  bound: +%s = %s x %d connections that may not read (%s) + %.0f KiB x %d other connections + %s",
+		MiB(b.Total()), per, b.FillingConns(), strings.Join(filling, ", "), float64(b.PerOther)/1024, b.Other, MiB(b.Fixed))
+	if m.Stopped {
+		p("  the floods stopped when the growth passed the bound: the verdict was in")
+	}
+	for _, l := range bad {
+		p("  ! %s", l)
 	}
 }
 

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+func TestByteSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{in: "4096", want: 4096},
+		{in: "512K", want: 512 << 10},
+		{in: "4MiB", want: 4 << 20},
+		{in: "4M", want: 4 << 20},
+		{in: "1GiB", want: 1 << 30},
+		{in: "64B", want: 64},
+		{in: "", bad: true},
+		{in: "-1", bad: true},
+		{in: "4X", bad: true},
+		{in: "9999999999G", bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var b byteSize
+			err := b.Set(tt.in)
+			if tt.bad {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, int64(b))
+		})
+	}
+	b := byteSize(4 << 20)
+	assert.Equal(t, "4MiB", b.String())
+	b = 1000
+	assert.Equal(t, "1000", b.String())
+}
+
+func TestMemoryBound(t *testing.T) {
+	o, err := parseFlags([]string{"-conns", "100", "-churn-rate", "50"}, io.Discard)
+	require.NoError(t, err)
+	p := makePlan(o, 1<<20, 28000, true)
+	b := memoryBound(o, p)
+	assert.Equal(t, int64(4<<20), b.OutputLimit)
+	assert.Equal(t, int64(1<<20), b.UnackedLimit, "framed: unacknowledged payload too")
+	assert.Equal(t, map[string]int{"nonreader": 4, "pingflood": 4}, b.Filling)
+	assert.Equal(t, 5*100+churnConns(50)+20+3, b.Other, "five polite scenarios, churn by its allowance, 20 splitters, 3 garbage")
+	assert.Equal(t, int64(perOtherConn), b.PerOther)
+	assert.Equal(t, int64(32<<20), b.Fixed)
+
+	o, err = parseFlags([]string{"-server", "gnet", "-scenario", "nonreader,connflood", "-max-conns", "900", "-output-limit", "1M", "-mem-allowance", "8M"}, io.Discard)
+	require.NoError(t, err)
+	p = makePlan(o, 1<<20, 28000, true)
+	b = memoryBound(o, p)
+	assert.Zero(t, b.UnackedLimit, "raw: no acknowledgements")
+	assert.Equal(t, 1100, b.Other, "connflood runs alone: its own count")
+	assert.Equal(t, int64(4*(1<<20)+1100*perOtherConn+(8<<20)), b.Total())
+	assert.Equal(t, 1100, p.conns[attack.Connflood])
+}
+
+func TestMemSampler(t *testing.T) {
+	var rss atomic.Int64
+	rss.Store(100 << 20)
+	read := func(context.Context) (int64, error) { return rss.Load(), nil }
+	m := &report.Memory{Bound: report.MemoryBound{Fixed: 10 << 20}}
+	s := startSampler(context.Background(), read, m, time.Millisecond)
+	rss.Store(105 << 20)
+	time.Sleep(20 * time.Millisecond) // several samples: the bound is not passed
+	select {
+	case <-s.exceeded:
+		t.Fatal("exceeded within the bound")
+	default:
+	}
+	rss.Store(111 << 20)
+	select {
+	case <-s.exceeded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the growth passed the bound and nobody was told")
+	}
+	rss.Store(90 << 20)
+	got := s.stop()
+	assert.Equal(t, int64(100<<20), got.Before)
+	assert.Equal(t, int64(111<<20), got.Peak)
+	assert.Equal(t, int64(90<<20), got.End, "stop takes a last reading")
+	assert.True(t, got.Stopped)
+	assert.Len(t, got.Verdict(), 1)
+
+	failing := func(context.Context) (int64, error) { return 0, errors.New("gone") }
+	m = &report.Memory{}
+	got = startSampler(context.Background(), failing, m, time.Millisecond).stop()
+	assert.Contains(t, got.Err, "could not be read: gone")
+	assert.Empty(t, got.Verdict(), "nothing to judge")
+
+	o, err := parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "nonreader"}, io.Discard)
+	require.NoError(t, err)
+	got = startMemSampler(context.Background(), o, report.MemoryBound{}).stop()
+	assert.Contains(t, got.Err, "-server-pid")
+}
+
+// TestEndToEnd_HostileAgainstGnet: gnet has no output limit, so a
+// non-reader makes it queue whatever it is sent, and the memory check must
+// fail; the polite splitters still pass byte for byte, and a raw server
+// echoes garbage, closing nothing.
+func TestEndToEnd_HostileAgainstGnet(t *testing.T) {
+	r, out := e2e(t, "-server", "gnet", "-scenario", "nonreader,splitter,garbage", "-nonreader-conns", "1", "-splitter-conns", "4",
+		"-garbage-conns", "1", "-duration", "1s", "-rate", "100", "-hostile-bytes", "256M")
+	m := r.Memory
+	require.NotNil(t, m, out)
+	require.Empty(t, m.Err)
+	assert.True(t, m.InProcess)
+	assert.Equal(t, int64(4<<20+5*perOtherConn+32<<20), m.Bound.Total(), "4 MiB for the non-reader, 32 KiB for each of the 4 splitters and the garbage, 32 MiB")
+	assert.Greater(t, m.Growth(), m.Bound.Total(), "gnet queues all the non-reader is sent")
+	assert.True(t, m.Stopped, "the flood stopped once the verdict was in")
+	assert.Contains(t, out, "[memory] CHECK")
+	assert.Contains(t, out, "but the server's memory grew beyond its bound")
+	nr := r.Scenario("nonreader")
+	assert.Zero(t, nr.ServerClosed, "gnet closes nothing")
+	assert.Equal(t, 1, nr.Held())
+	sp := r.Scenario("splitter")
+	assert.Positive(t, sp.Sent)
+	assert.Equal(t, sp.Sent, sp.Recv)
+	assert.Zero(t, sp.Mismatch)
+	assert.Empty(t, sp.Verdict())
+	assert.Equal(t, 1, r.Scenario("garbage").Held())
+}
+
+// TestEndToEnd_HostileAgainstNetwheel: netserver closes a non-reader
+// before its output grows far, keeps the splitters, and closes framed
+// garbage with a CLOSE frame saying why; its memory stays in bounds.
+func TestEndToEnd_HostileAgainstNetwheel(t *testing.T) {
+	r, out := e2e(t, "-scenario", "nonreader,splitter,garbage", "-nonreader-conns", "2", "-splitter-conns", "4",
+		"-garbage-conns", "3", "-duration", "1s", "-rate", "100")
+	assert.Contains(t, out, "all 3 scenarios ok, the server's memory within its bound", out)
+	nr := r.Scenario("nonreader")
+	assert.Equal(t, 2, nr.ServerClosed, "both non-readers closed by the server")
+	assert.Less(t, nr.CloseAfter.Max(), int64(time.Second), "within the sending window")
+	sp := r.Scenario("splitter")
+	assert.Equal(t, 4, sp.Survived)
+	assert.Equal(t, sp.Sent, sp.Recv)
+	assert.Zero(t, sp.Mismatch)
+	g := r.Scenario("garbage")
+	assert.Equal(t, 3, g.ServerClosed)
+	assert.Equal(t, 1, g.Roles[attack.GarbageHugeLength].Ends["frame_too_large"], "%v", g.Roles[attack.GarbageHugeLength].Ends)
+	assert.Equal(t, 1, g.Roles[attack.GarbageBadType].Ends["protocol_error"], "%v", g.Roles[attack.GarbageBadType].Ends)
+	require.NotNil(t, r.Memory)
+	assert.LessOrEqual(t, r.Memory.Growth(), r.Memory.Bound.Total())
+	assert.Zero(t, r.Server.Open)
+}
+
+// TestEndToEnd_ConnfloodAgainstNetwheel: beyond MaxConns the server closes
+// at once with a CLOSE saying overload; a baseline without a limit holds
+// every connection and fails the check.
+func TestEndToEnd_Connflood(t *testing.T) {
+	r, out := e2e(t, "-scenario", "connflood", "-max-conns", "30", "-flood-conns", "50", "-idle", "400ms")
+	c := r.Scenario("connflood")
+	assert.Equal(t, 30, c.Limit)
+	assert.LessOrEqual(t, c.Held(), 30)
+	assert.Equal(t, 50, c.Held()+c.ServerClosed+c.DialErrors["refused"], "held, closed or refused")
+	assert.Positive(t, c.Ends["overload"], "framed: a CLOSE frame saying overload: %v", c.Ends)
+	assert.Contains(t, out, "[connflood] ok")
+
+	r, out = e2e(t, "-server", "gnet", "-scenario", "connflood", "-max-conns", "30", "-flood-conns", "50", "-idle", "400ms")
+	assert.Equal(t, 50, r.Scenario("connflood").Held(), "gnet knows no limit")
+	assert.Contains(t, out, "! the server held 50 connections open, above its limit of 30")
+}

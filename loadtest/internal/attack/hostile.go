@@ -1,0 +1,447 @@
+package attack
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/loadtest/internal/pacer"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+// This file holds the hostile peers: connections that misbehave on
+// purpose, to see what the server does with them. Each records when its
+// misbehaviour started (ConnResult.Misbehaved) and, if the server closed
+// it, when that was seen and how (ClosedAt, End); the caller judges.
+
+// Hostile scenario names.
+const (
+	// Nonreader sends echo traffic as fast as the server takes it and
+	// never reads, with a small receive buffer: the server's output to it
+	// piles up.
+	Nonreader = "nonreader"
+	// Splitter is polite echo traffic whose writes are cut at random byte
+	// boundaries, down to a byte per write, with several messages
+	// sometimes joined in one write; every echo is checked byte for byte.
+	Splitter = "splitter"
+	// Pingflood sends PING frames as fast as the server takes them; half
+	// the connections read the PONGs, half never read (framed only).
+	Pingflood = "pingflood"
+	// Connflood opens connections beyond the server's connection limit and
+	// holds them, after every other scenario has ended.
+	Connflood = "connflood"
+	// Garbage sends bytes that are no protocol (framed: random bytes, a
+	// frame of an unknown type, a huge length prefix) and waits for the
+	// server to close.
+	Garbage = "garbage"
+)
+
+// Hostile reports whether scenario is one of the hostile peers'.
+func Hostile(scenario string) bool {
+	switch scenario {
+	case Nonreader, Splitter, Pingflood, Connflood, Garbage:
+		return true
+	}
+	return false
+}
+
+// FillsOutput reports whether a scenario's connections may leave the
+// server's output to them piling up, because some of them never read it:
+// nonreader and pingflood. The others read what they get.
+func FillsOutput(scenario string) bool {
+	return scenario == Nonreader || scenario == Pingflood
+}
+
+// Roles of the hostile scenarios' connections (garbage: GarbageRandom and
+// the others).
+const (
+	RoleReading    = "reading"     // pingflood: reads the PONGs
+	RoleNotReading = "not_reading" // pingflood: never reads
+)
+
+// Bounds of the hostile scenarios.
+const (
+	// DefaultHostileBytes is what a nonreader or ping flooder sends at
+	// most (Config.HostileBytes 0).
+	DefaultHostileBytes = 64 << 20
+	// nonreaderRcvBuf is the receive buffer asked for (before connecting)
+	// by the connections that never read, so that the server's output
+	// backs up after a few KiB rather than after the kernel's megabytes.
+	nonreaderRcvBuf = 4096
+	floodChunk      = 64 << 10               // bytes per write of a flood
+	floodWriteWait  = 200 * time.Millisecond // a flood write blocked this long is retried (the server stopped reading)
+	floodTrickle    = 50 * time.Millisecond  // after the flood: a small write this often, to notice a close
+	hostileDrain    = 300 * time.Millisecond // at the end: reading what is left, to see the server's CLOSE or EOF
+	garbageBytes    = 1024
+	garbageWaitMin  = time.Second // a garbage connection waits at least this long for the close
+)
+
+// stopped reports whether ch is closed; a nil ch never is.
+func stopped(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// writeErrKind names the end a failed write shows: reset (the server
+// closed and the kernel answered with a reset, or the pipe is broken) or
+// write_error.
+func writeErrKind(err error) string {
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return "reset"
+	}
+	return "write_error"
+}
+
+// flood writes next's chunks as fast as the server takes them until the
+// server closes, HostileBytes are sent, Stop is closed or the sending
+// window ends; then, until the window ends, it writes trickle's small
+// chunk every floodTrickle, which shows a close soon after it happens.
+// A write the server does not take in floodWriteWait is carried on with.
+// A failed write (the server closed) sets res.ClosedAt and res.End. next
+// and trickle are called only once the previous chunk is written whole.
+func (r *run) flood(ctx context.Context, cl *client, next, trickle func() []byte, res *report.ConnResult) {
+	end := r.start.Add(r.cfg.Duration)
+	res.Misbehaved = time.Now()
+	var pending []byte
+	for now := res.Misbehaved; now.Before(end) && ctx.Err() == nil; now = time.Now() {
+		slow := res.Bytes >= uint64(r.cfg.HostileBytes) || stopped(r.cfg.Stop)
+		if len(pending) == 0 {
+			if slow {
+				pending = trickle()
+			} else {
+				pending = next()
+			}
+		}
+		_ = cl.c.SetWriteDeadline(now.Add(floodWriteWait))
+		n, err := cl.c.Write(pending)
+		pending = pending[n:]
+		res.Bytes += uint64(n)
+		res.Writes++
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if errors.Is(err, net.ErrClosed) {
+				// The reader saw the close first and closed the socket:
+				// its account is the better one.
+				<-cl.done
+				res.ClosedAt, res.End = cl.endAt, cl.end
+			} else {
+				res.ClosedAt, res.End = time.Now(), writeErrKind(err)
+			}
+			break
+		}
+		if slow && !wait(ctx, cl, time.Now().Add(floodTrickle)) {
+			break
+		}
+	}
+	_ = cl.c.SetWriteDeadline(time.Time{})
+}
+
+// hostileEnd reads what is left on a hostile connection for at most drain
+// (starting the reader unless reading), to see the server's CLOSE frame or
+// EOF, then closes it and records how it ended: the CLOSE code if one
+// came, else what a failed write saw (already in res), else the reader's
+// eof or reset, or client if the server kept it open.
+func (r *run) hostileEnd(cl *client, reading bool, drain time.Duration, res *report.ConnResult) {
+	if !reading {
+		go cl.read()
+	}
+	tm := time.NewTimer(drain)
+	select {
+	case <-cl.done:
+	case <-tm.C:
+	}
+	tm.Stop()
+	cl.shut()
+	switch {
+	case cl.closeCode != 0:
+		res.End = cl.end
+		if res.ClosedAt.IsZero() {
+			res.ClosedAt = cl.endAt
+		}
+	case res.End != "":
+	default:
+		res.End = cl.end
+		if cl.closedByServer() {
+			res.ClosedAt = cl.endAt
+		}
+	}
+}
+
+// nonreader floods echo traffic and never reads.
+func (r *run) nonreader(ctx context.Context, cl *client, res *report.ConnResult) {
+	var seq uint64
+	var buf []byte
+	next := func() []byte {
+		buf = buf[:0]
+		for len(buf) < floodChunk {
+			seq++
+			buf = r.message(buf, seq)
+		}
+		return buf
+	}
+	trickle := func() []byte {
+		seq++
+		return r.message(buf[:0], seq)
+	}
+	r.flood(ctx, cl, next, trickle, res)
+	res.Sent = seq
+	r.ctr.Sent.Add(int64(seq))
+	r.hostileEnd(cl, false, hostileDrain, res)
+}
+
+// pingflood floods PING frames; connections of the reading role read the
+// PONGs, the others never read.
+func (r *run) pingflood(ctx context.Context, cl *client, role string, res *report.ConnResult) {
+	reading := role == RoleReading
+	if reading {
+		go cl.read()
+	}
+	var nonce uint64
+	var buf []byte
+	next := func() []byte {
+		buf = buf[:0]
+		for len(buf) < floodChunk {
+			nonce++
+			buf = frame.AppendPing(buf, nonce)
+		}
+		return buf
+	}
+	trickle := func() []byte {
+		nonce++
+		return frame.AppendPing(buf[:0], nonce)
+	}
+	r.flood(ctx, cl, next, trickle, res)
+	r.hostileEnd(cl, reading, hostileDrain, res)
+	res.Sent, res.Recv = nonce, uint64(cl.pongs.Load())
+}
+
+// splitter sends polite echo traffic, paced at Rate, with every write cut
+// at random byte boundaries (its ACKs and PONGs too), and checks every
+// echo byte for byte. Latency runs from each message's scheduled instant,
+// as for echo, so a message held back to be joined with the next counts
+// the wait.
+func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder, res *report.ConnResult) {
+	res.Survivor = true // polite, however cut: the server must keep it
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, uint64(i)))
+	size := r.cfg.Size
+	if tc, ok := cl.c.(interface{ SetNoDelay(bool) error }); ok {
+		_ = tc.SetNoDelay(true) // every piece its own segment
+	}
+
+	// The reader hands its ACKs and PONGs over; this goroutine sends them.
+	var ctlMu sync.Mutex
+	var ctl []byte
+	ctlReady := make(chan struct{}, 1)
+	cl.control = func(b []byte) {
+		ctlMu.Lock()
+		ctl = append(ctl, b...)
+		ctlMu.Unlock()
+		select {
+		case ctlReady <- struct{}{}:
+		default:
+		}
+	}
+	cl.ack = true
+	cl.answerPings.Store(true)
+
+	// Checkers: the reader's until it is done.
+	var checked, mismatched func() uint64
+	if r.cfg.Proto == Framed {
+		dc := newDataCheck(seed, size)
+		cl.onData = func(seq uint64, p []byte, _ time.Time) bool { return !dc.data(seq, p) }
+		checked = dc.Checked
+		mismatched = func() uint64 { return dc.Mismatched }
+	} else {
+		sc := newStreamCheck(seed, size)
+		cl.onRaw = sc.feed
+		checked = sc.Checked
+		mismatched = func() uint64 { return sc.Mismatched }
+	}
+	p, _ := pacer.New(time.Now(), pacer.Phase(i, n, r.cfg.Rate), r.cfg.Rate)
+	var recv atomic.Uint64
+	got := make(chan struct{}, 1)
+	batch := make([]int64, 0, 64)
+	cl.onEcho = func(k uint64, at time.Time) {
+		batch = append(batch, int64(at.Sub(p.At(k-1))))
+		if len(batch) == cap(batch) {
+			rec.flush(batch)
+			batch = batch[:0]
+		}
+		recv.Store(k)
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	}
+	go cl.read()
+
+	res.Misbehaved = time.Now()
+	writeCut := func(b []byte) error {
+		for _, k := range cuts(rng, len(b)) {
+			if err := cl.write(b[:k]); err != nil {
+				return err
+			}
+			b = b[k:]
+			res.Bytes += uint64(k)
+			res.Writes++
+			if rng.IntN(16) == 0 {
+				time.Sleep(time.Duration(50+rng.IntN(450)) * time.Microsecond)
+			}
+		}
+		return nil
+	}
+	takeCtl := func(dst []byte) []byte {
+		ctlMu.Lock()
+		dst = append(dst, ctl...)
+		ctl = ctl[:0]
+		ctlMu.Unlock()
+		return dst
+	}
+	flushCtl := func() error {
+		b := takeCtl(nil)
+		if len(b) == 0 {
+			return nil
+		}
+		return writeCut(b)
+	}
+	total := p.Count(time.Until(r.start.Add(r.cfg.Duration)))
+	var sent uint64
+	var buf []byte
+	var err error
+send:
+	for sent < total && err == nil {
+		j := min(uint64(joined(rng)), total-sent)
+		tm := time.NewTimer(time.Until(p.At(sent + j - 1)))
+		for waiting := true; waiting; {
+			select {
+			case <-tm.C:
+				waiting = false
+			case <-ctlReady:
+				if err = flushCtl(); err != nil {
+					tm.Stop()
+					break send
+				}
+			case <-cl.done:
+				tm.Stop()
+				break send
+			case <-ctx.Done():
+				tm.Stop()
+				break send
+			}
+		}
+		buf = takeCtl(buf[:0])
+		for k := sent + 1; k <= sent+j; k++ {
+			pl := payload(seed, k, size)
+			if r.cfg.Proto == Framed {
+				buf = frame.AppendData(buf, k, pl)
+			} else {
+				buf = append(buf, pl...)
+			}
+		}
+		if err = writeCut(buf); err == nil {
+			sent += j
+			r.ctr.Sent.Add(int64(j))
+		}
+	}
+	if err != nil {
+		res.Err = "write"
+	}
+	// Wait for the outstanding echoes, still sending the ACKs.
+	for drainEnd := time.Now().Add(r.cfg.Drain); recv.Load() < sent && time.Now().Before(drainEnd); {
+		select {
+		case <-ctlReady:
+			_ = flushCtl()
+		case <-got:
+		case <-cl.done:
+			drainEnd = time.Now()
+		case <-ctx.Done():
+			drainEnd = time.Now()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	_ = flushCtl() // the last ACK
+	if cl.closedByServer() && res.Err == "" {
+		res.Err = "closed_by_server"
+	}
+	cl.shut() // the reader is done: the checkers and batch are ours
+	rec.flush(batch)
+	res.Sent, res.Recv, res.Mismatch = sent, checked(), mismatched()
+	if res.Recv < res.Sent {
+		res.Lost = res.Sent - res.Recv
+		r.ctr.Errors.Add(int64(res.Lost))
+	}
+}
+
+// garbage sends bytes of its role and waits, reading, for the server to
+// close: until the sending window ends, and at least garbageWaitMin.
+func (r *run) garbage(ctx context.Context, cl *client, role string, res *report.ConnResult) {
+	b := garbage(rand.New(rand.NewPCG(rand.Uint64(), 0)), role, garbageBytes)
+	cl.size = len(b) // raw: the whole echo counts as one
+	go cl.read()
+	res.Misbehaved = time.Now()
+	if err := cl.write(b); err != nil {
+		res.ClosedAt, res.End = time.Now(), writeErrKind(err)
+	} else {
+		res.Bytes, res.Writes = uint64(len(b)), 1
+	}
+	wait(ctx, cl, maxTime(r.start.Add(r.cfg.Duration), res.Misbehaved.Add(garbageWaitMin)))
+	r.hostileEnd(cl, true, 0, res)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// connflood opens Conns[Connflood] connections at once, answering pings,
+// and holds each until FloodHold after the last has dialed, or until the
+// server closes it. It runs alone, after the other scenarios, so that the
+// server's connection limit is filled by it.
+func (r *run) connflood(ctx context.Context) {
+	n := r.cfg.Conns[Connflood]
+	if n <= 0 {
+		return
+	}
+	dialed := newBarrier(n, r.cfg.BarrierTimeout)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			res := report.ConnResult{Scenario: Connflood, Role: Connflood}
+			c, dt, err := r.dial(ctx, 0)
+			res.OpenedAt = time.Now()
+			dialed.arrive()
+			if err != nil {
+				res.DialErr = DialErrKind(err)
+				r.emit(res)
+				return
+			}
+			res.Connect, res.Misbehaved = dt, res.OpenedAt
+			cl := newClient(c, r.cfg.Proto, r.ctr)
+			cl.size, cl.ack = r.cfg.Size, true
+			cl.answerPings.Store(true)
+			go cl.read()
+			select {
+			case <-dialed.released:
+				wait(ctx, cl, dialed.at.Add(r.cfg.FloodHold))
+			case <-cl.done:
+			case <-ctx.Done():
+			}
+			r.hostileEnd(cl, true, 0, &res)
+			r.emit(res)
+		})
+	}
+	wg.Wait()
+}
