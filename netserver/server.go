@@ -840,6 +840,7 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if s.outputLook > 0 {
 		c.out.Stop()
 	}
+	unackedBytes, unackedMsgs := c.unacked.bytes(), c.unacked.len()
 	c.unacked.reset(true)
 	delete(c.l.conns, c)
 	if c.l.owner == c { // output queued for a connection that is gone
@@ -857,8 +858,12 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}
 	if s.log.Enabled(context.Background(), level) {
 		attrs := []any{"remote", remote(c), "reason", c.reason.String()}
-		if err != nil && c.reason == ReasonError {
+		switch {
+		case err != nil && c.reason == ReasonError:
 			attrs = append(attrs, "err", err.Error())
+		case c.reason == ReasonUnackedLimit:
+			attrs = append(attrs, "unacked_bytes", unackedBytes, "unacked_messages", unackedMsgs,
+				"limit_bytes", s.lim.unackedBytes)
 		}
 		s.log.Log(context.Background(), level, "netserver: connection closed", attrs...)
 	}
