@@ -360,7 +360,9 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 	case !c.aboveSoft:
 		c.aboveSoft, c.softSince = true, now
 	}
-	if stall > 0 && now-c.progressAt >= stall {
+	// Only a look closes for a stall: it has read what the peer
+	// acknowledged, which a write's look-in does not.
+	if look && stall > 0 && now-c.progressAt >= stall {
 		c.closeWith(ReasonWriteStall)
 		return
 	}

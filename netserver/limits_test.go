@@ -231,3 +231,43 @@ func TestFramed_SlowFrameNotRepeeked(t *testing.T) {
 	}
 	assert.LessOrEqual(t, s.Peeks()-before, int64(3), "%d pieces", (len(wire)+piece-1)/piece)
 }
+
+// The frame deadline runs from a frame's first byte, even when that byte is
+// part of the length that follows a complete frame.
+func TestFramed_FrameDeadlineFromFirstHeaderByte(t *testing.T) {
+	const frameTimeout = 300 * time.Millisecond
+	cfg := framedCfg()
+	cfg.Timeouts = idle.Config{FrameTimeout: frameTimeout}
+	s := start(t, cfg, nil)
+	c := dial(t, s)
+	require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
+	c.write(frame.AppendPing(nil, 1))
+	f, err := c.next(2 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, frame.TypePong, f.Type)
+
+	header := frame.AppendData(nil, 1, make([]byte, 100))[:frame.DataHeaderSize]
+	first := time.Now()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i := range header {
+			if i > 0 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(120 * time.Millisecond): // the peer's pace
+				}
+			}
+			if _, err := c.c.Write(header[i : i+1]); err != nil {
+				return
+			}
+		}
+	}()
+	code, at := c.waitClose(5 * time.Second)
+	assert.Equal(t, frame.CodeFrameDeadline, code)
+	assert.GreaterOrEqual(t, at.Sub(first), frameTimeout)
+	// Counted from the fourth byte (the whole length), the close would come
+	// 360 ms later.
+	assert.Less(t, at.Sub(first), frameTimeout+250*time.Millisecond)
+}

@@ -742,9 +742,11 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 		rest := buf[used:]
 		f, n, err := frame.Parse(rest, s.maxFrame)
 		if errors.Is(err, frame.ErrShort) {
-			c.need = frame.LenSize
+			// Until a frame's length is known, any byte is worth a look:
+			// its first byte starts the frame deadline.
+			c.need = len(rest) + 1
 			if len(rest) >= frame.LenSize {
-				c.need += int(binary.BigEndian.Uint32(rest))
+				c.need = frame.LenSize + int(binary.BigEndian.Uint32(rest))
 			}
 			if len(rest) > 0 && !c.inFrame {
 				c.inFrame = true
