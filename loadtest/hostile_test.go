@@ -75,11 +75,28 @@ func TestMemoryBound(t *testing.T) {
 func TestMemSampler(t *testing.T) {
 	var rss atomic.Int64
 	rss.Store(100 << 20)
-	read := func(context.Context) (int64, error) { return rss.Load(), nil }
+	reads := make(chan struct{}, 1000)
+	read := func(context.Context) (int64, error) {
+		v := rss.Load()
+		select {
+		case reads <- struct{}{}:
+		default:
+		}
+		return v, nil
+	}
 	m := &report.Memory{Bound: report.MemoryBound{Fixed: 10 << 20}}
 	s := startSampler(context.Background(), read, m, time.Millisecond)
 	rss.Store(105 << 20)
-	time.Sleep(20 * time.Millisecond) // several samples: the bound is not passed
+	for len(reads) > 0 {
+		<-reads
+	}
+	for range 3 { // three samples since the store: the bound is not passed
+		select {
+		case <-reads:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the sampler took no samples")
+		}
+	}
 	select {
 	case <-s.exceeded:
 		t.Fatal("exceeded within the bound")

@@ -1,6 +1,7 @@
 package netserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,8 +75,13 @@ type Config struct {
 	// to about 20 ms late at the tail. docs/perf.md has the figures; to keep
 	// a loop per core, run with GOMAXPROCS one above the core count.
 	EventLoops int
-	// ReusePort sets SO_REUSEPORT, so several servers (processes) can share
-	// the address and the kernel balances connections between them.
+	// ReusePort lets several servers (processes of the same user) share
+	// the address, and the kernel balance connections between them. On
+	// Linux each event loop listens on a SO_REUSEPORT socket of its own
+	// either way (so that a connection flood is refused in the accept
+	// that takes each connection, see docs/design.md); without ReusePort,
+	// Start first makes sure nobody else listens on the address and fails
+	// with "address already in use" as a single listener would.
 	ReusePort bool
 	// Tick is the timer wheel's resolution; 0 means 1ms. A timeout fires
 	// at the first tick at or after its deadline, so it comes half a tick
@@ -91,8 +97,11 @@ type Config struct {
 	// runs from the first byte of a frame to its last (Framed), and the
 	// handshake deadline until the first complete frame (Framed) or the
 	// first byte (Raw). The write-stall timeout closes a connection whose
-	// output has stayed queued in user space (the socket buffer being
-	// full) for that long.
+	// output has been queued (the socket buffer being full) without
+	// progress for that long: no queued byte drained and, on Linux, no byte
+	// acknowledged by the peer (TCP_INFO). A peer that keeps reading,
+	// however slowly, is never closed by it; Limits bound how much may
+	// queue meanwhile.
 	Timeouts idle.Config
 	// Retransmit configures RFC 6298 retransmission of the DATA frames the
 	// server sends (Framed only); zero fields take retransmit's defaults.
@@ -263,6 +272,19 @@ func (c *Config) validate() error {
 	}
 	if c.Protocol == Raw && l.UnackedBytes != 0 {
 		return fmt.Errorf("%w: Limits.UnackedBytes needs the framed protocol (raw has no acknowledgements)", ErrConfig)
+	}
+	if c.Protocol == Framed {
+		// One largest message must fit each bound, or Echo would close a
+		// polite peer for sending it.
+		maxFrame, r := cmp.Or(c.MaxFrame, frame.DefaultMax), l.resolve()
+		if payload := maxFrame - (frame.DataHeaderSize - frame.LenSize); payload > r.unackedBytes {
+			return fmt.Errorf("%w: MaxFrame %d allows %d-byte messages, above Limits.UnackedBytes %d: raise UnackedBytes or lower MaxFrame",
+				ErrConfig, maxFrame, payload, r.unackedBytes)
+		}
+		if wire := frame.LenSize + maxFrame; wire > r.outputHard {
+			return fmt.Errorf("%w: MaxFrame %d makes %d-byte frames, above Limits.OutputHard %d: raise OutputHard or lower MaxFrame",
+				ErrConfig, maxFrame, wire, r.outputHard)
+		}
 	}
 	k := c.Kernel
 	if k.KeepaliveIdle < 0 || k.KeepaliveInterval < 0 || k.KeepaliveCount < 0 || k.UserTimeout < 0 {

@@ -175,6 +175,7 @@ func TestWriteStall_MeansNoProgress(t *testing.T) {
 func TestUnacked_BytesLimit(t *testing.T) {
 	cfg := framedCfg()
 	cfg.Limits.UnackedBytes = 40_000
+	cfg.MaxFrame = 32 << 10 // a largest message must fit the limit
 	s := start(t, cfg, nil)
 	c := dial(t, s)
 	payload := bytes.Repeat([]byte("u"), 10_000)

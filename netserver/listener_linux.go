@@ -1,13 +1,74 @@
 package netserver
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 
+	"github.com/panjf2000/gnet/v2/pkg/socket"
 	"golang.org/x/sys/unix"
 )
+
+// perLoopListeners: on Linux every event loop listens on its own
+// SO_REUSEPORT socket and accepts for itself. gnet then opens (and, past
+// MaxConns, closes) each connection in the accept that took it, so a
+// connection flood never holds more descriptors than MaxConns plus one per
+// loop. With a single listener, gnet's acceptor loop takes connections as
+// fast as the kernel queues them (up to the listen backlog, 4096 here, and
+// more while the flood lasts) and hands them to the loops to open later; a
+// flood then exhausts the descriptors, accept fails with EMFILE, and gnet
+// stops the whole engine.
+const perLoopListeners = true
+
+// checkAddr binds a socket to addr as gnet will (SO_REUSEADDR, the same
+// family), but without SO_REUSEPORT and without listening, and returns
+// addr with the port the kernel gave it. It fails if another socket already
+// listens on addr, even one in a SO_REUSEPORT group, so that the per-loop
+// listeners do not silently join someone else's group; and it turns port 0
+// into one free port that every loop's listener then binds.
+func checkAddr(addr string) (string, error) {
+	sa, family, tcpAddr, ipv6only, err := socket.GetTCPSockAddr("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("netserver: listen on %s: %w", addr, err)
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return "", fmt.Errorf("netserver: listen on %s: socket: %w", addr, err)
+	}
+	defer unix.Close(fd)
+	if family == unix.AF_INET6 && ipv6only {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return "", fmt.Errorf("netserver: listen on %s: %w", addr, err)
+		}
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return "", fmt.Errorf("netserver: listen on %s: %w", addr, err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		if errors.Is(err, unix.EADDRINUSE) {
+			return "", fmt.Errorf("netserver: listen on %s: address already in use (set ReusePort to share it)", addr)
+		}
+		return "", fmt.Errorf("netserver: listen on %s: bind: %w", addr, err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		return "", fmt.Errorf("netserver: listen on %s: %w", addr, err)
+	}
+	port := tcpAddr.Port
+	switch a := got.(type) {
+	case *unix.SockaddrInet4:
+		port = a.Port
+	case *unix.SockaddrInet6:
+		port = a.Port
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("netserver: listen on %s: %w", addr, err)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}
 
 // listenerID names a listening socket: its descriptor, and the socket's
 // inode, which tells it from a later socket given the same descriptor.
@@ -55,7 +116,11 @@ func findListeners(addr net.Addr) ([]listenerID, error) {
 		default:
 			continue
 		}
-		if port != want.Port || !ip.Equal(want.IP) {
+		if port != want.Port {
+			continue
+		}
+		if unspecified := want.IP == nil || want.IP.IsUnspecified(); unspecified != ip.IsUnspecified() ||
+			!unspecified && !ip.Equal(want.IP) {
 			continue
 		}
 		if ino, ok := inode(fd); ok {

@@ -53,7 +53,8 @@ type Server struct {
 	log          *slog.Logger
 	wheel        *wheel.Wheel
 	wheelPub     atomic.Pointer[wheel.Wheel]
-	listeners    []listenerID // the server's own listening sockets, found by Start
+	gnetErr      atomic.Pointer[string] // gnet's last logged error, for Err
+	listeners    []listenerID           // the server's own listening sockets, found by Start
 	m            *metrics
 	idleCfg      idle.Config
 	maxFrame     int
@@ -61,11 +62,12 @@ type Server struct {
 	lim          limits
 	outputLook   time.Duration // how often queued output is looked at (watchOutput)
 
-	eng    gnet.Engine
-	addr   net.Addr
-	booted chan struct{}
-	done   chan struct{}
-	runErr error
+	eng       gnet.Engine
+	addr      net.Addr
+	booted    chan struct{}
+	startDone chan struct{} // closed when Start returns, after a successful Start (or at once)
+	done      chan struct{}
+	runErr    error
 
 	loopsMu sync.Mutex
 	loops   atomic.Pointer[[]*loop]
@@ -78,13 +80,14 @@ type Server struct {
 	probes      atomic.Int64
 	retransmits atomic.Int64
 
-	started      atomic.Bool
-	loopCount    atomic.Int32 // event loops, set by Start
-	draining     atomic.Bool
-	drained      chan struct{} // closed when draining and no connection is open
-	drainedOnce  sync.Once
-	shutdownOnce sync.Once
-	shutdownErr  error
+	started        atomic.Bool
+	shutdownCalled atomic.Bool
+	loopCount      atomic.Int32 // event loops, set by Start
+	draining       atomic.Bool
+	drained        chan struct{} // closed when draining and no connection is open
+	drainedOnce    sync.Once
+	shutdownOnce   sync.Once
+	shutdownErr    error
 }
 
 // loop is the server's state for one gnet event loop.
@@ -116,14 +119,15 @@ func New(cfg Config, h Handler) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:      cfg,
-		h:        h,
-		log:      cfg.Logger,
-		booted:   make(chan struct{}),
-		done:     make(chan struct{}),
-		drained:  make(chan struct{}),
-		byEL:     map[gnet.EventLoop]*loop{},
-		maxFrame: cfg.MaxFrame,
+		cfg:       cfg,
+		h:         h,
+		log:       cfg.Logger,
+		booted:    make(chan struct{}),
+		startDone: make(chan struct{}),
+		done:      make(chan struct{}),
+		drained:   make(chan struct{}),
+		byEL:      map[gnet.EventLoop]*loop{},
+		maxFrame:  cfg.MaxFrame,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -148,9 +152,13 @@ func New(cfg Config, h Handler) (*Server, error) {
 }
 
 // Start starts listening and serving, and returns once the listener is up
-// (or failed). It may be called once.
+// (or failed). It may be called once; after Shutdown it returns
+// ErrServerClosed. A Server whose Start failed is stopped (Done is closed).
 func (s *Server) Start() error {
 	if !s.started.CompareAndSwap(false, true) {
+		if s.shutdownCalled.Load() {
+			return ErrServerClosed
+		}
 		return errors.New("netserver: Start called twice")
 	}
 	tick := s.cfg.Tick
@@ -166,29 +174,43 @@ func (s *Server) Start() error {
 		s.log.Warn("netserver: no P to spare for the timer wheel: with every P held by an event loop waiting in epoll_wait, "+
 			"timers fire up to about 20 ms late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
 	}
-	s.wheel = wheel.New(wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff))
-	s.wheelPub.Store(s.wheel)
 	// With SO_REUSEPORT, other listeners of this process may share the
 	// address, and Shutdown must close only this server's: those there
 	// before Start are not, and Starts take turns so no other server's
 	// appear while this one looks.
 	claimMu.Lock()
 	defer claimMu.Unlock()
+	addr := s.cfg.Addr
+	reusePort := s.cfg.ReusePort
+	if perLoopListeners {
+		reusePort = true
+		if !s.cfg.ReusePort || listenPort(addr) == 0 {
+			var err error
+			if addr, err = checkAddr(addr); err != nil {
+				s.runErr = err
+				close(s.done)
+				close(s.startDone)
+				return err
+			}
+		}
+	}
 	foreign := map[listenerID]bool{}
-	if a, err := net.ResolveTCPAddr("tcp", s.cfg.Addr); err == nil && a.Port != 0 {
+	if a, err := net.ResolveTCPAddr("tcp", addr); err == nil && a.Port != 0 {
 		ids, _ := findListeners(a)
 		for _, id := range ids {
 			foreign[id] = true
 		}
 	}
+	s.wheel = wheel.New(wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff))
+	s.wheelPub.Store(s.wheel)
 	s.loopCount.Store(int32(loops))
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(loops),
-		gnet.WithReusePort(s.cfg.ReusePort),
+		gnet.WithReusePort(reusePort),
 		gnet.WithReuseAddr(true),
 		gnet.WithTicker(false),
-		gnet.WithLogger(gnetLogger{s.log}),
+		gnet.WithLogger(gnetLogger{s.log, s}),
 	}
 	if k := s.cfg.Kernel; k.KeepaliveIdle > 0 {
 		opts = append(opts, gnet.WithTCPKeepAlive(k.KeepaliveIdle))
@@ -201,14 +223,15 @@ func (s *Server) Start() error {
 	}
 	go func() {
 		defer close(s.done)
-		s.runErr = gnet.Run(&events{s: s}, "tcp://"+s.cfg.Addr, opts...)
+		s.runErr = gnet.Run(&events{s: s}, "tcp://"+addr, opts...)
 		// Every loop has returned: no connection is left to arm a timer.
 		s.wheel.Stop()
 	}()
+	defer close(s.startDone)
 	select {
 	case <-s.booted:
 		want := 1
-		if s.cfg.ReusePort && s.addr.(*net.TCPAddr).Port == listenPort(s.cfg.Addr) {
+		if reusePort && s.addr.(*net.TCPAddr).Port == listenPort(addr) {
 			want = loops // gnet opens one per loop, after OnBoot
 		}
 		s.listeners = s.ownListeners(foreign, want)
@@ -216,7 +239,7 @@ func (s *Server) Start() error {
 			"event_loops", loops, "gomaxprocs", procs, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
 		return nil
 	case <-s.done:
-		return fmt.Errorf("netserver: listen on %s: %w", s.cfg.Addr, s.runErr)
+		return fmt.Errorf("netserver: listen on %s: %w", addr, s.runErr)
 	}
 }
 
@@ -280,6 +303,9 @@ func (s *Server) Err() error {
 		case s.draining.Load():
 			return nil
 		}
+		if msg := s.gnetErr.Load(); msg != nil {
+			return fmt.Errorf("netserver: the engine stopped without Shutdown; gnet's last error: %s", *msg)
+		}
 		return errors.New("netserver: the engine stopped without Shutdown")
 	default:
 		return nil
@@ -308,9 +334,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.shutdownErr
 }
 
+// ErrServerClosed is returned by Start after Shutdown.
+var ErrServerClosed = errors.New("netserver: server closed")
+
 func (s *Server) shutdown(ctx context.Context) error {
-	if !s.started.Load() {
+	s.shutdownCalled.Store(true)
+	if s.started.CompareAndSwap(false, true) { // never started: it never will
+		s.draining.Store(true)
+		close(s.done)
+		close(s.startDone)
 		return nil
+	}
+	select { // a Start under way finishes first
+	case <-s.startDone:
+	case <-ctx.Done():
+		// Out of time already: stop it as soon as it has started.
+		go func() {
+			<-s.startDone
+			s.cut(context.Background())
+		}()
+		return ctx.Err()
 	}
 	select {
 	case <-s.done: // never booted, or already stopped
@@ -360,10 +403,31 @@ wait:
 	return err
 }
 
+// cut stops the server at once: no new connections, every open one
+// closed, the engine asked to stop (Done closes when it has).
+func (s *Server) cut(ctx context.Context) {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.draining.Store(true)
+	s.stopAccepting()
+	s.closeOnLoops(func(*Conn) bool { return true })
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = s.eng.Stop(canceled) // only asks
+}
+
 // stopAccepting closes the server's listening sockets, leaving gnet a
 // harmless descriptor in their place (retireListener). Where that cannot be
 // done, OnOpen goes on closing new connections with ReasonShutdown.
 func (s *Server) stopAccepting() {
+	select {
+	case <-s.done: // gnet has closed the listeners, and their descriptors may be reused
+		return
+	default:
+	}
 	var err error
 	if len(s.listeners) == 0 {
 		_, err = findListeners(s.addr) // says why: not Linux, or none found
@@ -881,11 +945,19 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// gnetLogger sends gnet's own logs to slog at debug level (errors at error).
-type gnetLogger struct{ l *slog.Logger }
+// gnetLogger sends gnet's own logs to slog at debug level (errors at error),
+// and keeps the last error for Err.
+type gnetLogger struct {
+	l *slog.Logger
+	s *Server
+}
 
 func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug("gnet: " + fmt.Sprintf(f, a...)) }
 func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug("gnet: " + fmt.Sprintf(f, a...)) }
 func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn("gnet: " + fmt.Sprintf(f, a...)) }
-func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error("gnet: " + fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Errorf(f string, a ...any) {
+	msg := fmt.Sprintf(f, a...)
+	g.s.gnetErr.Store(&msg)
+	g.l.Error("gnet: " + msg)
+}
 func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error("gnet: fatal: " + fmt.Sprintf(f, a...)) }

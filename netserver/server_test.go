@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -29,6 +30,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(floodChildEnv) != "" {
+		os.Exit(floodChild())
+	}
 	goleak.VerifyTestMain(m,
 		// gnet's shared worker pool (ants) keeps a purge goroutine for the
 		// life of the process; it is not ours and not per server.
@@ -147,6 +151,11 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		{name: "tick", cfg: netserver.Config{Addr: ":0", Tick: time.Nanosecond}, want: "Tick"},
 		{name: "max frame", cfg: netserver.Config{Addr: ":0", MaxFrame: 3}, want: "MaxFrame"},
 		{name: "kernel", cfg: netserver.Config{Addr: ":0", Kernel: netserver.KernelConfig{KeepaliveCount: 3}}, want: "KeepaliveIdle"},
+		{name: "soft above hard", cfg: netserver.Config{Addr: ":0", Limits: netserver.Limits{OutputHard: 1000, OutputSoft: 2000}}, want: "OutputSoft"},
+		{name: "unacked bytes on raw", cfg: netserver.Config{Addr: ":0", Limits: netserver.Limits{UnackedBytes: 1000}}, want: "UnackedBytes needs the framed"},
+		{name: "max frame above unacked bytes", cfg: netserver.Config{Addr: ":0", Protocol: netserver.Framed, MaxFrame: 2 << 20}, want: "Limits.UnackedBytes"},
+		{name: "max frame above output hard", cfg: netserver.Config{Addr: ":0", Protocol: netserver.Framed, MaxFrame: 2 << 20,
+			Limits: netserver.Limits{UnackedBytes: 4 << 20, OutputHard: 1 << 20, OutputSoft: 1 << 19}}, want: "Limits.OutputHard"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := netserver.New(tc.cfg, netserver.Echo{})

@@ -114,33 +114,115 @@ func TestShutdown_StopsAcceptingFirst(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-// With SO_REUSEPORT, Shutdown closes only its own listeners: a second server
-// of the process sharing the address goes on accepting.
+// With SO_REUSEPORT, Shutdown closes only its own listeners: another server
+// of the process sharing the address goes on accepting, whichever started
+// first, on a specific address or a wildcard one.
 func TestShutdown_ReusePortLeavesOtherListeners(t *testing.T) {
-	first := withAddr(framedCfg())
-	first.ReusePort = true
-	a, err := netserver.New(first, netserver.Echo{})
-	require.NoError(t, err)
-	require.NoError(t, a.Start())
-	second := first
-	second.Addr = a.Addr().String()
-	b := start(t, second, nil)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, a.Shutdown(ctx))
-	for range 20 {
-		c, err := net.DialTimeout("tcp", second.Addr, time.Second)
-		require.NoError(t, err, "the other server's listener was closed too")
-		_, err = c.Write(frame.AppendPing(nil, 1))
-		require.NoError(t, err)
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
-		buf := make([]byte, frame.HeaderSize+8)
-		_, err = io.ReadFull(c, buf)
-		require.NoError(t, err, "served by the server still running")
-		c.Close()
+	for _, tc := range []struct {
+		name      string
+		host      string
+		stopFirst bool // shut down the server started first, else the second
+	}{
+		{name: "loopback, first stops", host: "127.0.0.1", stopFirst: true},
+		{name: "loopback, second stops", host: "127.0.0.1"},
+		{name: "wildcard, first stops", host: "", stopFirst: true},
+		{name: "wildcard, second stops", host: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			cfg := framedCfg()
+			cfg.Addr = net.JoinHostPort(tc.host, port)
+			cfg.EventLoops = 2
+			cfg.ReusePort = true
+			a, err := netserver.New(cfg, netserver.Echo{})
+			require.NoError(t, err)
+			require.NoError(t, a.Start())
+			b, err := netserver.New(cfg, netserver.Echo{})
+			require.NoError(t, err)
+			require.NoError(t, b.Start())
+			stop, keep := b, a
+			if tc.stopFirst {
+				stop, keep = a, b
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			require.NoError(t, stop.Shutdown(ctx))
+			defer func() { assert.NoError(t, keep.Shutdown(ctx)) }()
+			accepted := keep.Stats().Accepted
+			for range 20 {
+				c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", port), time.Second)
+				require.NoError(t, err, "the other server's listeners were closed too")
+				_, err = c.Write(frame.AppendPing(nil, 1))
+				require.NoError(t, err)
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+				buf := make([]byte, frame.HeaderSize+8)
+				_, err = io.ReadFull(c, buf)
+				require.NoError(t, err, "served by the server still running")
+				c.Close()
+			}
+			assert.Equal(t, accepted+20, keep.Stats().Accepted)
+		})
 	}
-	assert.Equal(t, int64(20), b.Stats().Accepted)
+}
+
+// freePort returns a port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, err)
+	return port
+}
+
+// Without ReusePort an address in use is an error, as a single listener's
+// bind would be; the per-loop SO_REUSEPORT listeners must not join it.
+func TestStart_AddressInUse(t *testing.T) {
+	a := start(t, framedCfg(), nil)
+	cfg := framedCfg()
+	cfg.Addr = a.Addr().String()
+	b, err := netserver.New(cfg, netserver.Echo{})
+	require.NoError(t, err)
+	err = b.Start()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "address already in use")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	assert.NoError(t, b.Shutdown(ctx))
+}
+
+// Shutdown may be called while Start runs: it waits for Start, then stops
+// the server; with no time left it still stops it once Start is done.
+func TestShutdown_DuringStart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{
+		{name: "time to finish", timeout: 5 * time.Second},
+		{name: "no time", timeout: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := netserver.New(withAddr(framedCfg()), netserver.Echo{})
+			require.NoError(t, err)
+			started := make(chan error, 1)
+			go func() { started <- s.Start() }()
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+			defer cancel()
+			err = s.Shutdown(ctx)
+			if tc.timeout > 0 {
+				assert.NoError(t, err)
+			}
+			if err := <-started; err != nil {
+				assert.ErrorIs(t, err, netserver.ErrServerClosed, "Shutdown came first")
+			}
+			select {
+			case <-s.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the server kept running after a Shutdown during Start")
+			}
+		})
+	}
 }
 
 // MetricsHandler serves the server's metrics when a custom Registerer is

@@ -1,15 +1,18 @@
 package netserver
 
 // unackedQueue keeps copies of the DATA payloads a connection sent and the
-// peer has not acknowledged, oldest first, back to back in one buffer. Its
-// memory is the bytes it holds (bounded by Limits.UnackedBytes) plus the
-// growth slack of one slice: a 1-byte message costs 1 byte and a length,
-// not a buffer of its own. It belongs to the connection's event loop.
+// peer has not acknowledged, oldest first, back to back in one buffer: a
+// 1-byte message costs 1 byte and a length, not a buffer of its own. It
+// belongs to the connection's event loop.
 //
 // Pushes append at the end; acknowledgements advance start. The dead head
 // is reclaimed by moving the live bytes down when it outweighs them, so
-// each byte is copied O(1) times on average, and an emptied queue whose
-// buffer grew past keepCap lets it go rather than pin a burst's worth.
+// each byte is copied O(1) times on average. The buffer's capacity is at
+// most about four times the bytes held (bounded by Limits.UnackedBytes) or
+// keepCap, whichever is more: a push that finds it larger moves the live
+// bytes to a buffer twice their size, so a burst's capacity is not pinned
+// by the little left after it, and an emptied queue lets a buffer larger
+// than keepCap go.
 type unackedQueue struct {
 	buf   []byte   // buf[start:] are the payloads, in order
 	start int      // first live byte of buf
@@ -23,6 +26,11 @@ const keepCap = 16 << 10
 // push appends a copy of msg. O(len(msg)) amortized; allocation-free once the
 // buffer has grown to the connection's working size.
 func (q *unackedQueue) push(msg []byte) {
+	if live := len(q.buf) - q.start; cap(q.buf) > keepCap && cap(q.buf) > 4*(live+len(msg)) {
+		buf := make([]byte, live, max(keepCap, 2*(live+len(msg))))
+		copy(buf, q.buf[q.start:])
+		q.buf, q.start = buf, 0
+	}
 	if q.start > 0 && q.start >= len(q.buf)-q.start {
 		n := copy(q.buf, q.buf[q.start:])
 		q.buf = q.buf[:n]

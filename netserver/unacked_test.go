@@ -40,8 +40,10 @@ func TestUnackedQueue_Model(t *testing.T) {
 		}
 		if pushed {
 			// Memory follows what is held: after a push the dead head
-			// never outweighs the live bytes.
+			// never outweighs the live bytes, and the capacity is at
+			// most four times them or keepCap.
 			require.LessOrEqual(t, q.start, q.bytes(), "step %d", step)
+			require.LessOrEqual(t, cap(q.buf), max(keepCap, 4*q.bytes()), "step %d", step)
 		}
 	}
 }
@@ -68,6 +70,15 @@ func TestUnackedQueue_Memory(t *testing.T) {
 	q.reset(true)
 	assert.Nil(t, q.buf)
 	assert.Nil(t, q.lens)
+
+	// A burst's capacity is not pinned by the little left after it.
+	for range 16 {
+		q.push(big)
+	}
+	q.pop(15)
+	q.push([]byte("y"))
+	assert.LessOrEqual(t, cap(q.buf), 4*q.bytes(), "capacity follows the bytes held")
+	assert.Equal(t, big, q.front())
 }
 
 func TestUnackedQueue_PushAllocationFree(t *testing.T) {

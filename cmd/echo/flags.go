@@ -182,8 +182,9 @@ func newFlagSet(cfg *netserver.Config, o *options, openFiles uint64) *flagSet {
 		usage: "after max age, let the connection finish for this long\n" +
 			"(0 = close at once)"})
 	s.add(dur(&t.WriteStallTimeout), flagDef{name: "write-stall-timeout", arg: "DURATION",
-		usage: "close when no byte of queued output has drained for this\n" +
-			"long. " + on(defaultWriteStallTimeout) + ": the peer is not reading"})
+		usage: "close when queued output makes no progress (no byte drained\n" +
+			"or acknowledged by the peer) for this long; a slow but steady\n" +
+			"reader is never cut. " + on(defaultWriteStallTimeout) + ": the peer is not reading"})
 
 	s.section("Per-connection memory limits (on by default; 0 = default, -1 = off)")
 	s.add(signedIntValue{&l.OutputHard}, flagDef{name: "output-hard", arg: "BYTES",

@@ -252,8 +252,8 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 	return append(attrs,
 		slog.Group("tcp",
 			"keepalive_idle", sys(k.KeepaliveIdle),
-			"keepalive_interval", sys(k.KeepaliveInterval),
-			"keepalive_count", orSystem(k.KeepaliveCount),
+			"keepalive_interval", keepaliveInterval(k),
+			"keepalive_count", keepaliveCount(k),
 			"user_timeout", sys(k.UserTimeout),
 		),
 		"shutdown_timeout", o.shutdownTimeout.String(),
@@ -262,9 +262,25 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 	)
 }
 
-func orSystem(n int) string {
-	if n == 0 {
+// keepaliveInterval and keepaliveCount report what the kernel's keepalive
+// will use: with -tcp-keepalive-idle set, gnet fills a zero interval with a
+// fifth of it and a zero count with 5 (netserver.KernelConfig).
+func keepaliveInterval(k netserver.KernelConfig) string {
+	switch {
+	case k.KeepaliveIdle == 0:
 		return "system"
+	case k.KeepaliveInterval == 0:
+		return (k.KeepaliveIdle / 5).String()
 	}
-	return fmt.Sprint(n)
+	return k.KeepaliveInterval.String()
+}
+
+func keepaliveCount(k netserver.KernelConfig) string {
+	switch {
+	case k.KeepaliveIdle == 0:
+		return "system"
+	case k.KeepaliveCount == 0:
+		return "5"
+	}
+	return fmt.Sprint(k.KeepaliveCount)
 }
