@@ -132,10 +132,11 @@ type Config struct {
 
 // Default limits, used where a Limits field is zero.
 const (
-	DefaultOutputHard    = 4 << 20          // queued output that closes a connection at once
-	DefaultOutputSoft    = 1 << 20          // queued output that may last only OutputSoftFor
-	DefaultOutputSoftFor = 10 * time.Second // how long output may stay above OutputSoft
-	DefaultUnackedBytes  = 1 << 20          // unacknowledged DATA payload per connection (Framed)
+	DefaultOutputHard     = 4 << 20          // queued output that closes a connection at once
+	DefaultOutputSoft     = 1 << 20          // queued output that may last only OutputSoftFor
+	DefaultOutputSoftFor  = 10 * time.Second // how long output may stay above OutputSoft
+	DefaultUnackedBytes   = 1 << 20          // unacknowledged DATA payload per connection (Framed)
+	DefaultPingsPerSecond = 100              // PINGs a peer may send per second, and at once (Framed)
 )
 
 // Limits bound what one connection may hold in the server's memory, in the
@@ -167,6 +168,13 @@ type Limits struct {
 	// ReasonUnackedLimit). retransmit.Config.Window bounds their number.
 	// 0 means DefaultUnackedBytes (1 MiB).
 	UnackedBytes int
+	// PingsPerSecond bounds the PINGs a peer may send (Framed): a second's
+	// worth at once, then that many a second. A PING beyond it closes the
+	// connection with ReasonPingFlood: answering a flood of PINGs would
+	// spend the event loop's time, and other connections', on a peer that
+	// gains nothing from it (HTTP/2's ping flood; gRPC's too_many_pings).
+	// 0 means DefaultPingsPerSecond (100).
+	PingsPerSecond int
 }
 
 // limits are Limits with the defaults filled in and "off" as the largest int.
@@ -175,6 +183,7 @@ type limits struct {
 	outputSoft    int
 	outputSoftFor time.Duration // 0: no soft limit
 	unackedBytes  int
+	pingInterval  time.Duration // 0: PINGs unlimited
 }
 
 func (l Limits) resolve() limits {
@@ -192,6 +201,9 @@ func (l Limits) resolve() limits {
 		outputSoft:    pick(l.OutputSoft, DefaultOutputSoft),
 		outputSoftFor: l.OutputSoftFor,
 		unackedBytes:  pick(l.UnackedBytes, DefaultUnackedBytes),
+	}
+	if pps := pick(l.PingsPerSecond, DefaultPingsPerSecond); pps != math.MaxInt {
+		r.pingInterval = max(time.Second/time.Duration(pps), 1)
 	}
 	switch {
 	case l.OutputSoftFor == 0:
@@ -269,6 +281,9 @@ func (c *Config) validate() error {
 	}
 	if l.OutputHard == 0 && l.OutputSoft > DefaultOutputHard {
 		return fmt.Errorf("%w: Limits.OutputSoft %d above the default Limits.OutputHard %d: raise OutputHard too", ErrConfig, l.OutputSoft, DefaultOutputHard)
+	}
+	if c.Protocol == Raw && l.PingsPerSecond != 0 {
+		return fmt.Errorf("%w: Limits.PingsPerSecond needs the framed protocol (raw has no PING)", ErrConfig)
 	}
 	if c.Protocol == Raw && l.UnackedBytes != 0 {
 		return fmt.Errorf("%w: Limits.UnackedBytes needs the framed protocol (raw has no acknowledgements)", ErrConfig)

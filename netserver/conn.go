@@ -105,6 +105,7 @@ type Conn struct {
 	ackedTo  uint64       // highest sequence number the peer acknowledged
 	unacked  unackedQueue // payloads of DATA sent and not acknowledged
 	nonce    uint64
+	pingTAT  time.Duration // when the peer's PINGs would be back within their rate (allowPing)
 	// need is how many inbound bytes the frame under way needs before it
 	// can be parsed (its header, then its whole length): OnTraffic does not
 	// look at the buffered bytes again until that many have arrived.
@@ -420,4 +421,23 @@ func (c *Conn) handleEvents(ev uint32) {
 		s.m.rto.Observe(c.rtx.Stats().RTO.Seconds())
 	}
 	c.l.flushOwner()
+}
+
+// allowPing reports whether a PING arriving at now is within the peer's
+// rate (Limits.PingsPerSecond): a second's worth at once, then one per
+// interval. It keeps one time, the theoretical arrival time of the generic
+// cell rate algorithm: each PING moves it an interval on from the later of
+// itself and now, and a PING that would take it more than a second past now
+// is one too many. O(1), on the loop.
+func (c *Conn) allowPing(now time.Duration) bool {
+	interval := c.s.lim.pingInterval
+	if interval == 0 {
+		return true
+	}
+	tat := max(c.pingTAT, now) + interval
+	if tat-now > time.Second {
+		return false
+	}
+	c.pingTAT = tat
+	return true
 }

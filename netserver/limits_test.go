@@ -272,3 +272,47 @@ func TestFramed_FrameDeadlineFromFirstHeaderByte(t *testing.T) {
 	// 360 ms later.
 	assert.Less(t, at.Sub(first), frameTimeout+250*time.Millisecond)
 }
+
+// PINGs are answered up to Limits.PingsPerSecond at once and that many a
+// second after; one more closes the connection with ping_flood, and a peer
+// within the rate is never cut.
+func TestFramed_PingFlood(t *testing.T) {
+	cfg := framedCfg()
+	cfg.Limits.PingsPerSecond = 100
+	s := start(t, cfg, nil)
+
+	flood := dial(t, s)
+	var burst []byte
+	for i := range 150 {
+		burst = frame.AppendPing(burst, uint64(i))
+	}
+	flood.write(burst)
+	pongs := 0
+	code, _ := func() (frame.Code, error) {
+		for {
+			f, err := flood.next(3 * time.Second)
+			if err != nil {
+				return 0, err
+			}
+			switch f.Type {
+			case frame.TypePong:
+				pongs++
+			case frame.TypeClose:
+				return f.Code, nil
+			}
+		}
+	}()
+	assert.Equal(t, frame.CodePingFlood, code)
+	assert.Equal(t, 100, pongs, "a second's worth answered")
+	assert.Equal(t, int64(1), s.Stats().Closed["ping_flood"])
+
+	steady := dial(t, s)
+	for i := range 60 { // 50 a second for 1.2 s: within the rate
+		steady.write(frame.AppendPing(nil, uint64(i)))
+		f, err := steady.next(2 * time.Second)
+		require.NoError(t, err, "ping %d", i)
+		require.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: uint64(i)}, f)
+		time.Sleep(20 * time.Millisecond) // the peer's pace
+	}
+	assert.Equal(t, int64(1), s.Stats().Closed["ping_flood"], "the steady peer was not cut")
+}

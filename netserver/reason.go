@@ -30,6 +30,7 @@ const (
 	ReasonPanic                // the handler panicked
 	ReasonOutputLimit          // queued output over Limits.OutputHard, or over OutputSoft too long
 	ReasonUnackedLimit         // unacknowledged data over Limits.UnackedBytes or the retransmit window
+	ReasonPingFlood            // PINGs faster than Limits.PingsPerSecond
 	numReasons
 )
 
@@ -40,7 +41,7 @@ var reasonNames = [numReasons]string{
 	ReasonHandshake: "handshake", ReasonMaxAge: "max_age", ReasonWriteStall: "write_stall",
 	ReasonGiveUp: "retransmit_give_up", ReasonProtocol: "protocol_error", ReasonTooLarge: "frame_too_large",
 	ReasonOverload: "overload", ReasonPanic: "handler_panic", ReasonOutputLimit: "output_limit",
-	ReasonUnackedLimit: "unacked_limit",
+	ReasonUnackedLimit: "unacked_limit", ReasonPingFlood: "ping_flood",
 }
 
 func (r Reason) String() string {
@@ -94,6 +95,8 @@ func (r Reason) code() frame.Code {
 		return frame.CodeOutputLimit
 	case ReasonUnackedLimit:
 		return frame.CodeUnackedLimit
+	case ReasonPingFlood:
+		return frame.CodePingFlood
 	}
 	return 0
 }

@@ -860,6 +860,10 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 				c.ackedTo = f.Seq
 			}
 		case frame.TypePing:
+			if !c.allowPing(now) {
+				c.closeWith(ReasonPingFlood)
+				break
+			}
 			l := c.own()
 			l.out = frame.AppendPong(l.out, f.Nonce)
 		case frame.TypePong:
@@ -919,7 +923,8 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	case ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake,
 		ReasonMaxAge, ReasonWriteStall, ReasonGiveUp:
 		level = slog.LevelInfo
-	case ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError, ReasonOutputLimit, ReasonUnackedLimit:
+	case ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError, ReasonOutputLimit, ReasonUnackedLimit,
+		ReasonPingFlood:
 		level = slog.LevelWarn
 	}
 	if s.log.Enabled(context.Background(), level) {

@@ -203,6 +203,10 @@ func newFlagSet(cfg *netserver.Config, o *options, openFiles uint64) *flagSet {
 		usage: "framed: most DATA payload sent and not yet acknowledged, kept\n" +
 			"for retransmission; beyond it the connection is closed\n" +
 			"(0 = " + sizeText(netserver.DefaultUnackedBytes) + ")", framedOnly: "raw has no acknowledgements"})
+	s.add(signedIntValue{&l.PingsPerSecond}, flagDef{name: "pings-per-second", arg: "N",
+		usage: "framed: PINGs a peer may send per second (a second's worth at\n" +
+			"once); one more closes it, so a ping flood cannot take the\n" +
+			fmt.Sprintf("loop's time from others (0 = %d)", netserver.DefaultPingsPerSecond), framedOnly: "raw has no PING"})
 
 	s.section("Retransmission (framed only; 0 = default)")
 	s.add(dur(&r.InitialRTO), flagDef{name: "initial-rto", arg: "DURATION",
@@ -489,6 +493,8 @@ var fieldFlags = map[string]string{
 	"Limits.OutputSoft":              "-output-soft",
 	"Limits.OutputSoftFor":           "-output-soft-for",
 	"Limits.UnackedBytes":            "-unacked-bytes",
+	"PingsPerSecond":                 "-pings-per-second",
+	"Limits.PingsPerSecond":          "-pings-per-second",
 }
 
 var fieldRE = regexp.MustCompile(`Kernel\.KeepaliveInterval/Count|(?:Timeouts\.|Kernel\.|Limits\.)?\b[A-Z][A-Za-z]+\b`)

@@ -121,6 +121,9 @@ var landCases = []struct {
 	{name: "unacked-bytes", args: []string{"-proto", "framed", "-unacked-bytes", "65536"}, set: func(c *netserver.Config, o *options) {
 		c.Protocol, c.Limits.UnackedBytes = netserver.Framed, 64<<10
 	}},
+	{name: "pings-per-second", args: []string{"-proto", "framed", "-pings-per-second", "10"}, set: func(c *netserver.Config, o *options) {
+		c.Protocol, c.Limits.PingsPerSecond = netserver.Framed, 10
+	}},
 	{name: "retransmit", args: []string{"-proto", "framed", "-initial-rto", "2s", "-min-rto", "100ms", "-max-rto", "20s",
 		"-rto-granularity", "2ms", "-rto-variant", "linux", "-max-retransmits", "7", "-give-up-after", "45s", "-window", "64"},
 		set: func(c *netserver.Config, o *options) {

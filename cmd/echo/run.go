@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -202,7 +203,11 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 		"output_soft_for", softFor,
 	}
 	if cfg.Protocol == netserver.Framed {
-		limits = append(limits, "unacked_bytes", size(l.UnackedBytes, netserver.DefaultUnackedBytes))
+		pings := "off"
+		if l.PingsPerSecond >= 0 {
+			pings = fmt.Sprint(cmp.Or(l.PingsPerSecond, netserver.DefaultPingsPerSecond))
+		}
+		limits = append(limits, "unacked_bytes", size(l.UnackedBytes, netserver.DefaultUnackedBytes), "pings_per_second", pings)
 	}
 	t, k := cfg.Timeouts, cfg.Kernel
 	kaCount := "off"

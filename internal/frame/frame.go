@@ -72,6 +72,7 @@ const (
 	CodeInternal      Code = 13 // the server's handler failed
 	CodeOutputLimit   Code = 14 // the peer let too much output queue up (it does not read)
 	CodeUnackedLimit  Code = 15 // the peer left too much data unacknowledged
+	CodePingFlood     Code = 16 // the peer sent PINGs too fast
 )
 
 var codeNames = [...]string{
@@ -79,7 +80,7 @@ var codeNames = [...]string{
 	CodeFrameDeadline: "frame_deadline", CodeHandshake: "handshake", CodeMaxAge: "max_age",
 	CodeWriteStall: "write_stall", CodeGiveUp: "retransmit_give_up", CodeProtocol: "protocol_error",
 	CodeTooLarge: "frame_too_large", CodeOverload: "overload", CodeInternal: "internal_error",
-	CodeOutputLimit: "output_limit", CodeUnackedLimit: "unacked_limit",
+	CodeOutputLimit: "output_limit", CodeUnackedLimit: "unacked_limit", CodePingFlood: "ping_flood",
 }
 
 func (c Code) String() string {
