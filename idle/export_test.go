@@ -12,4 +12,4 @@ func (t *Tracker) AgeAt() time.Duration {
 }
 
 // WriteArmed reports whether a write-stall deadline is running.
-func (t *Tracker) WriteArmed() bool { return t.write.at.Load() != 0 }
+func (t *Tracker) WriteArmed() bool { return t.write != nil && t.write.at.Load() != 0 }

@@ -71,8 +71,8 @@ type Tracker struct {
 	w       *wheel.Wheel
 	lastAct atomic.Int64 // wheel time of the last Activity
 	lastIn  atomic.Int64 // wheel time of the last inbound byte
-	frame   deadline     // Config.FrameTimeout
-	write   deadline     // Config.WriteStallTimeout
+	frame   *timedDeadline // Config.FrameTimeout; nil when off
+	write   *timedDeadline // Config.WriteStallTimeout; nil when off
 	state   atomic.Uint32
 	due     atomic.Int64 // the deadline the close was for; published by state
 
@@ -97,7 +97,15 @@ type Tracker struct {
 	// passed. armedDur < 0 in New: nothing has fired.
 	armedFrom, armedDur int64
 
-	policy, frameTimer, writeTimer wheel.Timer
+	policy wheel.Timer
+}
+
+// timedDeadline is a deadline with the timer that enforces it, allocated
+// only when its timeout is configured, so that a connection without frame
+// or write-stall deadlines does not carry their timers.
+type timedDeadline struct {
+	deadline
+	timer wheel.Timer
 }
 
 // deadline is an absolute deadline that a per-packet event starts (a
@@ -168,11 +176,11 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 	t.w = w
 	// A deadline beyond the wheel's range is never reached; the wheel would
 	// clamp its arming, whose firing would then prove nothing.
-	if cfg.FrameTimeout < w.MaxDuration() {
-		t.frame.dur = int64(cfg.FrameTimeout)
+	if cfg.FrameTimeout > 0 && cfg.FrameTimeout < w.MaxDuration() {
+		t.frame = &timedDeadline{deadline: deadline{dur: int64(cfg.FrameTimeout)}}
 	}
-	if cfg.WriteStallTimeout < w.MaxDuration() {
-		t.write.dur = int64(cfg.WriteStallTimeout)
+	if cfg.WriteStallTimeout > 0 && cfg.WriteStallTimeout < w.MaxDuration() {
+		t.write = &timedDeadline{deadline: deadline{dur: int64(cfg.WriteStallTimeout)}}
 	}
 	t.count = int32(min(max(cfg.KeepaliveCount, 1), math.MaxInt32))
 	t.idleDur = int64(cfg.IdleTimeout)
@@ -192,11 +200,11 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 		t.ageDur = int64(satAdd(cfg.MaxAge-cfg.MaxAgeJitter, time.Duration(j)))
 	}
 	t.policy.Init(w, t.onPolicy)
-	if t.frame.dur != 0 {
-		t.frameTimer.Init(w, t.onFrame)
+	if t.frame != nil {
+		t.frame.timer.Init(w, t.onFrame)
 	}
-	if t.write.dur != 0 {
-		t.writeTimer.Init(w, t.onWrite)
+	if t.write != nil {
+		t.write.timer.Init(w, t.onWrite)
 	}
 	t.armedDur = -1 // nothing has fired: nothing is due yet
 	t.runPolicy(now)
@@ -257,22 +265,24 @@ func stamp(a *atomic.Int64, now time.Duration) {
 // FrameTimeout. Call FrameStart and FrameEnd from one goroutine at a time
 // (the connection's reader).
 func (t *Tracker) FrameStart() {
-	if t.frame.dur != 0 {
-		t.begin(&t.frame, &t.frameTimer, int64(t.w.Now()))
+	if t.frame != nil {
+		t.begin(t.frame, int64(t.w.Now()))
 	}
 }
 
 // FrameStartAt is FrameStart at now, a value from the wheel's Now or
 // Elapsed.
 func (t *Tracker) FrameStartAt(now time.Duration) {
-	t.begin(&t.frame, &t.frameTimer, int64(now))
+	if t.frame != nil {
+		t.begin(t.frame, int64(now))
+	}
 }
 
 // FrameEnd records that the frame in flight is complete, clearing its
 // deadline. The timer is left to lapse rather than stopped: re-arming it on
 // the next frame is then usually free. O(1); same rules as FrameStart.
 func (t *Tracker) FrameEnd() {
-	if t.frame.at.Load() != 0 {
+	if t.frame != nil && t.frame.at.Load() != 0 {
 		t.frame.at.Store(0)
 	}
 }
@@ -291,20 +301,22 @@ func (t *Tracker) HandshakeDone() {
 // O(1), no allocation, no lock. Call Written and Drained from one goroutine
 // at a time (the connection's writer).
 func (t *Tracker) Written() {
-	if t.write.dur != 0 {
-		t.begin(&t.write, &t.writeTimer, int64(t.w.Now()))
+	if t.write != nil {
+		t.begin(t.write, int64(t.w.Now()))
 	}
 }
 
 // WrittenAt is Written at now, a value from the wheel's Now or Elapsed.
 func (t *Tracker) WrittenAt(now time.Duration) {
-	t.begin(&t.write, &t.writeTimer, int64(now))
+	if t.write != nil {
+		t.begin(t.write, int64(now))
+	}
 }
 
 // Drained records that all queued output has been written, clearing the
 // write-stall deadline. O(1); same rules as Written.
 func (t *Tracker) Drained() {
-	if t.write.at.Load() != 0 {
+	if t.write != nil && t.write.at.Load() != 0 {
 		t.write.at.Store(0)
 	}
 }
@@ -313,14 +325,14 @@ func (t *Tracker) Drained() {
 // timer if the timer is free. A timer that is not free is armed for an
 // earlier deadline (deadlines only grow), and its callback re-arms it for
 // this one.
-func (t *Tracker) begin(d *deadline, tm *wheel.Timer, now int64) {
-	if d.dur == 0 || d.at.Load() != 0 {
+func (t *Tracker) begin(d *timedDeadline, now int64) {
+	if d.at.Load() != 0 {
 		return
 	}
 	at := now + d.dur
 	d.at.Store(at)
 	if d.armed.Load() == 0 && d.armed.CompareAndSwap(0, at) {
-		t.arm(tm, at-d.dur, d.dur)
+		t.arm(&d.timer, at-d.dur, d.dur)
 	}
 }
 
@@ -362,11 +374,11 @@ func (t *Tracker) Reason() Reason {
 
 func (t *Tracker) stopTimers() {
 	t.policy.Stop()
-	if t.frame.dur != 0 {
-		t.frameTimer.Stop()
+	if t.frame != nil {
+		t.frame.timer.Stop()
 	}
-	if t.write.dur != 0 {
-		t.writeTimer.Stop()
+	if t.write != nil {
+		t.write.timer.Stop()
 	}
 }
 
@@ -546,19 +558,19 @@ func (t *Tracker) exactAfter(now int64) int64 {
 
 // onFrame is the frame timer's callback.
 func (t *Tracker) onFrame() {
-	t.onDeadline(&t.frame, &t.frameTimer, ReasonFrameDeadline)
+	t.onDeadline(t.frame, ReasonFrameDeadline)
 }
 
 // onWrite is the write-stall timer's callback.
 func (t *Tracker) onWrite() {
-	t.onDeadline(&t.write, &t.writeTimer, ReasonWriteStall)
+	t.onDeadline(t.write, ReasonWriteStall)
 }
 
-// onDeadline handles the firing of tm, the timer of d: it closes with r if
-// the deadline running is the one tm was armed for, re-arms tm for the
-// deadline running if it is another (a later frame or write), and otherwise
-// frees the timer for the next event to arm.
-func (t *Tracker) onDeadline(d *deadline, tm *wheel.Timer, r Reason) {
+// onDeadline handles the firing of d's timer: it closes with r if the
+// deadline running is the one the timer was armed for, re-arms the timer
+// for the deadline running if it is another (a later frame or write), and
+// otherwise frees the timer for the next event to arm.
+func (t *Tracker) onDeadline(d *timedDeadline, r Reason) {
 	if t.state.Load() != stateOpen {
 		return
 	}
@@ -578,5 +590,5 @@ func (t *Tracker) onDeadline(d *deadline, tm *wheel.Timer, r Reason) {
 			return
 		}
 	}
-	t.arm(tm, at-d.dur, d.dur)
+	t.arm(&d.timer, at-d.dur, d.dur)
 }

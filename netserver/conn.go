@@ -89,7 +89,7 @@ type Conn struct {
 	ctx any
 
 	idle *idle.Tracker
-	rtx  retransmit.Tracker // Framed only
+	f    *framed // the Framed protocol's state; nil with Raw
 	// out watches queued output (see watchOutput); initialized only when a
 	// write-stall timeout or a soft output limit is configured.
 	out wheel.Timer
@@ -100,12 +100,6 @@ type Conn struct {
 	queued     atomic.Bool
 	next       *Conn
 
-	recvNext uint64       // next DATA sequence number expected from the peer
-	sendNext uint64       // sequence number of the next DATA we send
-	ackedTo  uint64       // highest sequence number the peer acknowledged
-	unacked  unackedQueue // payloads of DATA sent and not acknowledged
-	nonce    uint64
-	pingTAT  time.Duration // when the peer's PINGs would be back within their rate (allowPing)
 	// need is how many inbound bytes the frame under way needs before it
 	// can be parsed (its header, then its whole length): OnTraffic does not
 	// look at the buffered bytes again until that many have arrived.
@@ -131,6 +125,26 @@ type Conn struct {
 	reason    Reason
 }
 
+// framed is a Framed connection's protocol state, allocated with its Conn
+// (framedConn); a Raw connection has none. It belongs to the event loop,
+// except rtx, which keeps its own rules.
+type framed struct {
+	rtx      retransmit.Tracker
+	unacked  unackedQueue  // payloads of DATA sent and not acknowledged
+	recvNext uint64        // next DATA sequence number expected from the peer
+	sendNext uint64        // sequence number of the next DATA we send
+	ackedTo  uint64        // highest sequence number the peer acknowledged
+	nonce    uint64        // of the last keepalive PING sent
+	pingTAT  time.Duration // when the peer's PINGs would be back within their rate (allowPing)
+}
+
+// framedConn puts a Framed connection's Conn and protocol state in one
+// allocation.
+type framedConn struct {
+	Conn
+	framed
+}
+
 // Send sends msg to the peer: with Framed, as a DATA frame that is kept
 // (copied) until acknowledged and retransmitted if need be; with Raw, as
 // bytes. Writes are batched until the current event returns. It returns
@@ -150,8 +164,8 @@ func (c *Conn) Send(msg []byte) error {
 	size := len(msg)
 	if s.cfg.Protocol == Framed {
 		size += frame.DataHeaderSize
-		if c.unacked.bytes()+len(msg) > s.lim.unackedBytes {
-			return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.unacked.bytes(), s.lim.unackedBytes)
+		if c.f.unacked.bytes()+len(msg) > s.lim.unackedBytes {
+			return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.f.unacked.bytes(), s.lim.unackedBytes)
 		}
 	}
 	if queued := c.gc.OutboundBuffered() + len(l.out); queued+size > s.lim.outputHard {
@@ -162,12 +176,12 @@ func (c *Conn) Send(msg []byte) error {
 		l.out = append(l.out, msg...)
 		return nil
 	}
-	seq := c.sendNext
-	if err := c.rtx.Sent(seq, l.clock()); err != nil {
+	seq := c.f.sendNext
+	if err := c.f.rtx.Sent(seq, l.clock()); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnackedLimit, err)
 	}
-	c.sendNext++
-	c.unacked.push(msg)
+	c.f.sendNext++
+	c.f.unacked.push(msg)
 	l.out = frame.AppendData(l.out, seq, msg)
 	return nil
 }
@@ -383,7 +397,7 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 // isIdle reports whether c can be closed by a graceful shutdown without
 // losing anything: no frame half received, nothing unacknowledged or queued.
 func (c *Conn) isIdle() bool {
-	return !c.inFrame && c.unacked.len() == 0 && c.gc.OutboundBuffered() == 0
+	return !c.inFrame && (c.f == nil || c.f.unacked.len() == 0) && c.gc.OutboundBuffered() == 0
 }
 
 // handleEvents runs the expiries handed over by the wheel, on the loop.
@@ -408,17 +422,17 @@ func (c *Conn) handleEvents(ev uint32) {
 		l.out = frame.AppendClose(l.out, frame.CodeMaxAge, "max_age: closing after grace period")
 	}
 	if ev&evProbe != 0 && s.cfg.Protocol == Framed {
-		c.nonce++
+		c.f.nonce++
 		l := c.own()
-		l.out = frame.AppendPing(l.out, c.nonce)
+		l.out = frame.AppendPing(l.out, c.f.nonce)
 		s.probes.Add(1)
 	}
-	if ev&evRetransmit != 0 && c.unacked.len() > 0 {
+	if ev&evRetransmit != 0 && c.f != nil && c.f.unacked.len() > 0 {
 		// RFC 6298 5.4: resend the earliest unacknowledged message.
 		l := c.own()
-		l.out = frame.AppendData(l.out, c.ackedTo+1, c.unacked.front())
+		l.out = frame.AppendData(l.out, c.f.ackedTo+1, c.f.unacked.front())
 		s.retransmits.Add(1)
-		s.m.rto.Observe(c.rtx.Stats().RTO.Seconds())
+		s.m.rto.Observe(c.f.rtx.Stats().RTO.Seconds())
 	}
 	c.l.flushOwner()
 }
@@ -434,10 +448,10 @@ func (c *Conn) allowPing(now time.Duration) bool {
 	if interval == 0 {
 		return true
 	}
-	tat := max(c.pingTAT, now) + interval
+	tat := max(c.f.pingTAT, now) + interval
 	if tat-now > time.Second {
 		return false
 	}
-	c.pingTAT = tat
+	c.f.pingTAT = tat
 	return true
 }

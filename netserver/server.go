@@ -636,7 +636,15 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s.accepted.Add(1)
 	l := s.loopFor(gc.EventLoop())
 	now := l.event()
-	c := &Conn{gc: gc, l: l, s: s, recvNext: 1, sendNext: 1}
+	var c *Conn
+	if s.cfg.Protocol == Framed {
+		fc := &framedConn{framed: framed{recvNext: 1, sendNext: 1}}
+		c = &fc.Conn
+		c.f = &fc.framed
+	} else {
+		c = &Conn{}
+	}
+	c.gc, c.l, c.s = gc, l, s
 	gc.SetContext(c)
 	// Reserve a place first, so event loops opening connections at the same
 	// time cannot overshoot MaxConns together.
@@ -660,11 +668,15 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 
-	tr, err := idle.NewAt(s.wheel, now, s.idleCfg, idle.Hooks{
-		Close: func(r idle.Reason) { c.postClose(fromIdle(r)) },
-		Probe: func() { c.post(evProbe) },
-		Drain: func() { c.post(evDrain) },
-	})
+	// Only the hooks the configuration calls: each is an allocation.
+	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(fromIdle(r)) }}
+	if s.idleCfg.KeepaliveTime > 0 {
+		hooks.Probe = func() { c.post(evProbe) }
+	}
+	if s.idleCfg.MaxAge > 0 {
+		hooks.Drain = func() { c.post(evDrain) }
+	}
+	tr, err := idle.NewAt(s.wheel, now, s.idleCfg, hooks)
 	if err != nil { // validated in New; cannot happen
 		s.log.Error("netserver: idle tracker", "err", err)
 		s.open.Add(-1)
@@ -673,7 +685,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	c.idle = tr
 	if s.cfg.Protocol == Framed {
-		err := c.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Handlers{
+		err := c.f.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Handlers{
 			Retransmit: func(uint64, int) { c.post(evRetransmit) },
 			GiveUp:     func(error) { c.postClose(ReasonGiveUp) },
 			Sample:     func(rtt time.Duration) { s.m.rtt.Observe(rtt.Seconds()) },
@@ -839,25 +851,25 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 		switch f.Type {
 		case frame.TypeData:
 			switch {
-			case f.Seq == c.recvNext:
-				c.recvNext++
+			case f.Seq == c.f.recvNext:
+				c.f.recvNext++
 				c.idle.ActivityAt(now)
 				needAck = true
 				s.h.OnMessage(c, f.Payload)
-			case f.Seq < c.recvNext:
+			case f.Seq < c.f.recvNext:
 				needAck = true // a retransmission: acknowledge again, deliver once
 			default:
 				c.closeWith(ReasonProtocol)
 			}
 		case frame.TypeAck:
-			if f.Seq >= c.sendNext {
+			if f.Seq >= c.f.sendNext {
 				c.closeWith(ReasonProtocol)
 				break
 			}
-			if f.Seq > c.ackedTo {
-				c.rtx.AckedThrough(f.Seq, now)
-				c.unacked.pop(int(f.Seq - c.ackedTo))
-				c.ackedTo = f.Seq
+			if f.Seq > c.f.ackedTo {
+				c.f.rtx.AckedThrough(f.Seq, now)
+				c.f.unacked.pop(int(f.Seq - c.f.ackedTo))
+				c.f.ackedTo = f.Seq
 			}
 		case frame.TypePing:
 			if !c.allowPing(now) {
@@ -874,7 +886,7 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 	}
 	if needAck && !c.closing {
 		l := c.own()
-		l.out = frame.AppendAck(l.out, c.recvNext-1)
+		l.out = frame.AppendAck(l.out, c.f.recvNext-1)
 	}
 	return used
 }
@@ -905,13 +917,16 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}
 	c.idle.Stop()
 	if s.cfg.Protocol == Framed {
-		c.rtx.Close()
+		c.f.rtx.Close()
 	}
 	if s.outputLook > 0 {
 		c.out.Stop()
 	}
-	unackedBytes, unackedMsgs := c.unacked.bytes(), c.unacked.len()
-	c.unacked.reset(true)
+	var unackedBytes, unackedMsgs int
+	if c.f != nil {
+		unackedBytes, unackedMsgs = c.f.unacked.bytes(), c.f.unacked.len()
+		c.f.unacked.reset(true)
+	}
 	delete(c.l.conns, c)
 	if c.l.owner == c { // output queued for a connection that is gone
 		c.l.owner = nil
