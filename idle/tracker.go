@@ -69,8 +69,8 @@ type Hooks struct {
 // The fields a per-packet call touches come first, to share a cache line.
 type Tracker struct {
 	w       *wheel.Wheel
-	lastAct atomic.Int64 // wheel time of the last Activity
-	lastIn  atomic.Int64 // wheel time of the last inbound byte
+	lastAct atomic.Int64   // wheel time of the last Activity
+	lastIn  atomic.Int64   // wheel time of the last inbound byte
 	frame   *timedDeadline // Config.FrameTimeout; nil when off
 	write   *timedDeadline // Config.WriteStallTimeout; nil when off
 	state   atomic.Uint32
