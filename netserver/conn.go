@@ -198,7 +198,7 @@ func (c *Conn) Close() error {
 // means ReasonServerClosed. It is idempotent: the first reason stays. Call
 // it on the connection's event loop.
 func (c *Conn) CloseWith(r Reason) {
-	if r == ReasonNone || r >= numReasons {
+	if r == ReasonNone || int(r) >= numReasons {
 		r = ReasonServerClosed
 	}
 	c.closeWith(r)
@@ -242,11 +242,11 @@ func (c *Conn) closeWith(r Reason) {
 	}
 	c.closing = true
 	c.reason = r
-	if c.s.cfg.Protocol == Framed && !c.sentClose && r.code() != 0 &&
+	if c.s.cfg.Protocol == Framed && !c.sentClose && closeCode(r) != 0 &&
 		!(r == ReasonShutdown && c.s.cfg.SilentShutdown) {
 		c.sentClose = true
 		l := c.own()
-		l.out = frame.AppendClose(l.out, r.code(), r.String())
+		l.out = frame.AppendClose(l.out, closeCode(r), r.String())
 	}
 	if c.l.inEvent != c {
 		c.l.flushOwner()

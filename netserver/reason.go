@@ -5,65 +5,51 @@ import (
 	"github.com/netwheel/netwheel/internal/frame"
 )
 
-// Reason says why a connection closed. Its String names are stable,
-// lower_snake_case metric labels.
-type Reason uint8
+// Reason says why a connection closed. It is idle.Reason: one vocabulary,
+// with the same names and values, for idle's trackers and the server. Its
+// String names are stable, lower_snake_case metric labels.
+type Reason = idle.Reason
 
-// The reasons a connection closes.
+// The reasons a connection closes (see idle.Reason for each).
 const (
-	ReasonNone          Reason = iota
-	ReasonPeerClosed           // the peer closed (EOF, or a framed CLOSE)
-	ReasonError                // a read or write failed (reset by peer, broken pipe)
-	ReasonServerClosed         // the handler closed it (Conn.Close)
-	ReasonShutdown             // the server shut down
-	ReasonIdle                 // no application activity for the idle timeout
-	ReasonDeadPeer             // no inbound byte for the read-silence timeout
-	ReasonKeepalive            // keepalive probes went unanswered
-	ReasonFrameDeadline        // a frame took too long to arrive (slowloris)
-	ReasonHandshake            // no complete first frame in time
-	ReasonMaxAge               // the connection reached its maximum age
-	ReasonWriteStall           // the peer did not read what the server sent
-	ReasonGiveUp               // retransmission gave up
-	ReasonProtocol             // malformed frame, unknown type, bad sequence number
-	ReasonTooLarge             // a frame longer than MaxFrame
-	ReasonOverload             // too many connections (MaxConns)
-	ReasonPanic                // the handler panicked
-	ReasonOutputLimit          // queued output over Limits.OutputHard, or over OutputSoft too long
-	ReasonUnackedLimit         // unacknowledged data over Limits.UnackedBytes or the retransmit window
-	ReasonPingFlood            // PINGs faster than Limits.PingsPerSecond
-	numReasons
+	ReasonNone          = idle.ReasonNone
+	ReasonPeerClosed    = idle.ReasonPeerClosed
+	ReasonError         = idle.ReasonError
+	ReasonServerClosed  = idle.ReasonServerClosed
+	ReasonShutdown      = idle.ReasonShutdown
+	ReasonIdle          = idle.ReasonIdle
+	ReasonDeadPeer      = idle.ReasonDeadPeer
+	ReasonKeepalive     = idle.ReasonKeepalive
+	ReasonFrameDeadline = idle.ReasonFrameDeadline
+	ReasonHandshake     = idle.ReasonHandshake
+	ReasonMaxAge        = idle.ReasonMaxAge
+	ReasonWriteStall    = idle.ReasonWriteStall
+	ReasonGiveUp        = idle.ReasonGiveUp
+	ReasonProtocol      = idle.ReasonProtocol
+	ReasonTooLarge      = idle.ReasonTooLarge
+	ReasonOverload      = idle.ReasonOverload
+	ReasonPanic         = idle.ReasonPanic
+	ReasonOutputLimit   = idle.ReasonOutputLimit
+	ReasonUnackedLimit  = idle.ReasonUnackedLimit
+	ReasonPingFlood     = idle.ReasonPingFlood
 )
 
-var reasonNames = [numReasons]string{
-	ReasonNone: "none", ReasonPeerClosed: "peer_closed", ReasonError: "error",
-	ReasonServerClosed: "server_closed", ReasonShutdown: "shutdown", ReasonIdle: "idle",
-	ReasonDeadPeer: "dead_peer", ReasonKeepalive: "keepalive", ReasonFrameDeadline: "frame_deadline",
-	ReasonHandshake: "handshake", ReasonMaxAge: "max_age", ReasonWriteStall: "write_stall",
-	ReasonGiveUp: "retransmit_give_up", ReasonProtocol: "protocol_error", ReasonTooLarge: "frame_too_large",
-	ReasonOverload: "overload", ReasonPanic: "handler_panic", ReasonOutputLimit: "output_limit",
-	ReasonUnackedLimit: "unacked_limit", ReasonPingFlood: "ping_flood",
-}
-
-func (r Reason) String() string {
-	if r < numReasons {
-		return reasonNames[r]
-	}
-	return "unknown"
-}
+// numReasons sizes arrays indexed by Reason.
+const numReasons = idle.NumReasons
 
 // Reasons lists every reason a connection can close with (without
 // ReasonNone), for pre-registering metric labels.
 func Reasons() []Reason {
 	rs := make([]Reason, 0, numReasons-1)
-	for r := ReasonPeerClosed; r < numReasons; r++ {
+	for r := Reason(1); int(r) < numReasons; r++ {
 		rs = append(rs, r)
 	}
 	return rs
 }
 
-// code is the CLOSE frame code the server sends for r, or 0 for none (the
-// peer closed, or the socket failed: nobody to tell).
-func (r Reason) code() frame.Code {
+// closeCode is the CLOSE frame code the server sends for r, or 0 for none
+// (the peer closed, or the socket failed: nobody to tell).
+func closeCode(r Reason) frame.Code {
 	switch r {
 	case ReasonServerClosed:
 		return frame.CodeNormal
@@ -99,24 +85,4 @@ func (r Reason) code() frame.Code {
 		return frame.CodePingFlood
 	}
 	return 0
-}
-
-func fromIdle(r idle.Reason) Reason {
-	switch r {
-	case idle.ReasonIdle:
-		return ReasonIdle
-	case idle.ReasonDeadPeer:
-		return ReasonDeadPeer
-	case idle.ReasonKeepalive:
-		return ReasonKeepalive
-	case idle.ReasonFrameDeadline:
-		return ReasonFrameDeadline
-	case idle.ReasonHandshake:
-		return ReasonHandshake
-	case idle.ReasonMaxAge:
-		return ReasonMaxAge
-	case idle.ReasonWriteStall:
-		return ReasonWriteStall
-	}
-	return ReasonError
 }

@@ -494,7 +494,7 @@ func (s *Server) Stats() Stats {
 	if w := s.wheelPub.Load(); w != nil {
 		st.TimersPending = w.Len()
 	}
-	for r := ReasonPeerClosed; r < numReasons; r++ {
+	for r := ReasonNone + 1; int(r) < numReasons; r++ {
 		if n := s.closed[r].Load(); n != 0 {
 			st.Closed[r.String()] = n
 		}
@@ -663,13 +663,13 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		c.closing = true
 		c.reason = reject
 		if s.cfg.Protocol == Framed {
-			return frame.AppendClose(nil, reject.code(), reject.String()), gnet.Close
+			return frame.AppendClose(nil, closeCode(reject), reject.String()), gnet.Close
 		}
 		return nil, gnet.Close
 	}
 
 	// Only the hooks the configuration calls: each is an allocation.
-	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(fromIdle(r)) }}
+	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(r) }}
 	if s.idleCfg.KeepaliveTime > 0 {
 		hooks.Probe = func() { c.post(evProbe) }
 	}
