@@ -36,6 +36,7 @@ const (
 	ReasonOutputLimit  // queued output over its hard limit, or over its soft limit too long
 	ReasonUnackedLimit // unacknowledged data over its limit
 	ReasonPingFlood    // PINGs faster than their limit
+	ReasonApplication  // the handler closed it with a code of its protocol's own
 
 	numReasons
 )
@@ -65,6 +66,7 @@ var reasonNames = [numReasons]string{
 	ReasonOutputLimit:   "output_limit",
 	ReasonUnackedLimit:  "unacked_limit",
 	ReasonPingFlood:     "ping_flood",
+	ReasonApplication:   "application",
 }
 
 // Timeout reports whether r is a timeout: a deadline passed without the

@@ -110,14 +110,24 @@ type Config struct {
 	// beyond it are closed at once with ReasonOverload (and, Framed, a
 	// CLOSE frame saying so).
 	MaxConns int
-	// MaxFrame is the largest frame length accepted (Framed); 0 means
-	// 64 KiB. A longer frame closes the connection with ReasonTooLarge
-	// before it is read.
+	// MaxFrame is the largest frame length accepted (Framed), or the most
+	// unconsumed input a StreamHandler may leave (Raw); 0 means 64 KiB.
+	// A longer frame, or more input left, closes the connection with
+	// ReasonTooLarge (a frame before it is read).
 	MaxFrame int
 	// Limits bound the memory one connection may hold: queued output,
 	// unacknowledged data. They are on by default; crossing one closes only
 	// that connection, with a reason that is logged and counted.
 	Limits Limits
+	// HandlerMarks (Raw) lets the handler say what its protocol's events
+	// are: inbound bytes then count only as signs of life (read silence,
+	// keepalive answers), and the handler calls Conn.Activity for
+	// application activity (the idle timeout), Conn.RequestStart and
+	// RequestEnd around each request (Timeouts.FrameTimeout is then the
+	// per-request deadline) and Conn.HandshakeDone when its handshake is
+	// done. Without it every inbound byte is activity and the first
+	// completes the handshake.
+	HandlerMarks bool
 	// Kernel sets the kernel's own TCP backstops on every connection.
 	Kernel KernelConfig
 	// SilentShutdown makes Shutdown close framed connections without
@@ -255,11 +265,8 @@ func (c *Config) validate() error {
 	if err := c.Timeouts.Validate(); err != nil {
 		return fmt.Errorf("%w: Timeouts: %w", ErrConfig, err)
 	}
-	if c.Protocol == Raw && c.Timeouts.KeepaliveTime != 0 {
-		return fmt.Errorf("%w: Timeouts.KeepaliveTime needs the framed protocol (raw has no probe to send); use Kernel.KeepaliveIdle", ErrConfig)
-	}
-	if c.Protocol == Raw && c.Timeouts.FrameTimeout != 0 {
-		return fmt.Errorf("%w: Timeouts.FrameTimeout needs the framed protocol (raw has no frames)", ErrConfig)
+	if c.Protocol == Raw && c.Timeouts.FrameTimeout != 0 && !c.HandlerMarks {
+		return fmt.Errorf("%w: Timeouts.FrameTimeout needs the framed protocol, or HandlerMarks (raw has no frames; a handler marks its requests)", ErrConfig)
 	}
 	if c.Protocol == Framed {
 		if _, err := retransmit.NewEstimator(c.Retransmit); err != nil {

@@ -1,9 +1,11 @@
 package netserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +31,29 @@ type Handler interface {
 	// OnClose is called once when the connection closes, with the reason.
 	// The Conn must not be used afterwards.
 	OnClose(c *Conn, r Reason)
+}
+
+// StreamHandler may be implemented by a Raw protocol's Handler that parses
+// its own messages: OnStream is then called instead of OnMessage. in holds
+// every inbound byte not consumed yet, what earlier calls left followed by
+// what arrived since, and OnStream returns how many of them, from the
+// front, it consumed (clamped to [0, len(in)]); the rest stays buffered and
+// comes again, with more, on the next call. At most Config.MaxFrame bytes
+// (default 64 KiB) may be left: more closes the connection with
+// ReasonTooLarge. in is valid only during the call; the cost of a call is
+// one copy of what was left when more arrives, so parse whole messages
+// rather than leave a large one to grow a byte at a time. Called on the
+// connection's event loop.
+type StreamHandler interface {
+	OnStream(c *Conn, in []byte) (consumed int)
+}
+
+// Prober must be implemented by a Raw Handler when Timeouts.KeepaliveTime
+// is set: OnProbe is called, on the connection's event loop, each time a
+// keepalive probe is due, and sends the protocol's own (a "PING" line, an
+// empty message), typically with Send. Any inbound byte answers it.
+type Prober interface {
+	OnProbe(c *Conn)
 }
 
 // Echo is a Handler that sends every message back.
@@ -187,9 +212,102 @@ func (c *Conn) Send(msg []byte) error {
 }
 
 // Close closes the connection with ReasonServerClosed (Framed: after a CLOSE
-// frame). It is idempotent.
+// frame). It is idempotent. Call it on the connection's event loop; from
+// elsewhere, CloseAsync.
 func (c *Conn) Close() error {
 	c.closeWith(ReasonServerClosed)
+	return nil
+}
+
+// CloseCode closes the connection with ReasonApplication and a code and
+// text of the protocol's own: with Framed, the CLOSE frame carries them
+// (codes from 1000 up are the application's, docs/protocol.md; text is cut
+// to 256 bytes and must be UTF-8); with Raw nothing is sent. Either way the
+// code and text are logged. Idempotent: the first close stays. Call it on
+// the connection's event loop.
+func (c *Conn) CloseCode(code uint16, text string) {
+	if c.closing {
+		return
+	}
+	if len(text) > frame.MaxReasonLen {
+		text = strings.ToValidUTF8(text[:frame.MaxReasonLen], "")
+	}
+	c.s.log.Info("netserver: handler closed a connection", "remote", remote(c), "code", code, "text", text)
+	c.closeFrame(ReasonApplication, frame.Code(code), text)
+}
+
+// Activity marks application activity now: the idle timeout
+// (Timeouts.IdleTimeout) runs again from here. It is what every inbound
+// byte does, unless Config.HandlerMarks. O(1); on the event loop.
+func (c *Conn) Activity() { c.idle.ActivityAt(c.l.clock()) }
+
+// RequestStart marks the start of a request: Timeouts.FrameTimeout, the
+// per-request deadline, runs from now until RequestEnd; a call while a
+// request is open does nothing. A request open also keeps a graceful
+// Shutdown waiting. O(1); on the event loop.
+func (c *Conn) RequestStart() {
+	if !c.inFrame {
+		c.inFrame = true
+		c.idle.FrameStartAt(c.l.clock())
+	}
+}
+
+// RequestEnd marks the end of the request open, clearing its deadline.
+// O(1); on the event loop.
+func (c *Conn) RequestEnd() {
+	if c.inFrame {
+		c.inFrame = false
+		c.idle.FrameEnd()
+	}
+}
+
+// HandshakeDone marks the protocol's handshake done, clearing
+// Timeouts.HandshakeTimeout. Idempotent, O(1); on the event loop.
+func (c *Conn) HandshakeDone() {
+	if !c.handshook {
+		c.handshook = true
+		c.idle.HandshakeDone()
+	}
+}
+
+// SendAsync is Send from any goroutine. It copies msg and hands the send to
+// the connection's event loop, where it runs as Send does and is written
+// out at once: one allocation and copy, and a wake-up of the loop if it
+// sleeps (gnet's Execute; a few microseconds). It returns ErrClosed if the
+// server has stopped; a connection that closes before the send runs drops
+// it. Where Send would fail for a limit, the connection is closed instead:
+// ErrUnackedLimit with ReasonUnackedLimit (ErrOutputLimit closes it
+// anyway), since nobody is there to decide.
+func (c *Conn) SendAsync(msg []byte) error {
+	b := append([]byte(nil), msg...)
+	return c.async(func() {
+		if err := c.Send(b); errors.Is(err, ErrUnackedLimit) {
+			c.closeWith(ReasonUnackedLimit)
+		}
+	})
+}
+
+// CloseAsync is CloseWith from any goroutine: the close runs on the
+// connection's event loop (one allocation and a wake-up, as SendAsync). It
+// returns ErrClosed if the server has stopped.
+func (c *Conn) CloseAsync(r Reason) error {
+	return c.async(func() { c.CloseWith(r) })
+}
+
+// async runs f on the connection's event loop, unless the connection has
+// closed by then, and writes out what it produced.
+func (c *Conn) async(f func()) error {
+	err := c.l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		if c.closed || c.closing {
+			return nil
+		}
+		c.s.safely(c, f)
+		c.l.flushOwner()
+		return nil
+	}))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	return nil
 }
 
@@ -237,16 +355,22 @@ func (c *Conn) postClose(r Reason) {
 // output flushed. Called on the loop outside OnTraffic, it closes at once;
 // inside OnTraffic, OnTraffic returns gnet.Close.
 func (c *Conn) closeWith(r Reason) {
+	c.closeFrame(r, closeCode(r), r.String())
+}
+
+// closeFrame is closeWith with the CLOSE frame's code and text (Framed; a
+// zero code sends none).
+func (c *Conn) closeFrame(r Reason, code frame.Code, text string) {
 	if c.closing {
 		return
 	}
 	c.closing = true
 	c.reason = r
-	if c.s.cfg.Protocol == Framed && !c.sentClose && closeCode(r) != 0 &&
+	if c.s.cfg.Protocol == Framed && !c.sentClose && code != 0 &&
 		!(r == ReasonShutdown && c.s.cfg.SilentShutdown) {
 		c.sentClose = true
 		l := c.own()
-		l.out = frame.AppendClose(l.out, closeCode(r), r.String())
+		l.out = frame.AppendClose(l.out, code, text)
 	}
 	if c.l.inEvent != c {
 		c.l.flushOwner()
@@ -421,11 +545,15 @@ func (c *Conn) handleEvents(ev uint32) {
 		l := c.own()
 		l.out = frame.AppendClose(l.out, frame.CodeMaxAge, "max_age: closing after grace period")
 	}
-	if ev&evProbe != 0 && s.cfg.Protocol == Framed {
-		c.f.nonce++
-		l := c.own()
-		l.out = frame.AppendPing(l.out, c.f.nonce)
+	if ev&evProbe != 0 {
 		s.probes.Add(1)
+		if s.cfg.Protocol == Framed {
+			c.f.nonce++
+			l := c.own()
+			l.out = frame.AppendPing(l.out, c.f.nonce)
+		} else if p, ok := s.h.(Prober); ok {
+			p.OnProbe(c)
+		}
 	}
 	if ev&evRetransmit != 0 && c.f != nil && c.f.unacked.len() > 0 {
 		// RFC 6298 5.4: resend the earliest unacknowledged message.

@@ -32,6 +32,7 @@ const (
 	ReasonOutputLimit   = idle.ReasonOutputLimit
 	ReasonUnackedLimit  = idle.ReasonUnackedLimit
 	ReasonPingFlood     = idle.ReasonPingFlood
+	ReasonApplication   = idle.ReasonApplication
 )
 
 // numReasons sizes arrays indexed by Reason.

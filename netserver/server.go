@@ -118,6 +118,11 @@ func New(cfg Config, h Handler) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Protocol == Raw && cfg.Timeouts.KeepaliveTime != 0 {
+		if _, ok := h.(Prober); !ok {
+			return nil, fmt.Errorf("%w: Timeouts.KeepaliveTime with the raw protocol needs a Handler that implements Prober (netserver has no probe of its own to send); or use Kernel.KeepaliveIdle", ErrConfig)
+		}
+	}
 	s := &Server{
 		cfg:       cfg,
 		h:         h,
@@ -776,17 +781,36 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 }
 
 func (c *Conn) onRaw() {
+	s := c.s
 	buf, _ := c.gc.Peek(-1)
 	if len(buf) == 0 {
 		return
 	}
-	c.idle.ReceivedAt(c.l.clock())
-	if !c.handshook {
-		c.handshook = true
-		c.idle.HandshakeDone()
+	if now := c.l.clock(); s.cfg.HandlerMarks {
+		c.idle.BytesInAt(now)
+	} else {
+		c.idle.ReceivedAt(now)
+		c.HandshakeDone()
 	}
-	c.s.h.OnMessage(c, buf)
-	_, _ = c.gc.Discard(len(buf))
+	sh, ok := s.h.(StreamHandler)
+	if !ok {
+		s.h.OnMessage(c, buf)
+		_, _ = c.gc.Discard(len(buf))
+		return
+	}
+	n := min(max(sh.OnStream(c, buf), 0), len(buf))
+	switch {
+	case c.closing:
+		_, _ = c.gc.Discard(-1)
+	case len(buf)-n > s.maxFrame:
+		_, _ = c.gc.Discard(-1)
+		c.s.log.Warn("netserver: a handler left more input than MaxFrame", "remote", remote(c),
+			"left_bytes", len(buf)-n, "max_frame", s.maxFrame)
+		c.closeWith(ReasonTooLarge)
+	case n > 0:
+		// Never Discard(0): gnet's Discard(n <= 0) empties the whole buffer.
+		_, _ = c.gc.Discard(n)
+	}
 }
 
 func (c *Conn) onFramed() {

@@ -365,7 +365,9 @@ func TestParseFlags_Lands(t *testing.T) {
 // setting in netserver, idle or retransmit needs one here.
 func TestParseFlags_EveryField(t *testing.T) {
 	// Set by run or by tests, not by flags.
-	noFlag := map[string]bool{"Logger": true, "Registerer": true, "Timeouts.Jitter": true}
+	// HandlerMarks is for handlers that mark their protocol's events; Echo
+	// does not.
+	noFlag := map[string]bool{"Logger": true, "Registerer": true, "Timeouts.Jitter": true, "HandlerMarks": true}
 	covered := map[string]bool{}
 	for _, tc := range landCases {
 		cfg, _, err := parse(tc.args, &bytes.Buffer{})
@@ -517,7 +519,7 @@ func TestFlagNames(t *testing.T) {
 		want string
 	}{
 		{name: "keepalive needs framed", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}},
-			want: "-keepalive-time needs the framed protocol"},
+			want: "-keepalive-time with the raw protocol needs a Handler that implements Prober"},
 		{name: "keepalive timeout", cfg: netserver.Config{Addr: ":0", Protocol: netserver.Framed, Timeouts: idle.Config{KeepaliveTime: time.Second}},
 			want: "-keepalive-time is set but -keepalive-timeout is 0"},
 		{name: "keepalive vs read silence", cfg: netserver.Config{Addr: ":0", Protocol: netserver.Framed,
