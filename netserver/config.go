@@ -3,6 +3,8 @@ package netserver
 import (
 	"cmp"
 	"errors"
+	"regexp"
+	"strings"
 	"fmt"
 	"log/slog"
 	"math"
@@ -138,6 +140,13 @@ type Config struct {
 	// Registerer, if not nil, also receives the server's Prometheus
 	// metrics (MetricsHandler serves them either way).
 	Registerer prometheus.Registerer
+	// MetricsNamespace prefixes every metric's name; "" means "netwheel"
+	// (netwheel_connections_open). MetricsLabels are constant labels put on
+	// every metric, so that several servers can share one Registerer
+	// (say {"server": "api"} and {"server": "admin"}); a label named
+	// "reason" is taken by the close counters.
+	MetricsNamespace string
+	MetricsLabels    prometheus.Labels
 }
 
 // Default limits, used where a Limits field is zero.
@@ -282,6 +291,14 @@ func (c *Config) validate() error {
 	if c.MaxFrame != 0 && c.MaxFrame < frame.DataHeaderSize {
 		return fmt.Errorf("%w: MaxFrame %d below the smallest frame", ErrConfig, c.MaxFrame)
 	}
+	if c.MetricsNamespace != "" && !metricName.MatchString(c.MetricsNamespace) {
+		return fmt.Errorf("%w: MetricsNamespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", ErrConfig, c.MetricsNamespace)
+	}
+	for k := range c.MetricsLabels {
+		if !metricName.MatchString(k) || strings.HasPrefix(k, "__") || k == "reason" {
+			return fmt.Errorf("%w: MetricsLabels: %q is not a label name the metrics can take", ErrConfig, k)
+		}
+	}
 	l := c.Limits
 	if l.OutputHard > 0 && l.OutputSoft > l.OutputHard {
 		return fmt.Errorf("%w: Limits.OutputSoft %d above Limits.OutputHard %d: the hard limit would always close first", ErrConfig, l.OutputSoft, l.OutputHard)
@@ -330,3 +347,6 @@ func outputLook(stall, softFor time.Duration) time.Duration {
 	}
 	return d / 4
 }
+
+// metricName matches a Prometheus metric or label name (without colons).
+var metricName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)

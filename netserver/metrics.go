@@ -1,7 +1,9 @@
 package netserver
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,23 +30,29 @@ var closeDelayBuckets = []float64{
 }
 
 func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
+	ns := cmp.Or(s.cfg.MetricsNamespace, "netwheel")
+	labels := s.cfg.MetricsLabels
+	name := func(n string) string { return ns + "_" + n }
 	m := &metrics{
 		rtt: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "netwheel_rtt_seconds",
-			Help:    "Round-trip times sampled from acknowledged DATA frames (RFC 6298, Karn's rule).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+			Name:        name("rtt_seconds"),
+			Help:        "Round-trip times sampled from acknowledged DATA frames (RFC 6298, Karn's rule).",
+			Buckets:     prometheus.ExponentialBuckets(0.0001, 2, 18),
+			ConstLabels: labels,
 		}),
 		rto: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "netwheel_rto_seconds",
-			Help:    "Retransmission timeout in force at each retransmission, backoff included.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+			Name:        name("rto_seconds"),
+			Help:        "Retransmission timeout in force at each retransmission, backoff included.",
+			Buckets:     prometheus.ExponentialBuckets(0.01, 2, 14),
+			ConstLabels: labels,
 		}),
 		late: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "netwheel_timeout_close_delay_seconds",
+			Name: name("timeout_close_delay_seconds"),
 			Help: "How long after its deadline a timeout of the idle tracker (idle, keepalive, dead peer, handshake, frame, max age) " +
 				"closed its connection: from the deadline on the wheel's clock (the tick of the last activity plus the timeout) " +
 				"to the event loop acting on it. Includes the rounding to the tick; never negative.",
-			Buckets: closeDelayBuckets,
+			Buckets:     closeDelayBuckets,
+			ConstLabels: labels,
 		}),
 	}
 	// MetricsHandler serves a registry of the server's own, whether or not
@@ -58,40 +66,40 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		return nil, fmt.Errorf("netserver: register metrics: %w", err)
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
 	}
 	counter := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f)
 	}
 	cs := []prometheus.Collector{
 		m.rtt, m.rto, m.late,
-		gauge("netwheel_connections_open", "Connections open now.", func() float64 { return float64(s.open.Load()) }),
-		counter("netwheel_connections_accepted_total", "Connections accepted.", func() float64 { return float64(s.accepted.Load()) }),
-		gauge("netwheel_timers_pending", "Timers pending in the wheel.", func() float64 {
+		gauge(name("connections_open"), "Connections open now.", func() float64 { return float64(s.open.Load()) }),
+		counter(name("connections_accepted_total"), "Connections accepted.", func() float64 { return float64(s.accepted.Load()) }),
+		gauge(name("timers_pending"), "Timers pending in the wheel.", func() float64 {
 			if w := s.wheelPub.Load(); w != nil {
 				return float64(w.Len())
 			}
 			return 0
 		}),
-		counter("netwheel_expiries_total", "Timer expiries handed to event loops.", func() float64 { return float64(s.expiries.Load()) }),
-		counter("netwheel_keepalive_probes_total", "Keepalive PINGs sent.", func() float64 { return float64(s.probes.Load()) }),
-		counter("netwheel_retransmissions_total", "DATA frames retransmitted.", func() float64 { return float64(s.retransmits.Load()) }),
-		counter("netwheel_wheel_wakeups_total", "Times the timer wheel's goroutine woke: none while idle, and otherwise only when a timer falls due (the event loops arm their timers from exact times, so the wheel keeps no clock for them).",
+		counter(name("expiries_total"), "Timer expiries handed to event loops.", func() float64 { return float64(s.expiries.Load()) }),
+		counter(name("keepalive_probes_total"), "Keepalive PINGs sent.", func() float64 { return float64(s.probes.Load()) }),
+		counter(name("retransmissions_total"), "DATA frames retransmitted.", func() float64 { return float64(s.retransmits.Load()) }),
+		counter(name("wheel_wakeups_total"), "Times the timer wheel's goroutine woke: none while idle, and otherwise only when a timer falls due (the event loops arm their timers from exact times, so the wheel keeps no clock for them).",
 			func() float64 {
 				if w := s.wheelPub.Load(); w != nil {
 					return float64(w.Wakeups())
 				}
 				return 0
 			}),
-		counter("netwheel_retransmit_giveups_total", "Connections closed because retransmission gave up.", func() float64 {
+		counter(name("retransmit_giveups_total"), "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())
 		}),
 	}
 	for _, r := range Reasons() {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "netwheel_connections_closed_total",
+			Name:        name("connections_closed_total"),
 			Help:        "Connections closed, by reason.",
-			ConstLabels: prometheus.Labels{"reason": r.String()},
+			ConstLabels: withLabel(labels, "reason", r.String()),
 		}, func() float64 { return float64(s.closed[r].Load()) }))
 	}
 	for _, c := range cs {
@@ -107,4 +115,14 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.handler = promhttp.HandlerFor(own, promhttp.HandlerOpts{})
 	return m, nil
+}
+
+// withLabel returns labels with k=v added, leaving labels alone.
+func withLabel(labels prometheus.Labels, k, v string) prometheus.Labels {
+	l := maps.Clone(labels)
+	if l == nil {
+		l = prometheus.Labels{}
+	}
+	l[k] = v
+	return l
 }

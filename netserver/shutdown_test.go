@@ -274,3 +274,42 @@ func TestStatsDuringStart(t *testing.T) {
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
 }
+
+// Two servers share one registry with their own constant labels, under a
+// namespace of their own.
+func TestMetrics_NamespaceAndLabelsShareARegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for _, name := range []string{"api", "admin"} {
+		cfg := framedCfg()
+		cfg.Registerer = reg
+		cfg.MetricsNamespace = "edge"
+		cfg.MetricsLabels = prometheus.Labels{"server": name}
+		s := start(t, cfg, nil)
+		if name == "api" {
+			dial(t, s).write(frame.AppendPing(nil, 1))
+			require.Eventually(t, func() bool { return s.Stats().Accepted == 1 }, 2*time.Second, time.Millisecond)
+		}
+	}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	accepted := map[string]float64{}
+	for _, mf := range mfs {
+		assert.True(t, strings.HasPrefix(mf.GetName(), "edge_"), mf.GetName())
+		if mf.GetName() != "edge_connections_accepted_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "server" {
+					accepted[lp.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{"api": 1, "admin": 0}, accepted)
+
+	_, err = netserver.New(netserver.Config{Addr: ":0", MetricsLabels: prometheus.Labels{"reason": "x"}}, netserver.Echo{})
+	assert.ErrorIs(t, err, netserver.ErrConfig, "reason is the close counters' label")
+	_, err = netserver.New(netserver.Config{Addr: ":0", MetricsNamespace: "no-dashes"}, netserver.Echo{})
+	assert.ErrorIs(t, err, netserver.ErrConfig)
+}

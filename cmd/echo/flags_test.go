@@ -365,9 +365,11 @@ func TestParseFlags_Lands(t *testing.T) {
 // setting in netserver, idle or retransmit needs one here.
 func TestParseFlags_EveryField(t *testing.T) {
 	// Set by run or by tests, not by flags.
-	// HandlerMarks is for handlers that mark their protocol's events; Echo
-	// does not.
-	noFlag := map[string]bool{"Logger": true, "Registerer": true, "Timeouts.Jitter": true, "HandlerMarks": true}
+	// HandlerMarks is for handlers that mark their protocol's events (Echo
+	// does not); the metrics' namespace and labels are for servers that
+	// share a registry (the binary has its own).
+	noFlag := map[string]bool{"Logger": true, "Registerer": true, "Timeouts.Jitter": true, "HandlerMarks": true,
+		"MetricsNamespace": true, "MetricsLabels": true}
 	covered := map[string]bool{}
 	for _, tc := range landCases {
 		cfg, _, err := parse(tc.args, &bytes.Buffer{})
@@ -411,7 +413,7 @@ func changedFields(a, b reflect.Value, prefix string) []string {
 		switch {
 		case fa.Kind() == reflect.Struct:
 			out = append(out, changedFields(fa, fb, name+".")...)
-		case fa.Kind() == reflect.Func || fa.Kind() == reflect.Interface || fa.Kind() == reflect.Pointer:
+		case fa.Kind() == reflect.Func || fa.Kind() == reflect.Interface || fa.Kind() == reflect.Pointer || fa.Kind() == reflect.Map:
 			// not set by flags
 		case !fa.Equal(fb):
 			out = append(out, name)
