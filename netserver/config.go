@@ -3,12 +3,12 @@ package netserver
 import (
 	"cmp"
 	"errors"
-	"regexp"
-	"strings"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
