@@ -27,26 +27,56 @@ type compareRun struct {
 	lost     uint64
 }
 
-// compareCmd runs the echo scenario against several embedded servers in
+// compareCmd prints issue 14's table (table.go) or, given run flags after
+// --, runs that echo scenario against several embedded servers in
 // rotation, rounds times, with the same flags, and prints each server's
 // throughput and its ratio to the first server, computed per round, so that
 // noise on a shared machine hits every server alike.
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadtest compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	servers := fs.String("servers", "gnet,netwheel,netdeadline,gnetafterfunc", "comma-separated embedded servers; the first is the reference of the ratios\n"+
-		"(netwheel, netwheel-notimers, gnet, netdeadline, gnetafterfunc)")
-	rounds := fs.Int("rounds", 5, "rotations: every server runs once per round, the first server of each round rotating")
+	servers := fs.String("servers", defaultTableServers, "comma-separated servers, in the table's column order: netwheel (cmd/echo), gnet, gnetafterfunc, netdeadline, nbio;\n"+
+		"with run flags, embedded servers (netwheel, netwheel-notimers, gnet, netdeadline, gnetafterfunc, nbio), the first being the reference of the ratios\n"+
+		"(there the default is gnet,netwheel,netdeadline,gnetafterfunc)")
+	rounds := fs.Int("rounds", defaultTableRounds, "rotations: every server runs once per round (in every phase of the table), the order changing each round\n"+
+		"(with run flags the default is 5)")
 	pause := fs.Duration("pause", 500*time.Millisecond, "pause between runs")
-	separate := fs.Bool("separate", false, "run each server in its own process (loadtest serve) instead of embedded in the client's")
+	separate := fs.Bool("separate", false, "with run flags: run each server in its own process (loadtest serve) instead of embedded in the client's\n"+
+		"(the table always does)")
+	t, tableNames := tableFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadtest compare [-servers LIST] [-rounds N] [-pause D] -- [run flags]\n\n"+
-			"Runs the echo scenario (or -scenario echo with the run flags given after --) against each server in turn.\n"+
-			"Example: loadtest compare -rounds 5 -- -proto raw -closed -conns 100 -duration 5s\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: loadtest compare [-servers LIST] [-rounds N] [table flags]\n"+
+			"       loadtest compare [-servers LIST] [-rounds N] [-separate] -- RUN FLAGS\n\n"+
+			"Without run flags, prints issue 14's table: netwheel (cmd/echo with its default settings) against its baselines,\n"+
+			"each server in a process of its own, phase by phase, in rounds of alternating order: closed-loop msgs/s,\n"+
+			"p99 latency and server CPU time at a fixed rate, close error of idle connections reaped, RSS with connections\n"+
+			"open; then each server's per-round ratios to the reference (bare gnet), their median and spread. About five\n"+
+			"minutes at the defaults; for a quick look: -conns-closed 50 -conns-fixed 200 -conns-idle 200 -conns-rss 200 -rounds 1\n\n"+
+			"With run flags after --, runs that echo scenario against each server in turn and prints msgs/s and ratios.\n"+
+			"Example: loadtest compare -separate -rounds 5 -- -proto raw -closed -conns 100 -duration 5s\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if fs.NArg() == 0 {
+		if err := checkTable(t, *servers, *rounds, *pause, set); err != nil {
+			return err
+		}
+		return compareTable(ctx, t, stdout, stderr)
+	}
+	for _, n := range tableNames {
+		if set[n] {
+			return fmt.Errorf("%w: -%s is a flag of the table (compare without run flags), not of the echo comparison", errUsage, n)
+		}
+	}
+	if !set["servers"] {
+		*servers = "gnet,netwheel,netdeadline,gnetafterfunc"
+	}
+	if !set["rounds"] {
+		*rounds = 5
 	}
 	kinds := strings.Split(*servers, ",")
 	switch {
@@ -78,13 +108,13 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			o := opts[i]
 			var stop func() error
 			if *separate {
-				addr, st, err := startServe(ctx, kinds[i], runArgs, hardBound(o)+time.Minute)
+				p, err := startServe(ctx, kinds[i], runArgs, hardBound(o)+time.Minute)
 				if err != nil {
 					return fmt.Errorf("loadtest compare: round %d, %s: %w", r+1, kinds[i], err)
 				}
 				c := *o
-				c.addr, c.server, c.cpuProf = addr, "external", ""
-				o, stop = &c, st
+				c.addr, c.server, c.cpuProf = p.addr, "external", ""
+				o, stop = &c, p.stop
 			}
 			res, err := run(ctx, o, io.Discard)
 			if stop != nil {

@@ -116,7 +116,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	var proto, scen, shard string
 	t := &o.timeouts
 	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
-	fs.StringVar(&o.server, "server", kindNetwheel, "embedded server: netwheel, gnet (no timers), netdeadline (goroutine per conn, SetReadDeadline), gnetafterfunc (time.AfterFunc per conn)")
+	fs.StringVar(&o.server, "server", kindNetwheel, "embedded server: netwheel, gnet (no timers), netdeadline (goroutine per conn, SetReadDeadline), gnetafterfunc (time.AfterFunc per conn), nbio (nbio, its SetReadDeadline per packet)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for netwheel, raw for the baselines and -addr)")
 	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, keepalive, retransmit, slowloris, churn (polite);\n"+
 		"nonreader, splitter, pingflood, connflood, garbage (hostile: judged by what the server did, its memory growth and, for connflood, its connection limit);\n"+
@@ -164,7 +164,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
 			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n"+
-			"       loadtest compare [-servers LIST] [-rounds N] -- [flags]   echo msgs/s of embedded servers in rotation\n\nflags:\n")
+			"       loadtest compare [table flags]   netwheel (cmd/echo) against the baselines, in rounds: issue 14's table\n"+
+			"       loadtest compare [-servers LIST] [-rounds N] -- [flags]   echo msgs/s of embedded servers in rotation\n"+
+			"       loadtest serve [-server KIND] [-listen ADDR] -- [flags]   one server alone\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -184,8 +186,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
 		}
 		o.server = "external"
-	} else if !slices.Contains([]string{kindNetwheel, baseline.KindGnet, baseline.KindNetDeadline, baseline.KindGnetAfterFunc}, o.server) {
-		return nil, fmt.Errorf("%w: -server %q: want netwheel, gnet, netdeadline or gnetafterfunc", errUsage, o.server)
+	} else if !slices.Contains([]string{kindNetwheel, baseline.KindGnet, baseline.KindNetDeadline, baseline.KindGnetAfterFunc, baseline.KindNbio}, o.server) {
+		return nil, fmt.Errorf("%w: -server %q: want netwheel, gnet, netdeadline, gnetafterfunc or nbio", errUsage, o.server)
 	}
 	switch proto {
 	case "":

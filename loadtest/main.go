@@ -9,8 +9,10 @@
 //	go run ./loadtest -server gnetafterfunc    a baseline server, raw protocol
 //	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
 //	go run ./loadtest report a.json b.json     re-render or merge results
+//	go run ./loadtest compare                  netwheel (cmd/echo) against the baselines:
+//	                                           issue 14's table, with per-round ratios
 //	go run ./loadtest compare -separate -- -proto raw -closed
-//	                                           servers in rotation: msgs/s and ratios
+//	                                           one echo run, servers in rotation: msgs/s and ratios
 //	go run ./loadtest serve -server gnet       a server alone, for a client elsewhere
 //
 // Every run is bounded in time and connections and stops by itself. See

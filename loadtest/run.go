@@ -26,7 +26,7 @@ var startNetwheel func(o *options) (baseline.Server, error)
 func startServer(o *options) (baseline.Server, error) {
 	if o.server == kindNetwheel {
 		if startNetwheel == nil {
-			return nil, errors.New("loadtest: this build has no embedded netwheel server yet; use -server gnet|netdeadline|gnetafterfunc or -addr")
+			return nil, errors.New("loadtest: this build has no embedded netwheel server yet; use -server gnet|netdeadline|gnetafterfunc|nbio or -addr")
 		}
 		return startNetwheel(o)
 	}

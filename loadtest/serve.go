@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadtest serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kind := fs.String("server", kindNetwheel, "embedded server: netwheel, netwheel-notimers, gnet, netdeadline, gnetafterfunc")
+	kind := fs.String("server", kindNetwheel, "embedded server: netwheel, netwheel-notimers, gnet, netdeadline, gnetafterfunc, nbio")
 	addr := fs.String("listen", "127.0.0.1:0", "listen `address`")
 	life := fs.Duration("for", 10*time.Minute, "serve at most this long")
 	metricsAddr := fs.String("metrics", "", "serve the server's Prometheus metrics on http://`ADDR`/metrics (loopback): netwheel's, or a baseline's\n"+
@@ -106,33 +107,147 @@ func serveMetrics(addr string, srv baseline.Server) (func(), error) {
 	}, nil
 }
 
-// startServe starts `loadtest serve` for kind in a child process and
-// returns its address and a function that stops it (SIGTERM, then waits).
-func startServe(ctx context.Context, kind string, runArgs []string, life time.Duration) (string, func() error, error) {
+// startServe starts `loadtest serve` for kind in a child process, serving
+// at most life, and returns once it listens.
+func startServe(ctx context.Context, kind string, runArgs []string, life time.Duration) (*serverProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", nil, fmt.Errorf("loadtest: %w", err)
+		return nil, fmt.Errorf("loadtest: %w", err)
 	}
 	args := append([]string{"serve", "-server", kind, "-for", life.String(), "--"}, runArgs...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, fmt.Errorf("loadtest: %w", err)
-	}
+	setParentDeathSignal(cmd)
+	w := newLineWatch(func(line string) (string, bool) { return strings.CutPrefix(strings.TrimSpace(line), "listening ") })
+	cmd.Stdout = w
+	return startProc(cmd, w)
+}
+
+// serverProc is a server running in a child process. Its methods are for
+// the goroutine that started it.
+type serverProc struct {
+	addr   string // where it listens
+	pid    int
+	cmd    *exec.Cmd
+	out    *lineWatch    // the output the address was found in
+	exited chan struct{} // closed once the process has exited; then waitErr is set
+	// waitErr is cmd.Wait's result: written by the waiting goroutine
+	// before it closes exited.
+	waitErr error
+}
+
+// Bounds of a server process's start (until it says where it listens) and
+// of its shutdown after SIGTERM (cmd/echo grants busy connections 10 s by
+// default), after which it is killed.
+const (
+	startBound = 30 * time.Second
+	stopGrace  = 15 * time.Second
+)
+
+// startProc starts cmd, whose output goes through w, and waits until w has
+// seen the listening address, or the process exited, or startBound passed.
+func startProc(cmd *exec.Cmd, w *lineWatch) (*serverProc, error) {
 	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("loadtest: starting the server process: %w", err)
+		return nil, fmt.Errorf("loadtest: starting the server process: %w", err)
 	}
-	stop := func() error {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		return cmd.Wait()
+	p := &serverProc{pid: cmd.Process.Pid, cmd: cmd, out: w, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	select {
+	case <-w.found:
+		p.addr = w.value()
+		return p, nil
+	case <-p.exited:
+		return nil, fmt.Errorf("loadtest: the server process exited before it listened (%v)%s", p.waitErr, w.lastWords())
+	case <-time.After(startBound):
+		_ = p.stop()
+		return nil, fmt.Errorf("loadtest: the server process did not say where it listens within %s%s", startBound, w.lastWords())
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	a, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if err != nil || !ok {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return "", nil, fmt.Errorf("loadtest: the server process did not start (%q, %v)", line, err)
+}
+
+// stop sends the process SIGTERM and waits for it to exit, killing it after
+// stopGrace. An exit status other than 0 is an error.
+func (p *serverProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(stopGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
 	}
-	return a, stop, nil
+	if p.waitErr != nil {
+		return fmt.Errorf("%w%s", p.waitErr, p.out.lastWords())
+	}
+	return nil
+}
+
+// tailLines is how many of a server process's last output lines an error
+// quotes.
+const tailLines = 10
+
+// lineWatch is an io.Writer for a child process's output: it looks for the
+// line that says where the process listens, and keeps the last lines for
+// errors. exec's copying goroutine writes; the starter reads: mu guards
+// every field but found, which is closed once val is set.
+type lineWatch struct {
+	match   func(line string) (string, bool)
+	found   chan struct{}
+	mu      sync.Mutex
+	val     string
+	partial []byte
+	last    []string // at most tailLines
+}
+
+// newLineWatch returns a watch whose match returns the address a line
+// holds, if it is the one.
+func newLineWatch(match func(line string) (string, bool)) *lineWatch {
+	return &lineWatch{match: match, found: make(chan struct{})}
+}
+
+func (w *lineWatch) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(w.partial[:i])
+		w.partial = w.partial[i+1:]
+		if len(w.last) == tailLines {
+			w.last = w.last[1:]
+		}
+		w.last = append(w.last, line)
+		if w.val == "" {
+			if v, ok := w.match(line); ok && v != "" {
+				w.val = v
+				close(w.found)
+			}
+		}
+	}
+	if len(w.partial) > 64<<10 { // no newline in sight: not a log line
+		w.partial = w.partial[:0]
+	}
+	return len(b), nil
+}
+
+// value returns the address found.
+func (w *lineWatch) value() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.val
+}
+
+// lastWords returns the last lines written, as the tail of an error
+// message ("" if none were kept).
+func (w *lineWatch) lastWords() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.last) == 0 {
+		return ""
+	}
+	return "; its last lines:\n\t" + strings.Join(w.last, "\n\t")
 }

@@ -9,6 +9,8 @@
 //     every packet.
 //   - NetDeadline: a goroutine per connection on package net, calling
 //     SetReadDeadline before every Read.
+//   - Nbio: an nbio engine calling nbio's SetReadDeadline on every packet
+//     (nbio.go).
 package baseline
 
 import (
@@ -84,6 +86,8 @@ func Start(kind, addr string, o Options) (Server, error) {
 		return startGnet(addr, o, kind)
 	case KindNetDeadline:
 		return startNet(addr, o)
+	case KindNbio:
+		return startNbio(addr, o)
 	}
 	return nil, fmt.Errorf("%w %q", ErrKind, kind)
 }

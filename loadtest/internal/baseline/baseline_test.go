@@ -51,7 +51,7 @@ func scrape(t *testing.T, s Server) (promtext.Histogram, int) {
 // when not asked to measure.
 func TestCloseDelay(t *testing.T) {
 	const idle = 50 * time.Millisecond
-	for _, kind := range []string{KindGnetAfterFunc, KindNetDeadline} {
+	for _, kind := range []string{KindGnetAfterFunc, KindNetDeadline, KindNbio} {
 		t.Run("server="+kind, func(t *testing.T) {
 			s, err := Start(kind, "127.0.0.1:0", Options{Idle: idle, CloseDelay: true})
 			require.NoError(t, err)

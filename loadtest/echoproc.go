@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// This file runs netwheel as its users get it: the cmd/echo binary with
+// its default settings, in a process of its own.
+
+// echoPackage is the import path of the binary compare measures as
+// netwheel.
+const echoPackage = "github.com/netwheel/netwheel/cmd/echo"
+
+// buildEcho builds cmd/echo into dir with the go command and returns the
+// binary's path. It builds the package as the module in the current
+// directory has it: run compare from the repository (go run ./loadtest
+// compare), or give it a binary (-echo-bin).
+func buildEcho(ctx context.Context, dir string) (string, error) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("loadtest: building cmd/echo: %w (give a built binary with -echo-bin)", err)
+	}
+	bin := filepath.Join(dir, "echo")
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, echoPackage)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("loadtest: go build %s: %w\n%s(run compare from the netwheel module, or give a built binary with -echo-bin)",
+			echoPackage, err, out)
+	}
+	return bin, nil
+}
+
+// echoServingAddr matches cmd/echo's log line that says where it serves
+// (the text handler's "addr=HOST:PORT" of msg="echo: serving").
+var echoServingAddr = regexp.MustCompile(`\baddr="?([^\s"]+)`)
+
+// echoAddr returns the listening address if line is cmd/echo's "serving"
+// log line.
+func echoAddr(line string) (string, bool) {
+	if !strings.Contains(line, "echo: serving") {
+		return "", false
+	}
+	m := echoServingAddr.FindStringSubmatch(line)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// echoArgs are the only flags compare gives cmd/echo: a loopback address
+// with a port of the system's choice, the raw protocol, and the idle
+// timeout of the phase. Everything else is the binary's default.
+func echoArgs(idle time.Duration) []string {
+	return []string{"-addr", "127.0.0.1:0", "-proto", "raw", "-idle-timeout", idle.String()}
+}
+
+// startEcho starts the cmd/echo binary bin with echoArgs(idle) and returns
+// once it serves. Its log (stderr) is read for the address and otherwise
+// dropped, but for the last lines, which an error quotes.
+func startEcho(ctx context.Context, bin string, idle time.Duration) (*serverProc, error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("loadtest: cmd/echo binary: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, bin, echoArgs(idle)...)
+	setParentDeathSignal(cmd)
+	w := newLineWatch(echoAddr)
+	cmd.Stderr = w
+	p, err := startProc(cmd, w)
+	if err != nil {
+		return nil, fmt.Errorf("cmd/echo: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,439 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/loadtest/internal/limits"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+// This file is compare's default mode: issue 14's table of netwheel
+// (cmd/echo as shipped) against its baselines, each server in a process of
+// its own, over rounds in alternating order, with per-round ratios to the
+// reference server.
+
+// Defaults of the table: those of issue 14's.
+const (
+	defaultTableServers = "netwheel,gnet,gnetafterfunc,netdeadline,nbio"
+	defaultTableRounds  = 2
+)
+
+// The table's phases, in the order each round runs them. Every phase runs
+// every server in turn (in the round's order), each in a fresh process.
+const (
+	phaseClosed = "closed" // closed-loop throughput
+	phaseFixed  = "fixed"  // latency and server CPU at a fixed rate
+	phaseRSS    = "rss"    // RSS with connections open
+	phaseReap   = "reap"   // close error of idle connections expiring
+)
+
+var tablePhases = []string{phaseClosed, phaseFixed, phaseRSS, phaseReap}
+
+// tableOptions are the table's flags.
+type tableOptions struct {
+	tableSpec
+	refName    string // -reference
+	pause      time.Duration
+	idleSpread time.Duration
+	spreadSet  bool // -idle-spread given: passed on; otherwise the harness's default
+	dialConc   int
+	echoBin    string
+}
+
+// tableFlags registers the table's flags on fs, with issue 14's defaults,
+// and returns where they go. names lists them, for compare's check that
+// the echo mode gets none.
+func tableFlags(fs *flag.FlagSet) (t *tableOptions, names []string) {
+	t = &tableOptions{}
+	before := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
+	fs.IntVar(&t.closedConns, "conns-closed", 1000, "table: connections of the closed-loop throughput phase")
+	fs.DurationVar(&t.closedFor, "duration-closed", 5*time.Second, "table: sending time of the closed-loop phase")
+	fs.IntVar(&t.fixedConns, "conns-fixed", 8000, "table: connections of the fixed-rate phase (p99 latency, server CPU)")
+	fs.Float64Var(&t.fixedRate, "rate-fixed", 5, "table: messages/s per connection in the fixed-rate phase, open loop")
+	fs.DurationVar(&t.fixedFor, "duration-fixed", 10*time.Second, "table: sending time of the fixed-rate phase")
+	fs.IntVar(&t.idleConns, "conns-idle", 8000, "table: idle connections the servers must reap in the reap phase")
+	fs.DurationVar(&t.idleTimeout, "idle-timeout", 3*time.Second, "table: the servers' idle timeout in the reap phase")
+	fs.DurationVar(&t.idleSpread, "idle-spread", 0, "table: window over which the idle connections send their last message\n"+
+		"(default the harness's: a quarter of -idle-timeout, at most 1s; 0 given: all at once)")
+	fs.IntVar(&t.rssConns, "conns-rss", 8000, "table: connections open when the server's RSS is read")
+	fs.DurationVar(&t.rssHold, "hold-rss", time.Second, "table: how long after the last connection echoed its message the RSS is read")
+	fs.DurationVar(&t.trafficIdle, "idle-timeout-traffic", 5*time.Minute, "table: the servers' idle timeout outside the reap phase; 5m is cmd/echo's default")
+	fs.IntVar(&t.size, "size", 64, "table: message payload `bytes`")
+	fs.IntVar(&t.dialConc, "dial-concurrency", 128, "table: dials in flight at once, so that no SYN backlog overflows")
+	fs.StringVar(&t.echoBin, "echo-bin", "", "table: the cmd/echo binary to measure as netwheel (default: go build it from the module here)")
+	fs.StringVar(&t.refName, "reference", baseline.KindGnet, "table: the server the ratios are to")
+	fs.VisitAll(func(f *flag.Flag) {
+		if !before[f.Name] {
+			names = append(names, f.Name)
+		}
+	})
+	return t, names
+}
+
+// checkTable validates the table's options, given the servers, rounds and
+// pause, and the flags set.
+func checkTable(t *tableOptions, servers string, rounds int, pause time.Duration, set map[string]bool) error {
+	t.servers = nil
+	for _, k := range strings.Split(servers, ",") {
+		k = strings.TrimSpace(k)
+		switch {
+		case !slices.Contains([]string{kindNetwheel, baseline.KindGnet, baseline.KindGnetAfterFunc, baseline.KindNetDeadline, baseline.KindNbio}, k):
+			return fmt.Errorf("%w: -servers: %q: want netwheel (cmd/echo), gnet, gnetafterfunc, netdeadline or nbio", errUsage, k)
+		case slices.Contains(t.servers, k):
+			return fmt.Errorf("%w: -servers: %s given twice", errUsage, k)
+		}
+		t.servers = append(t.servers, k)
+	}
+	t.reference = slices.Index(t.servers, t.refName)
+	t.rounds, t.pause, t.spreadSet = rounds, pause, set["idle-spread"]
+	switch {
+	case len(t.servers) < 2:
+		return fmt.Errorf("%w: -servers %q: want at least two servers", errUsage, servers)
+	case t.reference < 0:
+		return fmt.Errorf("%w: -reference %s is not among -servers", errUsage, t.refName)
+	case rounds < 1 || rounds > 100:
+		return fmt.Errorf("%w: -rounds %d: want 1 to 100", errUsage, rounds)
+	case pause < 0:
+		return fmt.Errorf("%w: -pause %s is negative", errUsage, pause)
+	case t.closedConns < 1 || t.fixedConns < 1 || t.idleConns < 1 || t.rssConns < 1:
+		return fmt.Errorf("%w: -conns-closed, -conns-fixed, -conns-idle and -conns-rss must be at least 1", errUsage)
+	case t.closedFor <= 0 || t.fixedFor <= 0 || t.idleTimeout <= 0 || t.trafficIdle <= 0:
+		return fmt.Errorf("%w: -duration-closed, -duration-fixed, -idle-timeout and -idle-timeout-traffic must be positive", errUsage)
+	case t.rssHold < 0:
+		return fmt.Errorf("%w: -hold-rss %s is negative", errUsage, t.rssHold)
+	case t.dialConc < 1:
+		return fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, t.dialConc)
+	}
+	if t.echoBin != "" && !slices.Contains(t.servers, kindNetwheel) {
+		return fmt.Errorf("%w: -echo-bin without netwheel among -servers", errUsage)
+	}
+	// The harness's own checks of every phase's flags (rate, size, spread
+	// against the idle timeout), before any server starts.
+	for _, ph := range tablePhases {
+		if ph == phaseRSS {
+			continue
+		}
+		if _, err := parseFlags(t.phaseArgs(ph, "127.0.0.1:1"), io.Discard); err != nil {
+			return fmt.Errorf("loadtest compare: the %s phase: %w", ph, err)
+		}
+	}
+	t.netwheelArgs = strings.Join(echoArgs(t.trafficIdle), " ")
+	if t.idleTimeout != t.trafficIdle {
+		t.netwheelArgs += " (" + t.idleTimeout.String() + " in the reap phase)"
+	}
+	return nil
+}
+
+// phaseArgs returns the harness's run flags of a phase against addr.
+func (t *tableOptions) phaseArgs(phase, addr string) []string {
+	args := []string{"-addr", addr, "-proto", "raw", "-q", "-size", strconv.Itoa(t.size), "-dial-concurrency", strconv.Itoa(t.dialConc)}
+	switch phase {
+	case phaseClosed:
+		args = append(args, "-scenario", "echo", "-closed", "-conns", strconv.Itoa(t.closedConns), "-duration", t.closedFor.String(),
+			"-idle", t.trafficIdle.String())
+	case phaseFixed:
+		args = append(args, "-scenario", "echo", "-conns", strconv.Itoa(t.fixedConns), "-duration", t.fixedFor.String(),
+			"-rate", strconv.FormatFloat(t.fixedRate, 'g', -1, 64), "-idle", t.trafficIdle.String())
+	case phaseReap:
+		args = append(args, "-scenario", "idle", "-conns", strconv.Itoa(t.idleConns), "-idle", t.idleTimeout.String())
+		if t.spreadSet {
+			args = append(args, "-idle-spread", t.idleSpread.String())
+		}
+	}
+	return args
+}
+
+// roundOrder returns the order in which round r (0-based) runs n servers:
+// the list rotated by r/2, reversed in odd rounds, so that over two rounds
+// every server runs once early and once late.
+func roundOrder(n, r int) []int {
+	out := make([]int, n)
+	for j := range n {
+		out[j] = (j + r/2) % n
+	}
+	if r%2 == 1 {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// compareTable runs the table and prints it to stdout; progress goes to
+// stderr, a line per run.
+func compareTable(ctx context.Context, t *tableOptions, stdout, stderr io.Writer) error {
+	fdLimit, err := limits.RaiseFiles()
+	if err != nil {
+		return err
+	}
+	if most := max(t.closedConns, t.fixedConns, t.idleConns, t.rssConns); uint64(most)+100 > fdLimit {
+		return fmt.Errorf("%w: %d connections need as many open files in this process; the limit is %d", errUsage, most, fdLimit)
+	}
+	if slices.Contains(t.servers, kindNetwheel) && t.echoBin == "" {
+		dir, err := os.MkdirTemp("", "loadtest-echo-")
+		if err != nil {
+			return fmt.Errorf("loadtest: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(stderr, "building %s\n", echoPackage)
+		if t.echoBin, err = buildEcho(ctx, dir); err != nil {
+			return err
+		}
+	}
+	figs := make([][]tableFigures, len(t.servers)) // [server][round]
+	for i := range figs {
+		figs[i] = make([]tableFigures, t.rounds)
+		for r := range figs[i] {
+			figs[i][r] = newTableFigures()
+		}
+	}
+	var notes []string
+	for r := range t.rounds {
+		order := roundOrder(len(t.servers), r)
+		for _, ph := range tablePhases {
+			for _, i := range order {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				kind := t.servers[i]
+				f := &figs[i][r]
+				start := time.Now()
+				n, err := t.runPhase(ctx, ph, kind, f)
+				if err != nil {
+					return fmt.Errorf("loadtest compare: round %d, %s phase, %s: %w", r+1, ph, kind, err)
+				}
+				for _, s := range n {
+					notes = append(notes, fmt.Sprintf("round %d, %s phase, %s: %s", r+1, ph, kind, s))
+				}
+				fmt.Fprintf(stderr, "round %d/%d %-6s %-14s %s  (%s)\n", r+1, t.rounds, ph, kind, progressLine(ph, f), time.Since(start).Round(10*time.Millisecond))
+				time.Sleep(t.pause)
+			}
+		}
+	}
+	renderTable(stdout, t.tableSpec, figs, notes)
+	return nil
+}
+
+// progressLine is a run's figures for the progress output.
+func progressLine(phase string, f *tableFigures) string {
+	switch phase {
+	case phaseClosed:
+		return fmt.Sprintf("%.0f msgs/s", f.closedRate)
+	case phaseFixed:
+		return fmt.Sprintf("p99 %s  server CPU %.2fs  %.0f msgs/s", report.D(int64(f.fixedP99)), f.cpu, f.fixedRate)
+	case phaseRSS:
+		return fmt.Sprintf("RSS %.1f MiB at start, %.1f MiB with %d open", f.rssStart/(1<<20), f.rssOpen/(1<<20), f.rssConns)
+	}
+	if f.neverReaped() {
+		return fmt.Sprintf("closed none of %d idle connections", f.reapExpected)
+	}
+	return fmt.Sprintf("close error p50 %s  p99 %s  max %s  (%d of %d closed)", report.D(int64(f.reapP50)), report.D(int64(f.reapP99)),
+		report.D(int64(f.reapMax)), f.reapClosed, f.reapExpected)
+}
+
+// startTableServer starts kind in a process of its own with the given idle
+// timeout: netwheel is cmd/echo; the others are `loadtest serve`, serving
+// at most life.
+func (t *tableOptions) startTableServer(ctx context.Context, kind string, idle, life time.Duration) (*serverProc, error) {
+	if kind == kindNetwheel {
+		return startEcho(ctx, t.echoBin, idle)
+	}
+	return startServe(ctx, kind, []string{"-proto", "raw", "-idle", idle.String()}, life)
+}
+
+// runPhase runs one phase against a fresh server process of kind and
+// fills in its figures; it returns notes on what went wrong short of an
+// error (connections that failed, messages lost, the harness's limits).
+func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tableFigures) (notes []string, err error) {
+	idle := t.trafficIdle
+	if phase == phaseReap {
+		idle = t.idleTimeout
+	}
+	var o *options
+	life := 10 * time.Minute
+	if phase != phaseRSS {
+		if o, err = parseFlags(t.phaseArgs(phase, "127.0.0.1:1"), io.Discard); err != nil {
+			return nil, err
+		}
+		life = hardBound(o) + time.Minute
+	}
+	p, err := t.startTableServer(ctx, kind, idle, life)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if serr := p.stop(); serr != nil && err == nil {
+			err = fmt.Errorf("server process: %w", serr)
+		}
+	}()
+	if phase == phaseRSS {
+		return t.measureRSS(ctx, p.pid, p.addr, f)
+	}
+	o.addr = p.addr
+	var cpu0 time.Duration
+	if phase == phaseFixed {
+		if cpu0, err = limits.ProcCPU(p.pid); err != nil {
+			return nil, err
+		}
+	}
+	res, err := run(ctx, o, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	if phase == phaseFixed {
+		cpu1, err := limits.ProcCPU(p.pid)
+		if err != nil {
+			return nil, err
+		}
+		f.cpu = (cpu1 - cpu0).Seconds()
+	}
+	notes = append(notes, res.Limits...)
+	for _, n := range res.Notes {
+		if strings.HasPrefix(n, "quiet connections: the barrier gave up") { // run's note when the idle connections opened slowly
+			notes = append(notes, n)
+		}
+	}
+	switch phase {
+	case phaseClosed, phaseFixed:
+		e := res.Scenario(attack.Echo)
+		notes = append(notes, openNotes(e)...)
+		if e.Lost > 0 {
+			notes = append(notes, fmt.Sprintf("%d of %d messages not echoed", e.Lost, e.Sent))
+		}
+		rate := math.NaN()
+		if e.Elapsed > 0 && e.Recv > 0 {
+			rate = float64(e.Recv) / e.Elapsed.Seconds()
+		}
+		if phase == phaseClosed {
+			f.closedRate = rate
+			break
+		}
+		f.fixedRate = rate
+		if e.Latency.Count() > 0 {
+			f.fixedP99 = float64(e.Latency.Quantile(0.99))
+		}
+	case phaseReap:
+		s := res.Scenario(attack.Idle)
+		notes = append(notes, openNotes(s)...)
+		f.reapExpected, f.reapClosed = s.Expected, int(s.ReapError.Count())
+		if f.reapClosed > 0 {
+			f.reapP50, f.reapP99, f.reapMax = float64(s.ReapError.Quantile(0.5)), float64(s.ReapError.Quantile(0.99)), float64(s.ReapError.Max())
+			if s.NeverReaped > 0 {
+				notes = append(notes, fmt.Sprintf("%d of %d idle connections not closed within %s of their deadline", s.NeverReaped, s.Expected, o.timeouts.Slack))
+			}
+			if len(s.WrongReason) > 0 {
+				notes = append(notes, fmt.Sprintf("idle connections closed otherwise than by a FIN: %v", s.WrongReason))
+			}
+			if s.Early > 0 {
+				notes = append(notes, fmt.Sprintf("%d idle connections closed early", s.Early))
+			}
+		}
+		if n := s.Conns - s.Expected - sumValues(s.DialErrors); n > 0 {
+			notes = append(notes, fmt.Sprintf("%d idle connections ended before their last message (%v)", n, s.Errors))
+		}
+	}
+	return notes, nil
+}
+
+// openNotes notes the connections of a scenario that did not open.
+func openNotes(s *report.Scenario) []string {
+	if s.Opened >= s.Conns {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d of %d connections did not open (%v)", s.Conns-s.Opened, s.Conns, s.DialErrors)}
+}
+
+func sumValues(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// measureRSS reads the server's RSS (pid) before any connection, then
+// opens t.rssConns connections to addr, echoes one message on each, waits
+// t.rssHold and reads it again.
+func (t *tableOptions) measureRSS(ctx context.Context, pid int, addr string, f *tableFigures) ([]string, error) {
+	rss0, err := limits.RSS(pid)
+	if err != nil {
+		return nil, err
+	}
+	conns, failed := holdConns(ctx, addr, t.rssConns, t.dialConc, t.size)
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-time.After(t.rssHold):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	rss1, err := limits.RSS(pid)
+	if err != nil {
+		return nil, err
+	}
+	f.rssStart, f.rssOpen, f.rssConns = float64(rss0), float64(rss1), len(conns)
+	var notes []string
+	if failed > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d connections failed to open or to echo; RSS read with %d", failed, t.rssConns, len(conns)))
+	}
+	return notes, nil
+}
+
+// holdConns opens n connections to addr, at most conc at a time, and
+// echoes one size-byte message on each, so that the server has served
+// every one; it returns those that did, open, and how many failed.
+func holdConns(ctx context.Context, addr string, n, conc, size int) ([]net.Conn, int) {
+	msg := []byte(strings.Repeat("x", size))
+	conns := make([]net.Conn, n)
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	d := net.Dialer{Timeout: 5 * time.Second}
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return
+			}
+			buf := make([]byte, size)
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err = c.Write(msg); err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+			if err != nil {
+				_ = c.Close()
+				return
+			}
+			_ = c.SetDeadline(time.Time{})
+			conns[i] = c
+		})
+	}
+	wg.Wait()
+	open := slices.DeleteFunc(conns, func(c net.Conn) bool { return c == nil })
+	return open, n - len(open)
+}
