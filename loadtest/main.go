@@ -38,6 +38,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, errJudged) {
+			os.Exit(1)
+		}
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, err)
 		}
@@ -70,8 +73,18 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return output(res, o.jsonPath, o.plotPath, stdout)
+	if err := output(res, o.jsonPath, o.plotPath, stdout); err != nil {
+		return err
+	}
+	if res.Failures() > 0 {
+		return errJudged
+	}
+	return nil
 }
+
+// errJudged is realMain's error when the run completed but some of its
+// judgements failed (the report says which): the exit status is 1.
+var errJudged = errors.New("loadtest: some checks failed")
 
 // output renders res as text to stdout, and to the JSON and plot files if
 // asked.

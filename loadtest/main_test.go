@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -226,12 +227,17 @@ func e2e(t *testing.T, args ...string) (*report.Result, string) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, realMain(ctx, append(args, "-q", "-json", path), &out, io.Discard))
+	runErr := realMain(ctx, append(args, "-q", "-json", path), &out, io.Discard)
+	if !errors.Is(runErr, errJudged) {
+		require.NoError(t, runErr)
+	}
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
 	r, err := report.ReadJSON(f)
 	require.NoError(t, err)
+	// The exit status (1 for errJudged) says what the report's last line says.
+	assert.Equal(t, r.Failures() > 0, errors.Is(runErr, errJudged), "run error %v, report:\n%s", runErr, out.String())
 	return r, out.String()
 }
 

@@ -417,3 +417,24 @@ func remoteText(p func(string, ...any), rm *Remote) {
 		}
 	}
 }
+
+// Failures returns how many of the result's judgements failed: scenarios
+// with a failed check, the memory bound, a suspected leak. The report's
+// last line says the same in words; zero means it says "ok".
+func (r *Result) Failures() int {
+	n := 0
+	for _, s := range r.Scenarios {
+		if len(s.Verdict()) > 0 {
+			n++
+		}
+	}
+	if len(r.Memory.Verdict()) > 0 {
+		n++
+	}
+	for _, l := range r.Limits {
+		if strings.Contains(l, "LEAK") {
+			n++
+		}
+	}
+	return n
+}
