@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netwheel/netwheel/internal/frame"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/baseline"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // errUsage is wrapped by every flag validation error.

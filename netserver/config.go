@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 	"github.com/netwheel/netwheel/wheel"
 )

@@ -21,8 +21,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/internal/frame"
 	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
 

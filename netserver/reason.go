@@ -2,7 +2,7 @@ package netserver
 
 import (
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // Reason says why a connection closed. It is idle.Reason: one vocabulary,

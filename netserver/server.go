@@ -31,7 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 	"github.com/netwheel/netwheel/wheel"
 )

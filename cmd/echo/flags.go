@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netwheel/netwheel/internal/frame"
 	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 	"github.com/netwheel/netwheel/wheel"
 )

@@ -13,8 +13,8 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/netwheel/netwheel/internal/frame"
 	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 	"github.com/netwheel/netwheel/wheel"
 )

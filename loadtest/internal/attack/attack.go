@@ -18,10 +18,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/netwheel/netwheel/internal/frame"
 	"github.com/netwheel/netwheel/loadtest/internal/hist"
 	"github.com/netwheel/netwheel/loadtest/internal/pacer"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
 

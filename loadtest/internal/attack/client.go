@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // client is one connection's reader and its shared state. The reader

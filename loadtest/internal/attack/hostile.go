@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/netwheel/netwheel/internal/frame"
 	"github.com/netwheel/netwheel/loadtest/internal/pacer"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // This file holds the hostile peers: connections that misbehave on

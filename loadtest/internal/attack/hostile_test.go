@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/netwheel/netwheel/internal/frame"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 func TestCuts_AddUpAndCoverEveryMode(t *testing.T) {

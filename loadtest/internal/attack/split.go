@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
-	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // This file holds the hostile scenarios' pure parts: how the splitter cuts

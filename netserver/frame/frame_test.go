@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/netwheel/netwheel/internal/frame"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 func TestRoundTrip(t *testing.T) {

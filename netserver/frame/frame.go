@@ -1,9 +1,11 @@
-// Package frame encodes and decodes netwheel's length-prefixed framed
-// protocol (docs/protocol.md). It is shared by netserver and the load-test
-// harness and is not part of the public API.
+// Package frame is netwheel's length-prefixed framed protocol
+// (docs/protocol.md) for Go programs: the codec netserver and the load-test
+// harness use, a Decoder that splits a byte stream into frames whatever its
+// segmentation, and Conn, a small client.
 //
-// All functions are pure and allocation-free: encoders append to a caller's
-// buffer, and Parse returns a Frame whose Payload aliases the input.
+// The codec's functions are pure and allocation-free: encoders append to a
+// caller's buffer, and Parse returns a Frame whose Payload aliases the
+// input.
 package frame
 
 import (
