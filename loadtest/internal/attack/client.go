@@ -107,11 +107,11 @@ func (cl *client) read() {
 	defer close(cl.done)
 	defer cl.ctr.Open.Add(-1)
 	buf := make([]byte, 16<<10)
-	have := 0
+	dec := frame.NewDecoder(frame.DefaultMax)
 	var echoes, rawBytes, maxSeq, acked uint64
 	var out []byte
 	for {
-		n, err := cl.c.Read(buf[have:])
+		n, err := cl.c.Read(buf)
 		now := time.Now()
 		if n > 0 {
 			if cl.proto == Raw {
@@ -130,21 +130,19 @@ func (cl *client) read() {
 					}
 				}
 			} else {
-				have += n
+				dec.Feed(buf[:n])
 				out = out[:0]
-				off := 0
 				for {
-					f, used, perr := frame.Parse(buf[off:have], frame.DefaultMax)
-					if errors.Is(perr, frame.ErrShort) {
-						break
-					}
+					f, ok, perr := dec.Next()
 					if perr != nil {
 						cl.ctr.Errors.Add(1)
 						cl.finish("protocol_error", now)
 						_ = cl.c.Close()
 						return
 					}
-					off += used
+					if !ok {
+						break
+					}
 					switch f.Type {
 					case frame.TypeData:
 						dup := false
@@ -187,13 +185,6 @@ func (cl *client) read() {
 					} else {
 						_ = cl.write(out)
 					}
-				}
-				copy(buf, buf[off:have])
-				have -= off
-				if need := frame.Need(buf[:have]); need > len(buf) {
-					nb := make([]byte, need)
-					copy(nb, buf[:have])
-					buf = nb
 				}
 			}
 		}
