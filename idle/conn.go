@@ -1,18 +1,27 @@
 package idle
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/netwheel/netwheel/wheel"
 )
 
-// CloseError is what a wrapped Conn's Read and Write return once its Tracker
-// has closed it: errors.Is matches both the Reason (idle.ReasonIdle, ...) and
-// the underlying error (usually net.ErrClosed or os.ErrDeadlineExceeded). It
-// is a net.Error whose Timeout reports true.
+// CloseError is what a wrapped Conn's Read, Write, ReadFrom and WriteTo
+// return once its Tracker has closed it. errors.Is matches the Reason
+// (idle.ReasonIdle, ...), net.ErrClosed (the Tracker closed the connection,
+// whatever the underlying conn said) and the underlying error; it never
+// matches os.ErrDeadlineExceeded, which promises that a call may be retried
+// after the deadline is moved: the past deadline the close sets to wake
+// blocked calls is reported as net.ErrClosed.
+//
+// CloseError is a net.Error whose Timeout reports whether a timeout is what
+// closed the connection (see Timeout).
 type CloseError struct {
 	Reason Reason
 	Err    error // what the underlying conn returned
@@ -22,11 +31,17 @@ func (e *CloseError) Error() string {
 	return fmt.Sprintf("idle: connection closed (%s): %v", e.Reason, e.Err)
 }
 
-// Unwrap returns the reason and the underlying error.
-func (e *CloseError) Unwrap() []error { return []error{e.Reason, e.Err} }
+// Unwrap returns the reason, net.ErrClosed and the underlying error.
+func (e *CloseError) Unwrap() []error { return []error{e.Reason, net.ErrClosed, e.Err} }
 
-// Timeout reports true: the connection was closed by a timeout.
-func (e *CloseError) Timeout() bool { return true }
+// Timeout reports whether a timeout closed the connection: true for
+// ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline,
+// ReasonHandshake and ReasonWriteStall; false for ReasonMaxAge (the
+// connection reached the age drawn for it, and nothing timed out) and for
+// any other value. It names the cause, not a chance to retry: the
+// connection is closed either way, and every later call fails; a loop that
+// retries on timeouts should also stop on errors.Is(err, net.ErrClosed).
+func (e *CloseError) Timeout() bool { return e.Reason.Timeout() }
 
 // Temporary reports false (see net.Error).
 func (e *CloseError) Temporary() bool { return false }
@@ -39,12 +54,24 @@ var _ net.Error = (*CloseError)(nil)
 // goroutine-per-connection server. Read and Write mark activity (Read also
 // marks inbound bytes; with a WriteStallTimeout, Write arms the write-stall
 // deadline for as long as it blocks). When a timeout fires the underlying
-// conn is closed, so a blocked Read or Write returns at once, and every Read
-// and Write from then on returns a *CloseError carrying the Reason.
+// conn is closed, so a blocked call returns at once, and every call from
+// then on returns a *CloseError carrying the Reason.
 //
-// Read and Write may be called from different goroutines, as on any
-// net.Conn; concurrent Writes share one write-stall deadline, armed by
-// whichever starts first and cleared by whichever finishes first.
+// Conn keeps the interfaces that io.Copy, net/http and the os package look
+// for, whatever conn it wraps: io.ReaderFrom and io.WriterTo, which keep
+// the kernel's zero-copy paths (see ReadFrom and WriteTo), syscall.Conn,
+// CloseRead and CloseWrite, and the TCP settings SetKeepAlive,
+// SetKeepAlivePeriod, SetKeepAliveConfig, SetNoDelay and SetLinger. A method
+// the wrapped conn lacks returns an error matching errors.ErrUnsupported
+// (ReadFrom and WriteTo fall back to a copy through Read and Write).
+// NetConn returns the wrapped conn for anything else; bytes moved through it
+// directly, or through SyscallConn's callbacks, are not seen by the Tracker.
+//
+// Read and WriteTo belong to the connection's reader, Write and ReadFrom
+// to its writer. As on any net.Conn, the reader and the writer may be
+// different goroutines; concurrent writers share one write-stall deadline,
+// armed by whichever starts first and cleared by whichever finishes first.
+// The other methods may be called from any goroutine.
 //
 // Ownership: the Conn's fields are written by WrapConn and only read after;
 // the Tracker keeps its own rules.
@@ -56,10 +83,11 @@ type Conn struct {
 
 // WrapConn starts tracking c with cfg on w and returns the wrapper. cfg is
 // validated as by New; it may not set KeepaliveTime (a plain net.Conn has no
-// probe to send: use TCP keepalive, net.TCPConn.SetKeepAliveConfig) nor
+// probe to send: use TCP keepalive, Conn.SetKeepAliveConfig) nor
 // FrameTimeout (the wrapper knows no frames), which give ErrKeepalive and
 // ErrNoEffect. A HandshakeTimeout runs until Tracker().HandshakeDone is
-// called. Close the Conn to stop tracking it. May be called from any
+// called: after tls.Conn.Handshake returns, say (see NewTLSListener for
+// net/http). Close the Conn to stop tracking it. May be called from any
 // goroutine.
 func WrapConn(c net.Conn, w *wheel.Wheel, cfg Config) (*Conn, error) {
 	if err := checkConnConfig(&cfg); err != nil {
@@ -90,17 +118,26 @@ func wrap(c net.Conn, w *wheel.Wheel, cfg *Config) *Conn {
 	return wc
 }
 
-// expire closes the underlying conn; it runs on the wheel's goroutine. The
-// deadline in the past first makes a blocked Read or Write return and keeps
-// Close from blocking (a tls.Conn writes an alert on Close).
+// expire closes the underlying conn; it runs on the wheel's goroutine and
+// must not block. The deadline in the past makes a blocked call return. A
+// tls.Conn (the wrapper above TLS) would write a close_notify alert on
+// Close, under a deadline of its own of 5 s, to a peer that may not read:
+// its transport is closed first, so that the alert fails at once.
 func (c *Conn) expire(Reason) {
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		_ = tc.NetConn().Close()
+	}
 	_ = c.Conn.Close()
 }
 
 // Tracker returns the Conn's tracker, for HandshakeDone or Reason. Do not
 // Stop it: Close the Conn.
 func (c *Conn) Tracker() *Tracker { return &c.t }
+
+// NetConn returns the wrapped conn, as tls.Conn.NetConn does. Reads and
+// writes made on it directly are not tracked. Any goroutine.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // Read reads from the underlying conn and marks inbound bytes and activity.
 // After a timeout it returns a *CloseError.
@@ -135,20 +172,142 @@ func (c *Conn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// wrapErr turns err into a *CloseError if the Tracker has closed the
+// connection, unless it is one already.
 func (c *Conn) wrapErr(err error) error {
-	if r := c.t.Reason(); r != ReasonNone {
-		var ce *CloseError
-		if !errors.As(err, &ce) {
-			return &CloseError{Reason: r, Err: err}
+	r := c.t.Reason()
+	if r == ReasonNone {
+		return err
+	}
+	var ce *CloseError
+	if errors.As(err, &ce) {
+		return err
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The past deadline set by expire, not one to move and retry.
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			cp := *oe
+			cp.Err = net.ErrClosed
+			err = &cp
+		} else {
+			err = net.ErrClosed
 		}
 	}
-	return err
+	return &CloseError{Reason: r, Err: err}
 }
 
 // Close stops tracking and closes the underlying conn.
 func (c *Conn) Close() error {
 	c.t.Stop()
 	return c.Conn.Close()
+}
+
+// unsupported is the error of a method the wrapped conn lacks.
+func (c *Conn) unsupported(method string) error {
+	return fmt.Errorf("idle: wrapped %T has no %s: %w", c.Conn, method, errors.ErrUnsupported)
+}
+
+// CloseWrite shuts down the writing side of the wrapped conn (a
+// *net.TCPConn sends a FIN; a *tls.Conn sends close_notify), as net/http does
+// before it closes a connection. It does not stop tracking. It returns an
+// error matching errors.ErrUnsupported if the wrapped conn has no
+// CloseWrite. Any goroutine.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.unsupported("CloseWrite")
+}
+
+// CloseRead shuts down the reading side of the wrapped conn, as
+// net.TCPConn.CloseRead does; it does not stop tracking. It returns an
+// error matching errors.ErrUnsupported if the wrapped conn has no
+// CloseRead. Any goroutine.
+func (c *Conn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return c.unsupported("CloseRead")
+}
+
+// SyscallConn returns the wrapped conn's raw connection (see syscall.Conn),
+// or an error matching errors.ErrUnsupported if it has none. Bytes that the
+// RawConn's Read and Write callbacks move are not tracked. The RawConn
+// offers only Control, Read and Write: it hides what the os and net
+// packages use to move bytes with splice or sendfile straight to or from
+// its descriptor, so that such copies come through ReadFrom and WriteTo and
+// are tracked. Any goroutine.
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, c.unsupported("SyscallConn")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return rawConn{rc}, nil
+}
+
+// rawConn hides the methods of a net or os RawConn beyond syscall.RawConn.
+type rawConn struct{ rc syscall.RawConn }
+
+func (r rawConn) Control(f func(fd uintptr)) error           { return r.rc.Control(f) }
+func (r rawConn) Read(f func(fd uintptr) (done bool)) error  { return r.rc.Read(f) }
+func (r rawConn) Write(f func(fd uintptr) (done bool)) error { return r.rc.Write(f) }
+
+// SetKeepAlive sets whether the operating system sends TCP keepalive
+// probes, as net.TCPConn.SetKeepAlive does; an error matching
+// errors.ErrUnsupported if the wrapped conn cannot. Any goroutine.
+func (c *Conn) SetKeepAlive(keepalive bool) error {
+	if k, ok := c.Conn.(interface{ SetKeepAlive(bool) error }); ok {
+		return k.SetKeepAlive(keepalive)
+	}
+	return c.unsupported("SetKeepAlive")
+}
+
+// SetKeepAlivePeriod sets the TCP keepalive idle time and interval, as
+// net.TCPConn.SetKeepAlivePeriod does; an error matching
+// errors.ErrUnsupported if the wrapped conn cannot. Any goroutine.
+func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
+	if k, ok := c.Conn.(interface{ SetKeepAlivePeriod(time.Duration) error }); ok {
+		return k.SetKeepAlivePeriod(d)
+	}
+	return c.unsupported("SetKeepAlivePeriod")
+}
+
+// SetKeepAliveConfig configures TCP keepalive, as
+// net.TCPConn.SetKeepAliveConfig does: the way to detect a dead peer on a
+// wrapped conn, which cannot send probes of its own (WrapConn rejects
+// KeepaliveTime). An error matching errors.ErrUnsupported if the wrapped
+// conn cannot. Any goroutine.
+func (c *Conn) SetKeepAliveConfig(config net.KeepAliveConfig) error {
+	if k, ok := c.Conn.(interface {
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+	}); ok {
+		return k.SetKeepAliveConfig(config)
+	}
+	return c.unsupported("SetKeepAliveConfig")
+}
+
+// SetNoDelay sets TCP_NODELAY, as net.TCPConn.SetNoDelay does; an error
+// matching errors.ErrUnsupported if the wrapped conn cannot. Any goroutine.
+func (c *Conn) SetNoDelay(noDelay bool) error {
+	if k, ok := c.Conn.(interface{ SetNoDelay(bool) error }); ok {
+		return k.SetNoDelay(noDelay)
+	}
+	return c.unsupported("SetNoDelay")
+}
+
+// SetLinger sets how Close treats unsent data, as net.TCPConn.SetLinger
+// does; an error matching errors.ErrUnsupported if the wrapped conn cannot.
+// Any goroutine.
+func (c *Conn) SetLinger(sec int) error {
+	if k, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+		return k.SetLinger(sec)
+	}
+	return c.unsupported("SetLinger")
 }
 
 // Listener wraps every accepted conn in a Conn tracked on one wheel.
@@ -163,6 +322,24 @@ type Listener struct {
 // WrapListener returns a listener whose Accept wraps each conn as WrapConn
 // would, with the same configuration rules; cfg is validated once, here.
 // Closing the listener does not close the conns it accepted.
+//
+// With TLS, put the wrapper below it: wrap the TCP listener, then serve
+// TLS over the result with NewTLSListener, which also marks each
+// connection's handshake done (tls.NewListener would not, so a
+// HandshakeTimeout would close every connection). net/http then sees a
+// *tls.Conn: it runs the handshake under its own timeouts, sets
+// Request.TLS and negotiates HTTP/2. The wrapper then counts TLS records
+// as they cross the socket, so handshake messages, alerts and HTTP/2 PINGs
+// count as activity.
+//
+// Above TLS (WrapListener(tls.NewListener(...))), net/http sees a *Conn and
+// not a *tls.Conn: Request.TLS is nil, HTTP/2 is never served (and "h2"
+// must then stay out of NextProtos, or a client that picks it gets no
+// answer it understands), the handshake runs on the first Read without
+// net/http's handshake timeout, nothing marks it done unless the server
+// calls HandshakeDone itself, ReadFrom and WriteTo copy through Read and
+// Write, and a timeout's close sends no close_notify. It suits only a
+// server of its own that wants activity to mean plaintext bytes.
 func WrapListener(ln net.Listener, w *wheel.Wheel, cfg Config) (*Listener, error) {
 	if w == nil {
 		panic("idle: WrapListener with nil wheel")

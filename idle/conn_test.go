@@ -1,10 +1,15 @@
 package idle_test
 
 import (
+	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,9 +85,10 @@ func TestConn_IdleReapsBlockedRead(t *testing.T) {
 	err = waitErr(t, done)
 	require.ErrorIs(t, err, idle.ReasonIdle)
 	// The reaper sets a past deadline, then closes: a blocked Read wakes on
-	// whichever it sees first.
-	assert.True(t, errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded),
-		"a blocked Read sees the closed conn or the expired deadline: %v", err)
+	// whichever it sees first, and either way learns that the conn is
+	// closed, not that a deadline can be moved and the Read retried.
+	assert.ErrorIs(t, err, net.ErrClosed)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded)
 	var ne net.Error
 	require.ErrorAs(t, err, &ne)
 	assert.True(t, ne.Timeout())
@@ -182,7 +188,229 @@ func TestConn_RealWheel(t *testing.T) {
 	_, err = c.Read(make([]byte, 1))
 	elapsed := time.Since(start)
 	require.ErrorIs(t, err, idle.ReasonDeadPeer)
-	assert.True(t, errors.Is(err, io.ErrClosedPipe) || errors.Is(err, os.ErrDeadlineExceeded), "underlying error kept: %v", err)
+	assert.ErrorIs(t, err, net.ErrClosed)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded)
 	assert.GreaterOrEqual(t, elapsed, 20*time.Millisecond, "never early")
 	assert.Less(t, elapsed, 5*time.Second)
+}
+
+// TestCloseError_Timeout classifies every reason: Timeout is true where a
+// timeout closed the connection and false for max_age, so that a loop
+// retrying on timeouts does not spin on a connection closed for its age. A
+// reason added without a row here fails the test.
+func TestCloseError_Timeout(t *testing.T) {
+	rows := []struct {
+		reason  idle.Reason
+		timeout bool
+	}{
+		{reason: idle.ReasonIdle, timeout: true},
+		{reason: idle.ReasonDeadPeer, timeout: true},
+		{reason: idle.ReasonKeepalive, timeout: true},
+		{reason: idle.ReasonFrameDeadline, timeout: true},
+		{reason: idle.ReasonHandshake, timeout: true},
+		{reason: idle.ReasonWriteStall, timeout: true},
+		{reason: idle.ReasonMaxAge, timeout: false},
+		{reason: idle.ReasonNone, timeout: false},
+		{reason: idle.Reason(200), timeout: false}, // unknown
+	}
+	classified := map[idle.Reason]bool{}
+	for _, row := range rows {
+		classified[row.reason] = true
+		t.Run(row.reason.String(), func(t *testing.T) {
+			var ne net.Error = &idle.CloseError{Reason: row.reason, Err: io.ErrClosedPipe}
+			assert.Equal(t, row.timeout, ne.Timeout())
+			assert.False(t, ne.Temporary())
+			assert.ErrorIs(t, ne, row.reason)
+			assert.ErrorIs(t, ne, net.ErrClosed, "always: the tracker closed the conn")
+			assert.ErrorIs(t, ne, io.ErrClosedPipe, "the underlying error")
+		})
+	}
+	for _, r := range idle.Reasons() {
+		assert.True(t, classified[r], "reason %s has no row: is it a timeout?", r)
+	}
+}
+
+// TestConn_CloseErrors closes a wrapped TCP conn for each reason a wrapper
+// can have, with a Read blocked and then a fresh one: each returns a
+// *CloseError that names the reason, says the conn is closed, does not
+// pretend a deadline can be moved, and reports Timeout as the reason
+// deserves.
+func TestConn_CloseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     idle.Config
+		reason  idle.Reason
+		timeout bool
+	}{
+		{name: "idle", cfg: idle.Config{IdleTimeout: 10 * time.Second}, reason: idle.ReasonIdle, timeout: true},
+		{name: "read silence", cfg: idle.Config{ReadSilenceTimeout: 10 * time.Second}, reason: idle.ReasonDeadPeer, timeout: true},
+		{name: "handshake", cfg: idle.Config{HandshakeTimeout: 10 * time.Second}, reason: idle.ReasonHandshake, timeout: true},
+		{name: "max age", cfg: idle.Config{MaxAge: 10 * time.Second}, reason: idle.ReasonMaxAge, timeout: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk, _, sc, _ := pair(t, tc.cfg)
+			blocked := readAsync(sc)
+			clk.Advance(10 * time.Second)
+			require.Equal(t, tc.reason, sc.Tracker().Reason())
+			for i, err := range []error{waitErr(t, blocked), readErr(sc)} {
+				var ce *idle.CloseError
+				require.ErrorAs(t, err, &ce, "read %d", i)
+				assert.Equal(t, tc.reason, ce.Reason)
+				assert.ErrorIs(t, err, tc.reason)
+				assert.ErrorIs(t, err, net.ErrClosed)
+				assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the close's past deadline is not one to move")
+				var ne net.Error
+				require.ErrorAs(t, err, &ne)
+				assert.Equal(t, tc.timeout, ne.Timeout())
+			}
+		})
+	}
+}
+
+func readErr(c net.Conn) error {
+	_, err := c.Read(make([]byte, 1))
+	return err
+}
+
+// The interfaces that io.Copy, net/http and the os package look for, and
+// the TCP settings, whatever the wrapped conn.
+var (
+	_ io.ReaderFrom = (*idle.Conn)(nil)
+	_ io.WriterTo   = (*idle.Conn)(nil)
+	_ syscall.Conn  = (*idle.Conn)(nil)
+	_ interface {
+		CloseRead() error
+		CloseWrite() error
+		SetKeepAlive(bool) error
+		SetKeepAlivePeriod(time.Duration) error
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+		SetNoDelay(bool) error
+		SetLinger(int) error
+		NetConn() net.Conn
+	} = (*idle.Conn)(nil)
+)
+
+// TestConn_TCPMethods calls the TCP methods through the wrapper: they
+// reach the *net.TCPConn, and SyscallConn's RawConn works but hides the
+// poller the os and net packages would splice or sendfile with directly,
+// past the tracker.
+func TestConn_TCPMethods(t *testing.T) {
+	_, _, sc, client := pair(t, idle.Config{})
+	inner, ok := sc.NetConn().(*net.TCPConn)
+	require.True(t, ok)
+	assert.Same(t, inner, sc.Conn)
+	assert.NoError(t, sc.SetKeepAlive(true))
+	assert.NoError(t, sc.SetKeepAlivePeriod(time.Minute))
+	assert.NoError(t, sc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: time.Minute, Interval: time.Second, Count: 3}))
+	assert.NoError(t, sc.SetNoDelay(false))
+	assert.NoError(t, sc.SetLinger(0))
+
+	rc, err := sc.SyscallConn()
+	require.NoError(t, err)
+	var fd uintptr
+	require.NoError(t, rc.Control(func(f uintptr) { fd = f }))
+	irc, err := inner.SyscallConn()
+	require.NoError(t, err)
+	require.NoError(t, irc.Control(func(f uintptr) { assert.Equal(t, fd, f) }))
+	_, hasPoll := reflect.TypeOf(irc).MethodByName("PollFD")
+	require.True(t, hasPoll, "the net package's RawConn offers its poller")
+	_, hasPoll = reflect.TypeOf(rc).MethodByName("PollFD")
+	assert.False(t, hasPoll, "the wrapper's RawConn hides it")
+
+	// CloseWrite sends a FIN; the conn still reads and stays tracked.
+	require.NoError(t, sc.CloseWrite())
+	_, err = client.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF)
+	_, err = client.Write([]byte("x"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(sc, make([]byte, 1))
+	require.NoError(t, err)
+	require.NoError(t, sc.CloseRead())
+	_, err = sc.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+// TestConn_Unsupported wraps a conn that has none of the TCP methods: each
+// says so with errors.ErrUnsupported, and ReadFrom and WriteTo copy
+// through Write and Read, which mark activity.
+func TestConn_Unsupported(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	a, b := net.Pipe()
+	defer b.Close()
+	c, err := idle.WrapConn(a, w, idle.Config{IdleTimeout: time.Minute})
+	require.NoError(t, err)
+	defer c.Close()
+	for name, call := range map[string]func() error{
+		"CloseWrite":         c.CloseWrite,
+		"CloseRead":          c.CloseRead,
+		"SyscallConn":        func() error { _, err := c.SyscallConn(); return err },
+		"SetKeepAlive":       func() error { return c.SetKeepAlive(true) },
+		"SetKeepAlivePeriod": func() error { return c.SetKeepAlivePeriod(time.Second) },
+		"SetKeepAliveConfig": func() error { return c.SetKeepAliveConfig(net.KeepAliveConfig{}) },
+		"SetNoDelay":         func() error { return c.SetNoDelay(true) },
+		"SetLinger":          func() error { return c.SetLinger(0) },
+	} {
+		err := call()
+		assert.ErrorIs(t, err, errors.ErrUnsupported, name)
+		assert.ErrorContains(t, err, "idle: wrapped *net.pipe has no "+name, name)
+	}
+
+	clk.Advance(time.Second)
+	go func() {
+		_, _ = b.Write([]byte("hello"))
+		_ = b.Close()
+	}()
+	var got bytes.Buffer
+	n, err := io.Copy(&got, c) // c.WriteTo: through Read
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, n)
+	assert.Equal(t, time.Second, c.Tracker().LastIn())
+
+	a2, b2 := net.Pipe()
+	defer b2.Close()
+	c2, err := idle.WrapConn(a2, w, idle.Config{IdleTimeout: time.Minute})
+	require.NoError(t, err)
+	defer c2.Close()
+	clk.Advance(time.Second)
+	done := receive(b2)
+	n, err = io.Copy(c2, strings.NewReader("hello")) // c2.ReadFrom: through Write
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, n)
+	assert.Equal(t, 2*time.Second, c2.Tracker().LastActivity())
+	require.NoError(t, c2.Close())
+	assert.Equal(t, "hello", string(waitBytes(t, done)))
+}
+
+// TestConn_AboveTLSExpireDoesNotBlock wraps a *tls.Conn (the wrapper above
+// TLS) whose peer has stopped reading, over a pipe that holds no byte: the
+// close a timeout makes, on the wheel's goroutine (inside Advance here),
+// returns at once, where tls.Conn.Close alone would wait 5 s to write a
+// close_notify nobody reads.
+func TestConn_AboveTLSExpireDoesNotBlock(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	cert, roots, err := selfSigned()
+	require.NoError(t, err)
+	a, b := net.Pipe()
+	server := tls.Server(a, &tls.Config{Certificates: []tls.Certificate{cert}, SessionTicketsDisabled: true})
+	client := tls.Client(b, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	defer client.Close()
+	handshook := make(chan error, 1)
+	go func() { handshook <- client.Handshake() }()
+	require.NoError(t, server.Handshake())
+	require.NoError(t, waitErr(t, handshook))
+	c, err := idle.WrapConn(server, w, idle.Config{IdleTimeout: time.Second})
+	require.NoError(t, err)
+	defer c.Close()
+
+	start := time.Now()
+	clk.Advance(time.Second)
+	elapsed := time.Since(start)
+	require.Equal(t, idle.ReasonIdle, c.Tracker().Reason())
+	assert.Less(t, elapsed, 2*time.Second, "the close blocked the wheel")
+	_, err = c.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, idle.ReasonIdle)
 }

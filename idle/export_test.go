@@ -13,3 +13,12 @@ func (t *Tracker) AgeAt() time.Duration {
 
 // WriteArmed reports whether a write-stall deadline is running.
 func (t *Tracker) WriteArmed() bool { return t.write != nil && t.write.at.Load() != 0 }
+
+// LastActivity reports the wheel time of the last Activity.
+func (t *Tracker) LastActivity() time.Duration { return time.Duration(t.lastAct.Load()) }
+
+// LastIn reports the wheel time of the last inbound byte.
+func (t *Tracker) LastIn() time.Duration { return time.Duration(t.lastIn.Load()) }
+
+// HandshakePending reports whether a handshake deadline is running.
+func (t *Tracker) HandshakePending() bool { return t.handshakeAt.Load() != 0 }
