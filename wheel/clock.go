@@ -1,6 +1,10 @@
 package wheel
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // The coarse clock, and why a timer armed from it never fires early.
 //
@@ -130,20 +134,21 @@ func (w *Wheel) fireAt(s uint64) int64 {
 
 // holdBacks remembers the hold-back of every tick that has left the coarse
 // clock, as the largest hold-back in each block of ticks: blocks of 1 tick
-// for the last 64 ticks, of 64 ticks for the last 64 such blocks, and so on,
-// by factors of 64, up to blocks of 2^36 ticks. A tick's block is found at
-// the finest level that still holds it, so the answer for an old tick is
-// the largest hold-back of the block around it: never less than its own.
-// It costs 7 KiB and a handful of writes per late tick. Driver only.
+// for the last 4096 ticks, of 64 ticks for the last 4096 such blocks, and so
+// on, by factors of 64, up to blocks of 2^36 ticks. A tick is looked up at
+// the finest level that still covers it, so the answer for an old tick is
+// the largest hold-back of the block around it, never less than its own,
+// from a block about a 4000th to a 64th of its age. Only blocks with a
+// hold-back are kept, in order (ticks are noted in order), so a wheel that
+// is never late keeps nothing, and one late on every tick at most 4096
+// blocks a level. Driver only.
 type holdBacks struct {
-	upTo  uint64 // every tick below upTo is over and has its hold-back noted
-	rings [holdLevels][holdBlocks]holdBlock
-	most  int64 // the largest hold-back ever noted, for ticks older than all levels
+	upTo   uint64 // every tick below upTo is over and has its hold-back noted
+	levels [holdLevels][]holdBlock
+	most   int64 // the largest hold-back ever noted, for ticks older than all levels
 }
 
-// holdBlock is the largest hold-back in block index-1 (index 0: the slot
-// holds nothing). A slot that holds an older block than the one asked for
-// means that block had no hold-back.
+// holdBlock is the largest hold-back in the block of ticks index<<(6*level).
 type holdBlock struct {
 	index uint64
 	extra int64
@@ -151,20 +156,27 @@ type holdBlock struct {
 
 const (
 	holdLevels = 7
-	holdBits   = 6
-	holdBlocks = 1 << holdBits
+	holdShift  = 6    // each level's blocks are 64 times the last's
+	holdWindow = 4096 // blocks a level covers, back from the latest
 )
 
 // note records that tick t, which is over, was held extra nanoseconds.
 func (h *holdBacks) note(t uint64, extra int64) {
 	h.most = max(h.most, extra)
-	for l := range h.rings {
-		b := t >> (l * holdBits)
-		s := &h.rings[l][b%holdBlocks]
-		if s.index != b+1 {
-			*s = holdBlock{index: b + 1}
+	for l := range h.levels {
+		b := t >> (l * holdShift)
+		lv := h.levels[l]
+		if n := len(lv); n > 0 && lv[n-1].index >= b {
+			lv[n-1].extra = max(lv[n-1].extra, extra)
+			continue
 		}
-		s.extra = max(s.extra, extra)
+		// Blocks that left the window go from the front (for free: the
+		// next append that outgrows the array copies only what is left).
+		i := 0
+		for i < len(lv) && lv[i].index+holdWindow <= b {
+			i++
+		}
+		h.levels[l] = append(lv[i:], holdBlock{index: b, extra: extra})
 	}
 }
 
@@ -178,17 +190,17 @@ func (h *holdBacks) max(lo, hi uint64) int64 {
 		return math.MaxInt64
 	}
 	last := h.upTo - 1
-	for l := range h.rings {
-		shift := l * holdBits
+	for l := range h.levels {
+		shift := l * holdShift
 		blo, bhi := lo>>shift, hi>>shift
-		if last>>shift-blo >= holdBlocks {
-			continue // lo's block has left this level's ring
+		if last>>shift-blo >= holdWindow {
+			continue // lo's block is older than this level covers
 		}
+		lv := h.levels[l]
+		i, _ := slices.BinarySearchFunc(lv, blo, func(b holdBlock, i uint64) int { return cmp.Compare(b.index, i) })
 		var m int64
-		for b := blo; b <= bhi; b++ {
-			if s := &h.rings[l][b%holdBlocks]; s.index == b+1 {
-				m = max(m, s.extra)
-			}
+		for ; i < len(lv) && lv[i].index <= bhi; i++ {
+			m = max(m, lv[i].extra)
 		}
 		return m
 	}

@@ -240,12 +240,12 @@ func (w *Wheel) sinceStart() int64 {
 }
 
 // ticksCeil returns ceil(d/tick) for d > 0, 0 otherwise, and maxWhen for d
-// at or above MaxDuration. No division.
+// above MaxDuration. No division.
 func (w *Wheel) ticksCeil(d time.Duration) uint64 {
 	if d <= 0 {
 		return 0
 	}
-	if d >= w.maxDur {
+	if d > w.maxDur {
 		return maxWhen
 	}
 	q, r := w.divTick(uint64(d))
