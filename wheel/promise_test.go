@@ -241,7 +241,9 @@ func TestSimulated_Horizon(t *testing.T) {
 			tm.Init(w, func() { f.at = now })
 		} else {
 			beyond++
-			tm.Init(w, func() { t.Errorf("a deadline beyond the clock's end (%v after %v) fired", d, time.Duration(f.due-int64(d))) })
+			tm.Init(w, func() {
+				t.Errorf("a deadline beyond the clock's end (%v after %v) fired", d, time.Duration(f.due-int64(d)))
+			})
 		}
 		tm.Reset(d)
 	}
