@@ -43,9 +43,6 @@ func runUntil(t *testing.T, w *wheel.Wheel, now *int64, limit int, done func() b
 // returned it).
 func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
 	const lateAt = 20 * ms // the driver's first wake-up after tick 0
-	type armed struct {
-		ref int64 // the instant the duration runs from
-	}
 	cases := []struct {
 		name string
 		// arm arms tm (pre-armed at 0 with pre, if pre > 0) for d at

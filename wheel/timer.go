@@ -177,13 +177,15 @@ func (t *Timer) reset(d time.Duration) bool {
 	} else {
 		n = t.ticks(d, now)
 	}
-	return t.arm(coarseWord(now, n))
+	return t.arm(coarseWord(now, n, now))
 }
 
 // coarseWord returns the state bits of a deadline n ticks after coarse tick
-// base: base+1+n with n's age code, clamped to the horizon.
-func coarseWord(base, n uint64) uint64 {
-	when := min(base+1+n, maxWhen)
+// base, while the clock reads tick now: base+1+n, but at least now+1 (a
+// deadline already past fires on the next tick), clamped to the horizon,
+// with the age code of the deadline from base.
+func coarseWord(base, n, now uint64) uint64 {
+	when := min(max(base+1+n, now+1), maxWhen)
 	return when<<whenShift | ageCode(when-1-base)<<ageShift
 }
 
@@ -230,8 +232,7 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 		// The stamp must not be in the future: read the clock to know.
 		now = w.refresh(c, w.sinceStart())
 	}
-	base := min(fromTick, now)
-	return t.arm(coarseWord(base, w.ticksCeil(d)))
+	return t.arm(coarseWord(min(fromTick, now), w.ticksCeil(d), now))
 }
 
 // ticks converts d to ticks and caches small conversions for the next Reset.
