@@ -51,7 +51,8 @@ func clockOf(t uint64) uint64 { return t << clockShift }
 // tickOf returns the tick of a time in nanoseconds since start, saturating
 // at the clock's last tick.
 func (w *Wheel) tickOf(nanos int64) uint64 {
-	return min(uint64(max(nanos, 0)/w.tickNanos), lastTick)
+	q, _ := w.divTick(uint64(max(nanos, 0)))
+	return min(q, lastTick)
 }
 
 // publish makes the tick of now the coarse clock, unless a reader already

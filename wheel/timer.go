@@ -35,13 +35,6 @@ const (
 	maxWhen   = 1<<whenBits - 1 // a deadline the clock never reaches (see horizon)
 
 	keepMask = stateQueued | stateFiled | stateCounted
-
-	// Timer.dur caches the last duration (below 2^42ns, 73 minutes) and its
-	// ticks (below 2^22), so a reset with the same duration needs no
-	// division.
-	durTickBits = 22
-	durTickMask = 1<<durTickBits - 1
-	durMaxNanos = 1 << (64 - durTickBits)
 )
 
 // Timer is one timeout in a Wheel. Its zero value is not usable: create one
@@ -50,15 +43,15 @@ const (
 // A Timer's methods may be called from any goroutine, concurrently, including
 // from the Timer's own callback. None of them allocates.
 //
-// Ownership: state and dur are shared, and change only atomically (state by
-// compare-and-swap). w and f are written once by Init before the Timer is
+// Ownership: state and delta are shared, and change only atomically (state
+// by compare-and-swap). w and f are written once by Init before the Timer is
 // published and read freely after. next and prev belong to the wheel's
 // goroutine (or to the goroutine calling ManualClock.Advance). qnext is
 // written by the one goroutine that set stateQueued, before it publishes the
 // Timer on the inbox, and read by the wheel after it takes the inbox.
 type Timer struct {
 	state atomic.Uint64
-	dur   atomic.Uint64
+	delta atomic.Uint64 // coarseDelta of the last duration's ticks: see cachedFor
 	w     *Wheel
 	f     func()
 
@@ -92,39 +85,61 @@ func (t *Timer) Init(w *Wheel, f func()) {
 //   - Moving a pending deadline later stores the new deadline, computed from
 //     the wheel's coarse clock; the wheel notices when the old slot comes
 //     round.
-//   - Moving it earlier also pushes t on the wheel's lock-free inbox.
-//   - Arming a stopped timer pushes it too, and reads the monotonic clock
-//     once (about 30 ns) so that its deadline is exact.
+//   - Moving it earlier, or arming a stopped timer, also pushes t on the
+//     wheel's lock-free inbox.
 //
 // The callback never runs before d has passed since the call, however late
-// the wheel's goroutine runs. It normally runs within a tick of that: for a
-// new arming, at the first tick at or after now+d; for a deadline computed
-// from the coarse clock, no later than d rounded up to the tick, plus one
-// tick, a quarter tick of slack and the time the coarse clock stayed on a
-// tick past its end (see docs/design.md). Add the wheel goroutine's
-// scheduling delay to both. A d <= 0 fires on the next tick. A d longer than
+// the wheel's goroutine runs. It normally runs no later than d rounded up to
+// the tick, plus one tick, a quarter tick of slack and the time the coarse
+// clock stayed on a tick past its end (see docs/design.md), plus the wheel
+// goroutine's scheduling delay. (While the coarse clock is stale, Reset
+// reads the monotonic clock instead, and the callback runs at the first tick
+// at or after now+d, as for AfterFunc.) A d <= 0 fires on the next tick. A d longer than
 // the wheel's range is clamped to it (see MaxDuration).
 //
 // If the wheel has been stopped, Reset changes nothing and reports whether
 // t is pending, like Pending.
 func (t *Timer) Reset(d time.Duration) bool {
-	// The per-packet case: same duration as last time, same tick, still
-	// pending. The clock word holds the tick where a state word holds its
-	// deadline, so the state armed from it is one add away.
+	// The per-packet cases, on a fresh coarse clock with the same duration
+	// as last time. The clock word holds the tick where a state word holds
+	// its deadline, so the state armed from it is one add away (want > c:
+	// the add did not run past the clock's end).
 	if w := t.w; w != nil {
-		c, dc := w.clock.Load(), t.dur.Load()
-		if c&clockSlow == 0 && dc>>durTickBits == uint64(d) &&
-			t.state.Load()&^keepMask == c+coarseDelta(dc&durTickMask)|statePending {
-			return true
+		c, k := w.clock.Load(), t.delta.Load()
+		if want := c + k | statePending; c&clockSlow == 0 && want > c && cachedFor(k, d, w.tickNanos) {
+			s := t.state.Load()
+			switch {
+			case s&^keepMask == want:
+				return true // same tick: nothing to do
+			case s&(statePending|stateFiled|stateQueued) == statePending|stateFiled && want>>whenShift >= s>>whenShift:
+				if t.state.CompareAndSwap(s, want|s&keepMask) {
+					return true // a later tick: store the deadline (see arm)
+				}
+			case s&(statePending|stateQueued) == 0:
+				if t.state.CompareAndSwap(s, want|s&keepMask|stateQueued) {
+					w.push(t, want>>whenShift) // a new arming
+					return false
+				}
+			}
 		}
 	}
 	return t.reset(d)
 }
 
 // coarseDelta is what a deadline n ticks after tick base adds to base's
-// clock word: the deadline base+1+n and the age code of n.
+// clock word: the deadline base+1+n and the age code of n. Timer.delta
+// caches it for the last duration, so that a reset with the same duration
+// needs neither a division nor the age code.
 func coarseDelta(n uint64) uint64 {
 	return (n+1)<<whenShift | ageCode(n)<<ageShift
+}
+
+// cachedFor reports whether k, a coarseDelta cached in Timer.delta, is that
+// of d: whether d rounds up to k's n ticks, (n-1)*tick < d <= n*tick. (An
+// empty cache matches no d.)
+func cachedFor(k uint64, d time.Duration, tickNanos int64) bool {
+	top := (k>>whenShift - 1) * uint64(tickNanos)
+	return uint64(d) <= top && uint64(d)+uint64(tickNanos) > top
 }
 
 // ageCode encodes n, the ticks from the tick a coarse deadline was computed
@@ -134,7 +149,7 @@ func coarseDelta(n uint64) uint64 {
 // at most 2^e ticks (a 4 000th of the duration) that holds the tick the
 // deadline was computed from, whatever its age; see ageRange.
 func ageCode(n uint64) uint64 {
-	e := uint64(max(bits.Len64(n), 13) - 13)
+	e := uint64(bits.Len64(n >> 13))
 	return e<<13 | n>>e
 }
 
@@ -161,23 +176,34 @@ func (t *Timer) reset(d time.Duration) bool {
 		return t.Pending()
 	case c&clockManual != 0:
 		return t.arm(w.manualWhen(w.manual.now.Load(), d)<<whenShift | stateExact)
-	case c&clockStale != 0 || t.state.Load()&statePending == 0:
-		// The clock is stale, or this is a new arming, which goes on the
-		// inbox anyway: read the monotonic clock, and arm exactly.
+	case c&clockStale != 0 && t.state.Load()&statePending == 0:
+		// A new arming on a stale clock: read the monotonic clock and arm
+		// exactly. That is no sign that the coarse clock is read, so it
+		// stays stale.
+		return t.armExact(d)
+	case c&clockStale != 0:
+		// A coarse reader finds the clock stale: read the monotonic clock
+		// once, arm exactly, and have the clock kept fresh again.
 		now := w.sinceStart()
-		if c&clockStale != 0 {
-			w.refresh(c, now)
-		}
+		w.refresh(c, now)
 		return t.arm(w.exactWhen(now, d, w.tickOf(now))<<whenShift | stateExact)
 	}
 	now := c >> clockShift
 	var n uint64
-	if dc := t.dur.Load(); dc>>durTickBits == uint64(d) {
-		n = dc & durTickMask
+	if k := t.delta.Load(); cachedFor(k, d, w.tickNanos) {
+		n = k>>whenShift - 1
 	} else {
-		n = t.ticks(d, now)
+		n = t.ticks(d)
 	}
 	return t.arm(coarseWord(now, n, now))
+}
+
+// armExact arms t for d from now, read from the monotonic clock: the first
+// tick at or after now+d.
+func (t *Timer) armExact(d time.Duration) bool {
+	w := t.w
+	now := w.sinceStart()
+	return t.arm(w.exactWhen(now, d, w.tickOf(now))<<whenShift | stateExact)
 }
 
 // coarseWord returns the state bits of a deadline n ticks after coarse tick
@@ -235,11 +261,12 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	return t.arm(coarseWord(min(fromTick, now), w.ticksCeil(d), now))
 }
 
-// ticks converts d to ticks and caches small conversions for the next Reset.
-func (t *Timer) ticks(d time.Duration, now uint64) uint64 {
+// ticks converts d to ticks and caches the conversion for the next Reset
+// (for d from 0 to MaxDuration, where n*tick does not overflow).
+func (t *Timer) ticks(d time.Duration) uint64 {
 	n := t.w.ticksCeil(d)
-	if d > 0 && d < durMaxNanos && n <= durTickMask {
-		t.dur.Store(uint64(d)<<durTickBits | n)
+	if d >= 0 && d <= t.w.maxDur {
+		t.delta.Store(coarseDelta(n))
 	}
 	return n
 }

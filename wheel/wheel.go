@@ -129,13 +129,19 @@ func build(opts []Option) *Wheel {
 	return w
 }
 
-// AfterFunc arms a new Timer that calls f once, d from now (see Timer.Reset
-// for the guarantees; a new arming is exact). It allocates the Timer; to
-// avoid that, embed a Timer and use Init and Reset.
+// AfterFunc arms a new Timer that calls f once, d from now. It reads the
+// monotonic clock once (about 30 ns), so the callback runs at the first tick
+// at or after now+d (plus the wheel goroutine's scheduling delay), and never
+// before. It allocates the Timer; to avoid that, embed a Timer and use Init
+// and Reset (see Timer.Reset for the guarantees).
 func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 	t := new(Timer)
 	t.Init(w, f)
-	t.Reset(d)
+	if w.manual != nil || w.clock.Load()&clockStopped != 0 {
+		t.Reset(d)
+	} else {
+		t.armExact(d)
+	}
 	return t
 }
 
