@@ -28,14 +28,22 @@ type floorRecord struct {
 	_    [unsafe.Sizeof(wheel.Timer{}) - 8]byte
 }
 
+// floorCAS is floorRecord with an atomic word, for impl=floor-cas.
+type floorCAS struct {
+	word atomic.Uint64
+	_    [unsafe.Sizeof(wheel.Timer{}) - 8]byte
+}
+
 // BenchmarkTimer_ResetRandom re-arms a random one of 100 000 pending timers
 // for the same long duration, through a table of pointers: impl=wheel with
 // timers from AfterFunc; impl=floor stores one word into a record of the
-// same size instead; impl=stdlib resets a time.AfterFunc timer.
+// same size instead; impl=floor-cas loads that word and compare-and-swaps
+// it, the least any lock-free update costs; impl=stdlib resets a
+// time.AfterFunc timer.
 func BenchmarkTimer_ResetRandom(b *testing.B) {
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 7)
-	for _, impl := range []string{"wheel", "floor", "stdlib"} {
+	for _, impl := range []string{"wheel", "floor", "floor-cas", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			switch impl {
@@ -59,6 +67,17 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].word = uint64(i)
+					i++
+				}
+			case "floor-cas":
+				rs := make([]*floorCAS, n)
+				for k := range rs {
+					rs[k] = new(floorCAS)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					r := rs[seq[i&(benchSeqLen-1)]]
+					r.word.CompareAndSwap(r.word.Load(), uint64(i))
 					i++
 				}
 			case "stdlib":
