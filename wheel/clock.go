@@ -28,10 +28,10 @@ import (
 // age, as a timing wheel does).
 
 // Layout of Wheel.clock: the current coarse tick where a state word holds
-// its deadline, with three flags in the low bits, where a state word's are
-// always clear (a coarse state word armed from tick T for n ticks is the
-// clock word of T plus coarseDelta(n)). Any flag sends a resetter down the
-// slow path.
+// its deadline, and three flags in the low bits. Any flag sends a resetter
+// down the slow path; without them, the clock word of tick T plus
+// coarseDelta(n) is the state word of a deadline n ticks after T, but for
+// the state's own flags.
 const (
 	clockStale   = 1 << 0 // the driver sleeps and does not keep the tick fresh
 	clockStopped = 1 << 1 // Stop was called
@@ -162,6 +162,8 @@ const (
 )
 
 // note records that tick t, which is over, was held extra nanoseconds.
+// Ticks come in order (each leaves the clock after the one before), so a
+// level's last block is t's or an earlier one.
 func (h *holdBacks) note(t uint64, extra int64) {
 	h.most = max(h.most, extra)
 	for l := range h.levels {
