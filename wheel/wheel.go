@@ -3,7 +3,8 @@
 // retransmission timers of network connections.
 //
 // A Reset of a pending timer costs a few nanoseconds, allocates nothing,
-// takes no lock and reads no system clock: it reads the wheel's coarse clock
+// takes no lock (unless it must wake the wheel's goroutine for an earlier
+// deadline) and reads no system clock: it reads the wheel's coarse clock
 // (the current tick), which the wheel's goroutine keeps fresh while timers
 // are being reset. A caller that reads the clock anyway (an event loop, once
 // per event) can instead arm from that exact time with ResetFrom, and then
