@@ -183,8 +183,9 @@ func TestWheel_PushLoadWakesOncePerTick(t *testing.T) {
 	assert.LessOrEqual(t, wakeups, ticks+ticks/4+10, "more than one wake-up per tick under push load")
 }
 
-// TestTimer_ConcurrentResetStop calls Reset and Stop on the same timers from
-// several goroutines at once, without any lock around the calls. Every
+// TestTimer_ConcurrentResetStop calls Reset, ResetFrom (from exact instants
+// and from coarse stamps) and Stop on the same timers from several
+// goroutines at once, without any lock around the calls. Every
 // arming ends exactly once, by a firing or by a Stop that reports it:
 // firings plus successful stops equal the Resets that report a new arming.
 // And no firing comes before its duration has passed since the earliest
@@ -236,7 +237,15 @@ func testConcurrentResetStop(t *testing.T, w *wheel.Wheel) {
 					s.mu.Unlock()
 				} else {
 					start := int64(w.Elapsed())
-					armed := !s.t.Reset(d)
+					var armed bool
+					switch rng.IntN(3) {
+					case 0:
+						armed = !s.t.Reset(d) // from the coarse clock
+					case 1:
+						armed = !s.t.ResetFrom(w.Elapsed(), d) // from an exact instant
+					default:
+						armed = !s.t.ResetFrom(w.Now(), d) // from a coarse stamp
+					}
 					end := int64(w.Elapsed())
 					s.mu.Lock()
 					s.calls = append(s.calls, call{start, end})
