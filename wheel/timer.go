@@ -115,9 +115,12 @@ func (t *Timer) Reset(d time.Duration) bool {
 				if t.state.CompareAndSwap(s, want|s&keepMask) {
 					return true // a later tick: store the deadline (see arm)
 				}
-			case s&(statePending|stateQueued) == 0:
+			case s&statePending == 0:
+				// A new arming: the wheel must count it (see arm).
 				if t.state.CompareAndSwap(s, want|s&keepMask|stateQueued) {
-					w.push(t, want>>whenShift) // a new arming
+					if s&stateQueued == 0 {
+						w.push(t, want>>whenShift)
+					}
 					return false
 				}
 			}
