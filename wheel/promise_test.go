@@ -138,24 +138,42 @@ func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
 // current pass, as on the manual clock; so a callback that re-arms itself
 // for the past fires once per tick and never keeps the driver from sleeping.
 func TestSimulated_PastDeadlineNextTick(t *testing.T) {
-	now := 5*ms + ms/3
-	w := newSim(t, &now)
-	w.Step()
-	var fires []int64
-	var tm wheel.Timer
-	tm.Init(w, func() {
-		fires = append(fires, now)
-		tm.ResetFrom(time.Duration(now-3*ms+1), 0) // exact, and past
-	})
-	tm.ResetFrom(time.Duration(now-2*ms+1), time.Millisecond) // due 4.33 ms: past
-	for range 10 {
-		wake := w.Step()
-		require.Greater(t, wake, now, "the driver sleeps: a past deadline waits for the next tick")
-		now = wake
-	}
-	require.Len(t, fires, 9)
-	for i, at := range fires {
-		assert.Equal(t, (6+int64(i))*ms, at, "firing %d: one per tick, from the tick after the arming", i)
+	for _, tc := range []struct {
+		name  string
+		rearm func(w *wheel.Wheel, tm *wheel.Timer, now int64)
+		late  int64 // after the tick: a quarter tick for a coarse deadline
+	}{
+		{name: "exact instant", late: 0, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.ResetFrom(time.Duration(now-3*ms+1), 0)
+		}},
+		{name: "old stamp", late: ms / 4, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.ResetFrom(time.Duration(ms), time.Millisecond)
+		}},
+		{name: "negative duration", late: ms / 4, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.Reset(-1500 * time.Microsecond) // between -2 and -1 ticks: see cachedFor
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := 5*ms + ms/3
+			w := newSim(t, &now)
+			w.Step()
+			var fires []int64
+			var tm wheel.Timer
+			tm.Init(w, func() {
+				fires = append(fires, now)
+				tc.rearm(w, &tm, now)
+			})
+			tc.rearm(w, &tm, now)
+			for now < 15*ms {
+				wake := w.Step()
+				require.Greater(t, wake, now, "the driver sleeps: a past deadline waits for the next tick")
+				now = wake
+			}
+			require.Len(t, fires, 9)
+			for i, at := range fires {
+				assert.Equal(t, (6+int64(i))*ms+tc.late, at, "firing %d: one per tick, from the tick after the arming", i)
+			}
+		})
 	}
 }
 

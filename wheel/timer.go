@@ -73,6 +73,7 @@ func (t *Timer) Init(w *Wheel, f func()) {
 	}
 	t.w = w
 	t.f = f
+	t.delta.Store(coarseDelta(0)) // a valid cache (for d = 0): see cachedFor
 }
 
 // Reset arms t to fire once, d from now, whether or not it is pending, and
@@ -94,8 +95,8 @@ func (t *Timer) Init(w *Wheel, f func()) {
 // clock stayed on a tick past its end (see docs/design.md), plus the wheel
 // goroutine's scheduling delay. (While the coarse clock is stale, Reset
 // reads the monotonic clock instead, and the callback runs at the first tick
-// at or after now+d, as for AfterFunc.) A d <= 0 fires on the next tick. A d longer than
-// the wheel's range is clamped to it (see MaxDuration).
+// at or after now+d, as for AfterFunc.) A d <= 0 fires on the next tick. A
+// d longer than the wheel's range is clamped to it (see MaxDuration).
 //
 // If the wheel has been stopped, Reset changes nothing and reports whether
 // t is pending, like Pending.
@@ -138,8 +139,9 @@ func coarseDelta(n uint64) uint64 {
 }
 
 // cachedFor reports whether k, a coarseDelta cached in Timer.delta, is that
-// of d: whether d rounds up to k's n ticks, (n-1)*tick < d <= n*tick. (An
-// empty cache matches no d.)
+// of d: whether d rounds up to k's n ticks, (n-1)*tick < d <= n*tick. A
+// negative d matches none (n*tick <= MaxDuration < 2^63); k must not be 0,
+// which Init rules out.
 func cachedFor(k uint64, d time.Duration, tickNanos int64) bool {
 	top := (k>>whenShift - 1) * uint64(tickNanos)
 	return uint64(d) <= top && uint64(d)+uint64(tickNanos) > top
