@@ -224,8 +224,9 @@ func coarseWord(base, n, now uint64) uint64 {
 // returned earlier by Wheel.Now or by Wheel.Elapsed: it lets a policy stamp
 // events on every packet and arm one timer later for the earliest of
 // several deadlines. A deadline already past fires on the next tick. O(1),
-// allocation-free, no clock read, and no lock except to wake the wheel's
-// goroutine.
+// allocation-free, and no lock except to wake the wheel's goroutine; it
+// reads no clock, except once after the wheel has slept (for a value from
+// Now, to know that it is not in the future).
 //
 // A value from Now is a multiple of the tick, and the callback never runs
 // before d has passed since any Now call that returned it, however long ago
