@@ -32,6 +32,7 @@ type simCase struct {
 	seed     uint64
 	lateProb float64
 	maxLate  time.Duration
+	long     bool // arm long timers too
 }
 
 // simResult is what a simulation observed.
@@ -66,6 +67,11 @@ func simulate(t *testing.T, sc simCase) simResult {
 	}
 	durations := []time.Duration{0, time.Millisecond, 1500 * time.Microsecond, 5 * time.Millisecond,
 		64 * time.Millisecond, 70 * time.Millisecond, 300 * time.Millisecond, 5 * time.Second}
+	if sc.long {
+		// Past the 2^13 ticks an age code holds exactly, and past the
+		// 2^18 the previous wheel's base bits did.
+		durations = append(durations, 10*time.Second, 5*time.Minute, time.Hour)
+	}
 
 	wakeAt := w.Step()
 	driverAt := wakeAt // when the simulated driver will actually run
@@ -150,7 +156,7 @@ func newSim(tb testing.TB, now *int64) *wheel.Wheel {
 func TestSimulated_NeverEarly(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			res := simulate(t, simCase{seed: seed, lateProb: 0.2, maxLate: 20 * time.Millisecond})
+			res := simulate(t, simCase{seed: seed, lateProb: 0.2, maxLate: 20 * time.Millisecond, long: seed%2 == 1})
 			require.Greater(t, res.maxHoldBack, 5*time.Millisecond, "the driver must run late enough to hold timers back")
 		})
 	}
