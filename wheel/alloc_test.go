@@ -92,17 +92,6 @@ func TestTimer_ZeroAlloc(t *testing.T) {
 	}
 }
 
-// TestWheel_CatchUpZeroAlloc checks that CatchUp, which event loops call
-// every so many packets, allocates nothing, whether or not the clock is
-// behind (under -race and a loaded machine it sometimes is).
-func TestWheel_CatchUpZeroAlloc(t *testing.T) {
-	w := wheel.New()
-	defer w.Stop()
-	w.AfterFunc(time.Hour, func() {}) // keeps the clock fresh for a second
-	allocs := testing.AllocsPerRun(1000, func() { w.CatchUp() })
-	assert.Zero(t, allocs, "allocations per CatchUp")
-}
-
 // TestTimer_Footprint asserts that a wheel holding many embedded timers costs
 // under 64 bytes of heap per timer, the Timer included, measured as the heap
 // growth of a wheel with 100k armed timers sharing one callback.

@@ -81,3 +81,13 @@ func ExampleTimer_ResetFrom() {
 	// Output:
 	// 1m1.5s: idle
 }
+
+// A tick from a flag is checked with Validate before New, which would panic.
+func ExampleValidate() {
+	tick := 50 * time.Microsecond // say, from -tick
+	if err := wheel.Validate(wheel.WithTick(tick)); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// wheel: tick out of range: 50µs not in [100µs, 1h0m0s]
+}

@@ -16,6 +16,13 @@ func NewSimulated(now func() int64, opts ...Option) *Wheel {
 // Step runs one wake-up of the driver at the simulated time and returns the
 // time it would sleep until.
 func (w *Wheel) Step() int64 {
+	until, _ := w.StepPlan()
+	return until
+}
+
+// StepPlan is Step, and also reports whether the sleep would be precise
+// (in futex).
+func (w *Wheel) StepPlan() (until int64, precise bool) {
 	w.park.take()
 	return w.step(w.sinceStart())
 }
@@ -23,39 +30,39 @@ func (w *Wheel) Step() int64 {
 // Stale reports whether the coarse clock is marked stale.
 func (w *Wheel) Stale() bool { return w.clock.Load()&clockStale != 0 }
 
-// Hiccups reports how many late publishes the wheel remembers.
-func (w *Wheel) Hiccups() int { return len(w.hiccups) }
+// MaxHoldBack reports the longest hold-back the wheel has noted.
+func (w *Wheel) MaxHoldBack() time.Duration { return time.Duration(w.holds.most) }
+
+// SetCanPrecise overrides what New decided from GOMAXPROCS: whether the
+// driver may sleep in futex before a timer falls due.
+func (w *Wheel) SetCanPrecise(ok bool) { w.canPrecise = ok && w.park.precise }
 
 const (
 	SlotsPerLevel = slotsPerLevel
 	NumLevels     = numLevels
 )
 
-// CatchUpSplit runs the first half of CatchUp (the clock swap) and returns
-// the second (the record), so a test can run the driver in between.
-func (w *Wheel) CatchUpSplit() (finish func(), ok bool) {
-	r, ok := w.catchUpSwap()
-	if !ok {
-		return nil, false
-	}
-	return func() { w.catchUpRecord(r) }, true
-}
-
-// MaxHiccup reports the longest hold-back the wheel remembers.
-func (w *Wheel) MaxHiccup() time.Duration {
-	var m int64
-	for _, h := range w.hiccups {
-		m = max(m, h.extra)
-	}
-	return time.Duration(m)
-}
-
-// PreciseSleep reports whether the sleep the last Step asked for is to be
-// taken precisely (in futex).
-func (w *Wheel) PreciseSleep() bool { return w.precise }
-
 // HavePreciseSleep reports whether this system takes precise sleeps in futex.
 const HavePreciseSleep = haveFutex
 
 // PreciseLead is how long before a timer is due the driver sleeps precisely.
 const PreciseLead = time.Duration(preciseLead)
+
+// ReleaseDelay bounds how long the wheel keeps a stopped timer referenced.
+const ReleaseDelay = time.Duration(releaseDelay)
+
+// SleepPlan is the driver's sleep decision, for table tests.
+var SleepPlan = sleepPlan
+
+// AgeCode and AgeRange expose the coarse deadline's age encoding.
+var (
+	AgeCode  = ageCode
+	AgeRange = ageRange
+)
+
+// HoldBacks is the hold-back record, for tests of its resolution.
+type HoldBacks = holdBacks
+
+func (h *holdBacks) Note(t uint64, extra int64) { h.note(t, extra) }
+func (h *holdBacks) Cover(t uint64)             { h.cover(t) }
+func (h *holdBacks) Max(lo, hi uint64) int64    { return h.max(lo, hi) }

@@ -16,7 +16,7 @@ import (
 // at time t fires at the first tick boundary at or after t+d (and at least
 // one tick after t), never later.
 type ManualClock struct {
-	mu       sync.Mutex   // serializes Advance
+	mu       sync.Mutex   // serializes Advance, and Wheel.Stop with it
 	now      atomic.Int64 // nanoseconds since the clock was created
 	attached atomic.Bool
 	w        *Wheel // written by New under attached, read by Advance
@@ -33,7 +33,8 @@ func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
 // fires, in deadline order, every timer that falls due on the way; while a
 // callback runs, Now reports the tick it fired at. Timers armed by callbacks
 // fire within the same Advance if they fall due within it. Advance may not be
-// called from a callback; concurrent calls are serialized.
+// called from a callback; concurrent calls are serialized. After the wheel
+// has stopped it only moves the clock.
 func (c *ManualClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -50,23 +51,21 @@ func (c *ManualClock) Advance(d time.Duration) {
 		c.now.Store(target)
 		return
 	}
-	targetTick := uint64(target / w.tickNanos)
+	targetTick := w.tickOf(target)
 	for w.clock.Load()&clockStopped == 0 {
 		w.drain(now)
-		e, idx, ok := w.nextEvent()
-		if !ok || e > targetTick {
+		tick, idx, _, ok := w.lv.next()
+		if !ok || tick > targetTick {
 			break
 		}
-		if at := w.tickTime(e); at > now {
+		if at := w.tickTime(tick); at > now {
 			now = at
 			c.now.Store(now)
 		}
-		w.cur = e
-		w.expire(idx, now)
+		w.lv.cur = tick
+		w.expireSlot(idx, now)
 	}
 	c.now.Store(target)
-	if targetTick > w.cur {
-		w.cur = targetTick
-	}
+	w.lv.cur = max(w.lv.cur, targetTick)
 	w.endBatch()
 }

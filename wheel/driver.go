@@ -1,0 +1,270 @@
+package wheel
+
+import (
+	"math"
+	"time"
+)
+
+// The driver: the wheel's goroutine. Each wake-up is one step: publish the
+// tick on the coarse clock, take in the inbox, fire what is due, and sleep
+// until the next thing to do, decided by sleepPlan from what the step found.
+
+// releaseDelay bounds how long a stopped timer stays referenced by the
+// wheel: the driver never sleeps longer than this while it holds timers, and
+// takes in the inbox (where a stop waits) at every wake-up.
+const releaseDelay = int64(time.Second)
+
+// preciseLead is how long before a timer falls due the driver starts
+// sleeping precisely (see sleepPlan), in nanoseconds: more than the
+// millisecond by which a runtime-timer sleep may end late.
+const preciseLead = int64(2 * time.Millisecond)
+
+func (w *Wheel) run() {
+	defer close(w.done)
+	defer w.countStops()
+	for w.clock.Load()&clockStopped == 0 {
+		w.wakeups.Add(1)
+		w.sleepUntil.Store(0)
+		until, precise := w.step(w.sinceStart())
+		if w.clock.Load()&clockStopped != 0 {
+			return
+		}
+		w.park.sleep(until, w.sinceStart, precise)
+	}
+}
+
+// step does one wake-up's work at time now (nanoseconds since start) and
+// returns when the driver should wake next (math.MaxInt64: only when told
+// to) and whether that sleep is to be precise.
+func (w *Wheel) step(now int64) (int64, bool) {
+	nowTick := w.tickOf(now)
+	if w.leftStale && w.clock.Load()&clockStale == 0 {
+		// A reader found the clock stale and refreshed it: the coarse
+		// clock is being read, so keep it fresh.
+		w.lastActive = nowTick
+	}
+	w.leftStale = false
+	w.publish(now)
+	if w.drain(now) > 0 {
+		w.lastActive = nowTick // timers armed from the coarse clock
+	}
+	w.expire(now)
+
+	// Tell pushers when we wake, then take in what came since the drain
+	// above (callbacks' armings among them): a push from then on sees
+	// sleepUntil and wakes us if it needs us earlier. New armings fall due
+	// no earlier than the next tick, so this never fires anything.
+	keep := nowTick-w.lastActive < w.activeTicks
+	plan := func() (int64, bool) {
+		return sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, w.npending > 0, w.canPrecise)
+	}
+	until, precise := plan()
+	w.sleepUntil.Store(until)
+	w.drain(now)
+	if u, p := plan(); u < until {
+		until, precise = u, p
+		w.sleepUntil.Store(until)
+	}
+	w.endBatch()
+	if !keep {
+		w.markStale()
+		w.leftStale = true
+	}
+	return until, precise
+}
+
+// sleepPlan decides when the driver wakes next, from what a step found at
+// now: fireAt, the earliest time a timer may fire (math.MaxInt64: none);
+// nextTick, when the next tick starts; keepClock, whether the driver keeps
+// the coarse clock fresh (then it wakes every tick); holding, whether it
+// holds timers (then it wakes within releaseDelay, to take in stops); and
+// canPrecise, whether it may sleep in futex. It returns the time to wake up
+// and whether to sleep precisely.
+//
+// A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is for
+// a timer, the last preciseLead before it is slept in futex, which ends on
+// time; a longer sleep first ends preciseLead early (on the runtime's timer,
+// so no more than a millisecond later) to take the rest precisely. Sleeps
+// that only keep the clock stay on the runtime's timer: in futex the
+// goroutine keeps its P, which costs the process CPU (WithSyscallSleep).
+func sleepPlan(now, fireAt, nextTick int64, keepClock, holding, canPrecise bool) (until int64, precise bool) {
+	until = fireAt
+	if holding {
+		until = min(until, satAdd(now, releaseDelay))
+	}
+	if keepClock {
+		until = min(until, nextTick)
+	}
+	if !canPrecise || fireAt > until || fireAt == math.MaxInt64 {
+		return until, false
+	}
+	if fireAt-now <= preciseLead {
+		return until, true
+	}
+	return fireAt - preciseLead, false
+}
+
+// nextFire returns the earliest time at which a timer the wheel holds may
+// fire: when the next occupied slot is processed, or a timer on the due list
+// may fire.
+func (w *Wheel) nextFire() int64 {
+	at := int64(math.MaxInt64)
+	if tick, _, late, ok := w.lv.next(); ok && tick <= lastTick {
+		at = w.slotTime(tick, late)
+	}
+	h := w.lv.due()
+	for t := h.next; t != h; t = t.next {
+		at = min(at, w.fireAt(t.state.Load()))
+	}
+	return at
+}
+
+// slotTime returns when a slot at tick may be processed: at the tick if it
+// holds only exact timers, else a quarter tick later, when the coarse ones
+// due at that tick may fire (less any hold-back, for which they wait on the
+// due list).
+func (w *Wheel) slotTime(tick uint64, late bool) int64 {
+	at := w.tickTime(tick)
+	if late {
+		at = satAdd(at, w.slackNanos)
+	}
+	return at
+}
+
+// drain empties the inbox, filing, moving, firing or dropping each timer on
+// it, and returns how many of them were armed from the coarse clock: a sign
+// that it is being read.
+func (w *Wheel) drain(now int64) int {
+	n := 0
+	for i := range w.in.shards {
+		t := w.in.take(i)
+		for t != nil {
+			next := t.qnext
+			t.qnext = nil
+			if s := t.state.And(^uint64(stateQueued)); s&(statePending|stateExact) == statePending {
+				n++
+			}
+			if t.next != nil {
+				w.lv.unlink(t)
+			}
+			w.handle(t, now)
+			t = next
+		}
+	}
+	return n
+}
+
+// expire processes the due list and every slot due at now, then moves cur
+// to the last tick whose every timer may have fired.
+func (w *Wheel) expire(now int64) {
+	w.expireSlot(slotDue, now)
+	for {
+		tick, idx, late, ok := w.lv.next()
+		if !ok || tick > lastTick || w.slotTime(tick, late) > now {
+			break
+		}
+		w.lv.cur = tick
+		w.expireSlot(idx, now)
+	}
+	// Every slot left is due after now, so its tick lies beyond this one.
+	if now >= w.slackNanos {
+		w.lv.cur = max(w.lv.cur, w.tickOf(now-w.slackNanos))
+	}
+}
+
+// expireSlot takes every timer out of slot idx and files, fires or drops it.
+func (w *Wheel) expireSlot(idx int, now int64) {
+	for t := w.lv.take(idx); t != nil; {
+		next := t.next
+		t.next, t.prev = nil, nil
+		w.handle(t, now)
+		t = next
+	}
+}
+
+// handle decides the fate of an unlinked timer t: drop it if stopped, file
+// it if its deadline is ahead, hold it on the due list if it may not fire
+// yet, fire it if due; and keeps the pending count.
+func (w *Wheel) handle(t *Timer, now int64) {
+	for {
+		s := t.state.Load()
+		if s&statePending == 0 {
+			if n := s &^ (stateFiled | stateCounted); n != s {
+				if !t.state.CompareAndSwap(s, n) {
+					continue
+				}
+				if s&stateCounted != 0 {
+					w.addPending(-1)
+				}
+			}
+			return
+		}
+		if n := s | stateFiled | stateCounted; n != s {
+			if !t.state.CompareAndSwap(s, n) {
+				continue
+			}
+			if s&stateCounted == 0 {
+				w.addPending(1)
+			}
+			s = n
+		}
+		if when := s >> whenShift; when > w.lv.cur {
+			w.lv.link(t, w.lv.slotFor(when), s&stateExact == 0)
+			return
+		}
+		if w.fireAt(s) > now {
+			w.lv.link(t, slotDue, false)
+			return
+		}
+		if t.state.CompareAndSwap(s, s&^(statePending|stateFiled|stateCounted)) {
+			w.addPending(-1)
+			w.fired++
+			if w.exec != nil {
+				w.exec(t.f)
+			} else {
+				t.f()
+			}
+			return
+		}
+	}
+}
+
+func (w *Wheel) endBatch() {
+	if w.fired > 0 {
+		w.fired = 0
+		if w.batchEnd != nil {
+			w.batchEnd()
+		}
+	}
+}
+
+func (w *Wheel) addPending(d int64) {
+	w.npending += d
+	w.count.Store(w.npending)
+}
+
+// countStops runs as the driver exits, after Stop: it takes in the stops
+// still in the inbox, so that Len counts only the timers that were pending
+// when the wheel stopped. It fires nothing and links nothing.
+func (w *Wheel) countStops() {
+	for i := range w.in.shards {
+		for t := w.in.take(i); t != nil; {
+			next := t.qnext
+			t.qnext = nil
+			for {
+				s := t.state.Load()
+				n := s &^ stateQueued
+				if s&statePending == 0 {
+					n &^= stateCounted
+				}
+				if t.state.CompareAndSwap(s, n) {
+					if s&statePending == 0 && s&stateCounted != 0 {
+						w.addPending(-1)
+					}
+					break
+				}
+			}
+			t = next
+		}
+	}
+}

@@ -1,0 +1,328 @@
+package wheel_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/wheel"
+)
+
+// TestSleepPlan steps through the driver's sleep decision.
+func TestSleepPlan(t *testing.T) {
+	const (
+		now      = int64(10 * time.Millisecond)
+		nextTick = int64(11 * time.Millisecond)
+		none     = int64(math.MaxInt64)
+		lead     = int64(wheel.PreciseLead)
+		release  = int64(wheel.ReleaseDelay)
+	)
+	for _, tc := range []struct {
+		name                          string
+		fireAt                        int64
+		keepClock, holding, canPrecis bool
+		until                         int64
+		precise                       bool
+	}{
+		{name: "nothing held, nothing read: sleep until woken", fireAt: none, until: none},
+		{name: "holding timers: wake to take in stops", fireAt: none, holding: true, until: now + release},
+		{name: "keeping the clock: the next tick", fireAt: none, holding: true, keepClock: true, until: nextTick},
+		{name: "a timer sooner than the tick", fireAt: now + 1, keepClock: true, holding: true, until: now + 1},
+		{name: "a timer within the lead: precise", fireAt: now + lead, holding: true, canPrecis: true, until: now + lead, precise: true},
+		{name: "a timer further off: wake the lead before it", fireAt: now + 3*lead, holding: true, canPrecis: true, until: now + 2*lead},
+		{name: "the clock comes first: not precise", fireAt: now + lead, keepClock: true, holding: true, canPrecis: true, until: nextTick},
+		{name: "release comes first: not precise", fireAt: now + 2*release, holding: true, canPrecis: true, until: now + release},
+		{name: "no futex: never precise", fireAt: now + lead/2, holding: true, until: now + lead/2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			until, precise := wheel.SleepPlan(now, tc.fireAt, nextTick, tc.keepClock, tc.holding, tc.canPrecis)
+			assert.Equal(t, time.Duration(tc.until), time.Duration(until), "until")
+			assert.Equal(t, tc.precise, precise, "precise")
+			assert.Greater(t, until, now, "the driver always sleeps")
+		})
+	}
+}
+
+// TestAgeCode checks that the range a coarse deadline's age code names
+// holds the tick it was computed from, at every age, and is narrow: exact
+// below 2^13 ticks, under a 4 000th of the age beyond.
+func TestAgeCode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ages := []uint64{0, 1, 8191, 8192, 8193, 1 << 20, 1<<41 - 3}
+	for range 10000 {
+		ages = append(ages, rng.Uint64N(1<<(1+rng.IntN(41))))
+	}
+	for _, n := range ages {
+		base := rng.Uint64N(1<<41 - 2 - n)
+		when := base + 1 + n
+		code := wheel.AgeCode(n)
+		require.Less(t, code, uint64(1)<<18, "n=%d", n)
+		lo, hi := wheel.AgeRange(when, code)
+		require.LessOrEqual(t, lo, base, "n=%d", n)
+		require.GreaterOrEqual(t, hi, base, "n=%d", n)
+		if n < 1<<13 {
+			require.Equal(t, lo, hi, "n=%d: exact", n)
+		} else {
+			require.LessOrEqual(t, hi-lo, n>>12, "n=%d: narrow", n)
+		}
+	}
+}
+
+// TestHoldBacks steps through the hold-back record: a tick's own hold-back
+// while it is recent, the largest of its block when old, never less than
+// its own, and unknown for a tick not yet over.
+func TestHoldBacks(t *testing.T) {
+	var h wheel.HoldBacks
+	h.Note(10, 5)
+	h.Note(11, 7)
+	h.Note(100, 3)
+	h.Cover(200)
+	for _, tc := range []struct {
+		name   string
+		lo, hi uint64
+		want   int64
+	}{
+		{name: "one tick", lo: 10, hi: 10, want: 5},
+		{name: "a range", lo: 10, hi: 11, want: 7},
+		{name: "no hold-back", lo: 12, hi: 99, want: 0},
+		{name: "not over", lo: 150, hi: 200, want: math.MaxInt64},
+	} {
+		assert.Equal(t, tc.want, h.Max(tc.lo, tc.hi), tc.name)
+	}
+	// Much later, tick 10 is looked up in a coarser block: 64 ticks, which
+	// holds ticks 11 and 100 too... no: 0-63 holds 10 and 11.
+	h.Cover(5000)
+	assert.Equal(t, int64(7), h.Max(10, 10), "4 990 ticks later: the 64-tick block")
+	h.Cover(1 << 20)
+	assert.Equal(t, int64(7), h.Max(10, 10), "2^20 ticks later: the 4 096-tick block")
+	assert.Equal(t, int64(7), h.Max(100, 100), "the same block")
+	h.Cover(1 << 40)
+	assert.GreaterOrEqual(t, h.Max(10, 10), int64(5), "never less than its own")
+}
+
+// TestWheel_PastRearmDoesNotSpin checks on the real clock that a callback
+// that re-arms its timer for an instant already past makes the wheel fire
+// it once per tick, not loop: the goroutine wakes about once a tick.
+func TestWheel_PastRearmDoesNotSpin(t *testing.T) {
+	w := wheel.New()
+	defer w.Stop()
+	var fires atomic.Int64
+	var stop atomic.Bool
+	tm := new(wheel.Timer)
+	tm.Init(w, func() {
+		fires.Add(1)
+		if !stop.Load() {
+			tm.ResetFrom(w.Elapsed()-time.Second, 0)
+		}
+	})
+	start, w0 := time.Now(), w.Wakeups()
+	tm.ResetFrom(w.Elapsed()-time.Second, 0)
+	time.Sleep(200 * time.Millisecond) // the test measures a rate over this window
+	stop.Store(true)
+	elapsed, wakeups := time.Since(start), w.Wakeups()-w0
+	ticks := uint64(elapsed / w.Tick())
+	t.Logf("%d fires, %d wake-ups in %v (%d ticks)", fires.Load(), wakeups, elapsed, ticks)
+	assert.LessOrEqual(t, wakeups, 2*ticks+10, "the wheel spun")
+	assert.LessOrEqual(t, uint64(fires.Load()), ticks+2, "more than one firing per tick")
+	assert.Positive(t, fires.Load())
+}
+
+// TestWheel_PushLoadWakesOncePerTick keeps the inbox busy from a
+// goroutine (timers moved earlier from the coarse clock, and armed anew)
+// and checks that the wheel's goroutine still wakes at most about once per
+// tick, instead of stepping again whenever it finds the inbox non-empty.
+func TestWheel_PushLoadWakesOncePerTick(t *testing.T) {
+	w := wheel.New()
+	defer w.Stop()
+	timers := make([]wheel.Timer, 4096)
+	for i := range timers {
+		timers[i].Init(w, func() {})
+		timers[i].Reset(time.Hour)
+	}
+	var stop atomic.Bool
+	var pushes atomic.Int64
+	var wg sync.WaitGroup
+	start, w0 := time.Now(), w.Wakeups()
+	for g := range 1 { // leave the wheel's goroutine a P
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			n := int64(0)
+			for !stop.Load() {
+				tm := &timers[rng.IntN(len(timers))]
+				switch rng.IntN(3) {
+				case 0:
+					tm.Reset(time.Hour) // later: stored
+					tm.Reset(time.Minute)
+				case 1:
+					tm.Stop()
+					tm.Reset(time.Hour)
+				default:
+					tm.Reset(5 * time.Millisecond) // earlier: pushed
+					tm.Reset(time.Hour)
+				}
+				n++
+			}
+			pushes.Add(n)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the test measures a rate over this window
+	stop.Store(true)
+	wg.Wait()
+	elapsed, wakeups := time.Since(start), w.Wakeups()-w0
+	ticks := uint64(elapsed / w.Tick())
+	t.Logf("%d push rounds, %d wake-ups in %v (%d ticks)", pushes.Load(), wakeups, elapsed, ticks)
+	assert.LessOrEqual(t, wakeups, ticks+ticks/4+10, "more than one wake-up per tick under push load")
+}
+
+// TestTimer_ConcurrentResetStop calls Reset, ResetFrom (from exact instants
+// and from coarse stamps) and Stop on the same timers from several
+// goroutines at once, without any lock around the calls. Every
+// arming ends exactly once, by a firing or by a Stop that reports it:
+// firings plus successful stops equal the Resets that report a new arming.
+// And no firing comes before its duration has passed since the earliest
+// Reset that can have set its deadline (one that returned after the firing
+// before the previous one began).
+func TestTimer_ConcurrentResetStop(t *testing.T) { sleepModes(t, testConcurrentResetStop) }
+
+func testConcurrentResetStop(t *testing.T, w *wheel.Wheel) {
+	const (
+		timers     = 16
+		goroutines = 4
+		ops        = 4000
+		d          = 2 * time.Millisecond
+	)
+	type call struct{ start, end int64 }
+	type shared struct {
+		t       wheel.Timer
+		mu      sync.Mutex // guards the records below, never held around a call
+		calls   []call     // Resets, in no particular order
+		fires   []int64
+		armings int // Resets that reported a new arming
+		stops   int // Stops that reported a pending timer
+	}
+	all := make([]*shared, timers)
+	for i := range all {
+		s := &shared{}
+		s.t.Init(w, func() {
+			now := int64(w.Elapsed())
+			s.mu.Lock()
+			s.fires = append(s.fires, now)
+			s.mu.Unlock()
+		})
+		all[i] = s
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 5))
+			for i := range ops {
+				s := all[rng.IntN(timers)]
+				if rng.IntN(4) == 0 {
+					stopped := s.t.Stop()
+					s.mu.Lock()
+					if stopped {
+						s.stops++
+					}
+					s.mu.Unlock()
+				} else {
+					start := int64(w.Elapsed())
+					var armed bool
+					switch rng.IntN(3) {
+					case 0:
+						armed = !s.t.Reset(d) // from the coarse clock
+					case 1:
+						armed = !s.t.ResetFrom(w.Elapsed(), d) // from an exact instant
+					default:
+						armed = !s.t.ResetFrom(w.Now(), d) // from a coarse stamp
+					}
+					end := int64(w.Elapsed())
+					s.mu.Lock()
+					s.calls = append(s.calls, call{start, end})
+					if armed {
+						s.armings++
+					}
+					s.mu.Unlock()
+				}
+				if i%64 == 0 {
+					time.Sleep(3 * time.Millisecond) // let timers fire between bursts
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		for _, s := range all {
+			if s.t.Pending() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "timers still pending long after their deadlines")
+	w.Stop() // wait for the last callback
+	assert.Zero(t, w.Len())
+	fires := 0
+	for i, s := range all {
+		s.mu.Lock()
+		assert.Equal(t, s.armings, len(s.fires)+s.stops, "timer %d: armings = firings + successful stops", i)
+		slices.Sort(s.fires)
+		for k, f := range s.fires {
+			since := int64(math.MinInt64)
+			if k >= 2 {
+				since = s.fires[k-2]
+			}
+			earliest := int64(math.MaxInt64)
+			for _, c := range s.calls {
+				if c.end >= since {
+					earliest = min(earliest, c.start)
+				}
+			}
+			assert.GreaterOrEqual(t, f, earliest+int64(d), "timer %d: firing %d early", i, k)
+		}
+		fires += len(s.fires)
+		s.mu.Unlock()
+	}
+	t.Logf("%d firings", fires)
+	assert.Positive(t, fires)
+}
+
+// TestManual_StopWaitsForAdvance checks that Stop on a manual wheel waits
+// for a callback that Advance is running, and that nothing fires after.
+func TestManual_StopWaitsForAdvance(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	started, release := make(chan struct{}), make(chan struct{})
+	var done atomic.Bool
+	w.AfterFunc(time.Millisecond, func() {
+		close(started)
+		<-release
+		done.Store(true)
+	})
+	w.AfterFunc(2*time.Millisecond, func() { t.Error("fired after Stop") })
+	go clk.Advance(time.Second)
+	<-started
+	stopped := make(chan struct{})
+	go func() {
+		w.Stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while Advance ran a callback")
+	case <-time.After(50 * time.Millisecond): // a negative check: Stop must still be waiting
+	}
+	close(release)
+	<-stopped
+	assert.True(t, done.Load(), "the callback finished before Stop returned")
+	clk.Advance(time.Second)
+}

@@ -1,0 +1,122 @@
+package wheel
+
+import "math/bits"
+
+// The levels: a hashed hierarchical timing wheel as a plain data structure.
+// It knows ticks, not time: the driver decides which tick has come, and
+// what to do with each timer it takes out.
+//
+// 7 levels of 64 slots cover the 41-bit deadline. A deadline goes to the
+// level of the highest 6-bit digit in which it differs from cur, the last
+// tick processed, in the slot named by that digit; so a level-l slot always
+// lies inside the current slot of every level above, and the next occupied
+// slot is found with one masked TrailingZeros64 per level. When a slot
+// comes round its timers are taken out and filed again lower down (or
+// fired). A slot is a circular doubly linked list through a sentinel that
+// knows its index, so a timer can be unlinked without knowing its slot.
+// Past the slots there is one more list, the due list, for timers whose
+// tick has come but which may not fire yet (see Wheel.fireAt).
+const (
+	slotBits      = 6
+	slotsPerLevel = 1 << slotBits
+	numLevels     = 7
+	slotDue       = numLevels * slotsPerLevel
+	numSlots      = slotDue + 1
+)
+
+// levels holds the wheel's timers by deadline.
+//
+// Ownership: everything here belongs to the driver (or to
+// ManualClock.Advance, under the clock's mutex).
+type levels struct {
+	cur      uint64          // every tick <= cur has been processed
+	heads    [numSlots]Timer // list sentinels: w is nil, state holds the index
+	occupied [numLevels]uint64
+	late     [numLevels]uint64 // occupied slots that may hold a coarse timer, processed a little late
+}
+
+func (l *levels) init(cur uint64) {
+	l.cur = cur
+	for i := range l.heads {
+		h := &l.heads[i]
+		h.next, h.prev = h, h
+		h.state.Store(uint64(i))
+	}
+}
+
+// slotFor returns the slot for a deadline after cur.
+func (l *levels) slotFor(when uint64) int {
+	lv := (63 - bits.LeadingZeros64(when^l.cur)) / slotBits
+	return lv*slotsPerLevel + int(when>>(uint(lv)*slotBits))&(slotsPerLevel-1)
+}
+
+// link files t in slot idx; late marks a slot holding a coarse timer.
+func (l *levels) link(t *Timer, idx int, late bool) {
+	h := &l.heads[idx]
+	t.prev = h
+	t.next = h.next
+	h.next.prev = t
+	h.next = t
+	if idx < slotDue {
+		lv, bit := idx/slotsPerLevel, uint64(1)<<(idx%slotsPerLevel)
+		l.occupied[lv] |= bit
+		if late {
+			l.late[lv] |= bit
+		}
+	}
+}
+
+// unlink takes t out of whatever slot holds it.
+func (l *levels) unlink(t *Timer) {
+	p, n := t.prev, t.next
+	p.next = n
+	n.prev = p
+	t.next, t.prev = nil, nil
+	if p == n && p.w == nil { // only the sentinel is left: the slot is empty
+		l.emptied(int(p.state.Load()))
+	}
+}
+
+func (l *levels) emptied(idx int) {
+	if idx < slotDue {
+		lv, bit := idx/slotsPerLevel, uint64(1)<<(idx%slotsPerLevel)
+		l.occupied[lv] &^= bit
+		l.late[lv] &^= bit
+	}
+}
+
+// next returns the tick of the first occupied slot after cur, its index,
+// and whether it may hold a coarse timer. The lowest occupied level always
+// comes first: a level-l slot lies inside the current slot of every level
+// above l.
+func (l *levels) next() (tick uint64, idx int, late, ok bool) {
+	for lv := 0; lv < numLevels; lv++ {
+		shift := uint(lv * slotBits)
+		digit := (l.cur >> shift) & (slotsPerLevel - 1)
+		bm := l.occupied[lv] & (^uint64(0) << (digit + 1))
+		if bm != 0 {
+			j := uint64(bits.TrailingZeros64(bm))
+			tick = l.cur>>(shift+slotBits)<<(shift+slotBits) | j<<shift
+			idx = lv*slotsPerLevel + int(j)
+			return tick, idx, l.late[lv]&(1<<j) != 0, true
+		}
+	}
+	return 0, 0, false, false
+}
+
+// take empties slot idx and returns its timers as a list linked by next
+// (prev cleared), to be filed again or fired one by one.
+func (l *levels) take(idx int) *Timer {
+	l.emptied(idx)
+	h := &l.heads[idx]
+	if h.next == h {
+		return nil
+	}
+	first := h.next
+	h.prev.next = nil
+	h.next, h.prev = h, h
+	return first
+}
+
+// due returns the due list's sentinel, to walk it.
+func (l *levels) due() *Timer { return &l.heads[slotDue] }

@@ -1,0 +1,278 @@
+package wheel_test
+
+// Simulated-driver tests of the wheel's promises that depend on how late its
+// goroutine runs: never early for any duration, a past deadline on the next
+// tick, stopped timers released within ReleaseDelay. They use only the
+// simulated driver (NewSimulated, Step) and the public API.
+
+import (
+	"math"
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/wheel"
+)
+
+const ms = int64(time.Millisecond)
+
+// runUntil steps a simulated driver at the times it asks to wake (at least
+// every second, as a driver holding timers does) until done reports true,
+// and fails if that takes more than limit steps.
+func runUntil(t *testing.T, w *wheel.Wheel, now *int64, limit int, done func() bool) {
+	t.Helper()
+	for range limit {
+		wake := w.Step()
+		if done() {
+			return
+		}
+		*now = max(*now+1, min(wake, *now+int64(time.Second)))
+	}
+	t.Fatalf("not done after %d steps, at %v", limit, time.Duration(*now))
+}
+
+// TestSimulated_NeverEarlyLongTimers arms 5-minute, 1-hour and MaxDuration
+// timers while the driver is 20 ms late (tick 0 still on the coarse clock at
+// 20 ms), in each way a timer can be armed, lets the driver catch up, and
+// then jumps to just before each deadline: none may fire before its duration
+// has passed since the call (or, for a stamp, since the Now call that
+// returned it).
+func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
+	const lateAt = 20 * ms // the driver's first wake-up after tick 0
+	cases := []struct {
+		name string
+		// arm arms tm (pre-armed at 0 with pre, if pre > 0) for d at
+		// lateAt, or later for old stamps, and returns the instant the
+		// duration runs from.
+		pre time.Duration
+		arm func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64
+	}{
+		{name: "coarse later (lazy)", pre: time.Millisecond,
+			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
+				require.True(t, tm.Reset(d))
+				return *now
+			}},
+		{name: "coarse earlier (pushed)", pre: 100 * 365 * 24 * time.Hour,
+			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
+				require.True(t, tm.Reset(d))
+				return *now
+			}},
+		{name: "stamp", pre: time.Millisecond,
+			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
+				stamp := w.Now()
+				require.Zero(t, stamp, "tick 0 is still on the clock")
+				tm.ResetFrom(stamp, d)
+				return *now
+			}},
+		{name: "old stamp",
+			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
+				stamp, at := w.Now(), *now
+				require.Zero(t, stamp, "tick 0 is still on the clock")
+				// The driver catches up, keeps the clock for a second,
+				// sleeps until half the duration has passed; then the
+				// stamp is used.
+				for wake := w.Step(); !w.Stale(); wake = w.Step() {
+					*now = wake
+				}
+				*now = at + int64(d)/2
+				w.Step()
+				require.False(t, tm.ResetFrom(stamp, d))
+				return at
+			}},
+		{name: "exact", pre: time.Millisecond,
+			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
+				tm.ResetFrom(time.Duration(*now+1), d)
+				return *now + 1
+			}},
+	}
+	for _, tc := range cases {
+		for _, d := range []time.Duration{5 * time.Minute, time.Hour, -1} {
+			name := d.String()
+			if d < 0 {
+				name = "MaxDuration"
+			}
+			t.Run(tc.name+"/d="+name, func(t *testing.T) {
+				var now int64
+				w := newSim(t, &now)
+				if d < 0 {
+					d = w.MaxDuration()
+				}
+				fired := int64(-1)
+				var tm wheel.Timer
+				tm.Init(w, func() { fired = now })
+				if tc.pre > 0 {
+					tm.Reset(tc.pre)
+				}
+				w.Step() // tick 0 on the clock
+				now = lateAt
+				ref := tc.arm(w, &tm, &now, d)
+				due := ref + int64(d)
+				// The driver catches up, keeps the clock for a second, and
+				// sleeps (or is late) until just before the deadline.
+				for wake := w.Step(); !w.Stale() && fired < 0; wake = w.Step() {
+					now = wake
+				}
+				if due-100*ms > now {
+					now = due - 100*ms
+				}
+				runUntil(t, w, &now, 10000, func() bool { return fired >= 0 || now > due+2*int64(time.Second) })
+				if fired < 0 {
+					// MaxDuration after a time past the start may lie
+					// beyond the clock's end: clamped there, it never fires.
+					require.Greater(t, due, int64(w.MaxDuration())+ms, "never fired")
+					return
+				}
+				require.GreaterOrEqual(t, fired, due, "fired %v early", time.Duration(due-fired))
+				assert.LessOrEqual(t, fired, due+2*ms, "fired %v late", time.Duration(fired-due))
+			})
+		}
+	}
+}
+
+// TestSimulated_PastDeadlineNextTick checks that a deadline already past
+// when the timer is armed fires at the next tick, not in the driver's
+// current pass, as on the manual clock; so a callback that re-arms itself
+// for the past fires once per tick and never keeps the driver from sleeping.
+func TestSimulated_PastDeadlineNextTick(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rearm func(w *wheel.Wheel, tm *wheel.Timer, now int64)
+		late  int64 // after the tick: a quarter tick for a coarse deadline
+	}{
+		{name: "exact instant", late: 0, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.ResetFrom(time.Duration(now-3*ms+1), 0)
+		}},
+		{name: "old stamp", late: ms / 4, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.ResetFrom(time.Duration(ms), time.Millisecond)
+		}},
+		{name: "negative duration", late: ms / 4, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.Reset(-1500 * time.Microsecond) // between -2 and -1 ticks: see cachedFor
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := 5*ms + ms/3
+			w := newSim(t, &now)
+			w.Step()
+			var fires []int64
+			var tm wheel.Timer
+			tm.Init(w, func() {
+				fires = append(fires, now)
+				tc.rearm(w, &tm, now)
+			})
+			tc.rearm(w, &tm, now)
+			for now < 15*ms {
+				wake := w.Step()
+				require.Greater(t, wake, now, "the driver sleeps: a past deadline waits for the next tick")
+				now = wake
+			}
+			require.Len(t, fires, 9)
+			for i, at := range fires {
+				assert.Equal(t, (6+int64(i))*ms+tc.late, at, "firing %d: one per tick, from the tick after the arming", i)
+			}
+		})
+	}
+}
+
+// TestSimulated_StoppedReleased runs connection churn on a wheel armed only
+// from exact instants (as netserver's is), whose driver, reading no coarse
+// clock, sleeps as long as it may: 2 000 connections a second open, arm a
+// 1-hour timer and close, beside 100 long-lived ones. A closed connection's
+// memory must be released within ReleaseDelay, not held until the driver
+// next has a timer to fire: the live connections stay flat.
+func TestSimulated_StoppedReleased(t *testing.T) {
+	type conn struct {
+		idle wheel.Timer
+		buf  [64]byte
+	}
+	now := 2 * int64(time.Second)
+	w := newSim(t, &now)
+	open := make([]*conn, 100)
+	for i := range open {
+		c := &conn{}
+		c.idle.Init(w, func() { c.buf[0]++ })
+		c.idle.ResetFrom(time.Duration(now+1), time.Hour)
+		open[i] = c
+	}
+	wakeAt := w.Step()
+	var closed []weak.Pointer[conn]
+	live := func() int {
+		runtime.GC()
+		n := 0
+		for _, p := range closed {
+			if p.Value() != nil {
+				n++
+			}
+		}
+		return n
+	}
+	const perMs = 2
+	var samples []int
+	for i := 1; i <= 30_000; i++ {
+		now += ms
+		for range perMs {
+			c := &conn{}
+			c.idle.Init(w, func() { c.buf[0]++ })
+			c.idle.ResetFrom(time.Duration(now-1), time.Hour)
+			c.idle.Stop()
+			closed = append(closed, weak.Make(c))
+		}
+		if now >= wakeAt {
+			wakeAt = w.Step()
+		}
+		if i%10_000 == 0 {
+			samples = append(samples, live())
+		}
+	}
+	bound := perMs * int(wheel.ReleaseDelay/time.Millisecond+10)
+	t.Logf("closed connections still referenced at 10, 20, 30 s: %v (bound %d)", samples, bound)
+	for i, n := range samples {
+		assert.LessOrEqual(t, n, bound, "at %d s", 10*(i+1))
+	}
+	runtime.KeepAlive(open)
+}
+
+// TestSimulated_Horizon runs a 100 µs wheel to the end of its 41-bit clock:
+// nothing wraps, nothing fires early, a deadline within the clock fires, and
+// one beyond it never does.
+func TestSimulated_Horizon(t *testing.T) {
+	tick := int64(wheel.MinTick)
+	end := (int64(1)<<41 - 2) * tick // the clock's last tick
+	now := end - 50*tick
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(wheel.MinTick))
+	t.Cleanup(w.Stop)
+	w.Step()
+	type fire struct{ at, due int64 }
+	var within []*fire
+	beyond := 0
+	for _, d := range []time.Duration{0, time.Duration(10 * tick), time.Duration(40 * tick), time.Hour, w.MaxDuration()} {
+		f := &fire{at: -1, due: now + int64(d)}
+		tm := new(wheel.Timer)
+		if f.due <= end {
+			within = append(within, f)
+			tm.Init(w, func() { f.at = now })
+		} else {
+			beyond++
+			tm.Init(w, func() {
+				t.Errorf("a deadline beyond the clock's end (%v after %v) fired", d, time.Duration(f.due-int64(d)))
+			})
+		}
+		tm.Reset(d)
+	}
+	for range 200 {
+		next := w.Step()
+		if next == math.MaxInt64 {
+			next = now + int64(time.Second)
+		}
+		now = max(now+1, next)
+	}
+	require.Len(t, within, 3)
+	assert.Equal(t, 2, beyond)
+	for i, f := range within {
+		assert.GreaterOrEqual(t, f.at, f.due, "timer %d fired early, or not at all", i)
+		assert.LessOrEqual(t, f.at, f.due+2*tick, "timer %d fired late", i)
+	}
+}
