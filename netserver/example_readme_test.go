@@ -1,0 +1,83 @@
+package netserver_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/netserver"
+)
+
+// The README's "Embed the server with your own protocol" snippets, word for
+// word (internal/readme checks them): lineProtocol and Example_readme's
+// body. example_lines_test.go has the protocol with its tests.
+
+// lineProtocol answers each line with "OK <line>"; QUIT closes with a code of its own.
+type lineProtocol struct{}
+
+func (lineProtocol) OnOpen(*netserver.Conn)                    {}
+func (lineProtocol) OnMessage(*netserver.Conn, []byte)         {} // OnStream is called instead
+func (lineProtocol) OnClose(*netserver.Conn, netserver.Reason) {}
+func (lineProtocol) OnProbe(c *netserver.Conn)                 { c.Send([]byte("PING\n")) } // keepalive
+
+// OnStream consumes every whole line and leaves a partial one buffered.
+func (lineProtocol) OnStream(c *netserver.Conn, in []byte) (consumed int) {
+	for {
+		i := bytes.IndexByte(in[consumed:], '\n')
+		if i < 0 {
+			if consumed < len(in) {
+				c.RequestStart() // half a request is here: its deadline runs
+			}
+			return consumed
+		}
+		line := string(in[consumed : consumed+i])
+		consumed += i + 1
+		c.RequestEnd()
+		c.HandshakeDone()
+		if line == "QUIT" {
+			c.CloseCode(4000, "bye")
+			return consumed
+		}
+		if line != "PONG" { // a probe's answer is a sign of life, not activity
+			c.Activity()
+			c.Send([]byte("OK " + line + "\n"))
+		}
+	}
+}
+
+func Example_readme() {
+	srv, err := netserver.New(netserver.Config{
+		Addr:         "127.0.0.1:0",
+		HandlerMarks: true, // the handler marks activity, requests and the handshake
+		Timeouts: idle.Config{
+			HandshakeTimeout: 10 * time.Second, // the first line within 10s
+			FrameTimeout:     5 * time.Second,  // each request whole within 5s
+			IdleTimeout:      5 * time.Minute,  // a request at least every 5m
+			KeepaliveTime:    30 * time.Second, // PING after 30s of silence,
+			KeepaliveTimeout: 10 * time.Second, // then any byte within 10s
+		},
+	}, lineProtocol{})
+	if err != nil {
+		panic(err)
+	}
+	if err := srv.Start(); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown(context.Background())
+
+	c, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		panic(err)
+	}
+	c.Write([]byte("hello\nwor")) // a request and a half,
+	c.Write([]byte("ld\nQUIT\n")) // then the rest
+	out, _ := io.ReadAll(c)       // until the server closes
+	fmt.Print(string(out))
+	// Output:
+	// OK hello
+	// OK world
+}
