@@ -10,7 +10,7 @@ import (
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/limits"
-	"github.com/netwheel/netwheel/loadtest/internal/promtext"
+	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -54,11 +54,11 @@ func memorySource(o *options) (read func(context.Context) (int64, error), source
 			if err != nil {
 				return 0, err
 			}
-			v, err := promtext.Parse(bytes.NewReader(body), rssMetric)
+			v, err := promsample.Decode(bytes.NewReader(body))
 			if err != nil {
 				return 0, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
 			}
-			rss, ok := v[rssMetric]
+			rss, ok := promsample.Sum(v, rssMetric)[rssMetric]
 			if !ok || math.IsNaN(rss) {
 				return 0, fmt.Errorf("loadtest: metrics: %s does not expose %s", target, rssMetric)
 			}

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netwheel/netwheel/loadtest/internal/promtext"
+	"github.com/prometheus/common/model"
+
+	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -135,8 +137,9 @@ type reading struct {
 }
 
 // scrape reads the leak metrics and the close-delay histogram from target,
-// in at most metricsFetchTimeout. A histogram that cannot be read is not
-// an error of the scrape: the leak check does not need it.
+// in at most metricsFetchTimeout. An exposition that does not parse is an
+// error; a histogram whose samples do not make one is not an error of the
+// scrape: the leak check does not need it.
 func scrape(ctx context.Context, c *http.Client, target string) (reading, error) {
 	body, err := fetchMetrics(ctx, c, target)
 	if err != nil {
@@ -158,7 +161,8 @@ func fetchMetrics(ctx context.Context, c *http.Client, target string) ([]byte, e
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: metrics: %w", err)
 	}
-	// The text format, not the protobuf one client_golang may negotiate.
+	// The text format expfmt's TextParser reads, not the protobuf or
+	// OpenMetrics ones client_golang may negotiate.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := c.Do(req)
 	if err != nil {
@@ -169,7 +173,7 @@ func fetchMetrics(ctx context.Context, c *http.Client, target string) ([]byte, e
 		return nil, fmt.Errorf("loadtest: metrics: %s: %s", target, resp.Status)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/plain" && mt != "application/openmetrics-text" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/plain" {
 			return nil, fmt.Errorf("loadtest: metrics: %s: content type %q, want the Prometheus text format", target, ct)
 		}
 	}
@@ -181,25 +185,27 @@ func fetchMetrics(ctx context.Context, c *http.Client, target string) ([]byte, e
 }
 
 // parseReading reads the leak metrics and the close-delay histogram out of
-// an exposition. Only the leak metrics' errors are its errors.
+// an exposition. An exposition that does not parse is its error; a
+// close-delay histogram that does not make one is the reading's
+// closeDelayErr.
 func parseReading(body []byte) (reading, error) {
+	v, err := promsample.Decode(bytes.NewReader(body))
+	if err != nil {
+		return reading{}, err
+	}
 	names := make([]string, len(leakMetrics))
 	for i, m := range leakMetrics {
 		names[i] = m.name
 	}
-	values, err := promtext.Parse(bytes.NewReader(body), names...)
-	if err != nil {
-		return reading{}, err
-	}
-	r := reading{values: values}
-	r.closeDelay, r.closeDelayErr = closeDelayOf(body)
+	r := reading{values: promsample.Sum(v, names...)}
+	r.closeDelay, r.closeDelayErr = closeDelayOf(v)
 	return r, nil
 }
 
-// closeDelayOf reads the close-delay histogram out of an exposition; nil,
-// nil if it has none.
-func closeDelayOf(body []byte) (*report.ServerHistogram, error) {
-	h, ok, err := promtext.ParseHistogram(bytes.NewReader(body), report.CloseDelayMetric)
+// closeDelayOf reads the close-delay histogram out of an exposition's
+// samples; nil, nil if it has none.
+func closeDelayOf(v model.Vector) (*report.ServerHistogram, error) {
+	h, ok, err := promsample.ClassicHistogram(v, report.CloseDelayMetric)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -208,14 +214,14 @@ func closeDelayOf(body []byte) (*report.ServerHistogram, error) {
 
 // serverHistogram turns a histogram read from an exposition into the
 // report's form: whole counts, the +Inf bucket as the count.
-func serverHistogram(name string, h promtext.Histogram) (*report.ServerHistogram, error) {
+func serverHistogram(name string, h promsample.Histogram) (*report.ServerHistogram, error) {
 	whole := func(v float64) (uint64, error) {
 		if v < 0 || v > 1<<53 || v != math.Trunc(v) {
 			return 0, fmt.Errorf("loadtest: %s: count %v is not a whole number", name, v)
 		}
 		return uint64(v), nil
 	}
-	n := len(h.Bounds) - 1 // promtext.ParseHistogram ends them with +Inf
+	n := len(h.Bounds) - 1 // promsample.ClassicHistogram ends them with +Inf
 	out := &report.ServerHistogram{Metric: name, Bounds: h.Bounds[:n], Counts: make([]uint64, n), Sum: h.Sum}
 	var err error
 	if out.Count, err = whole(h.Count); err != nil {
@@ -242,7 +248,11 @@ func handlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
 	if w.Code != http.StatusOK {
 		return nil, fmt.Errorf("loadtest: server metrics: status %d", w.Code)
 	}
-	return closeDelayOf(w.Body.Bytes())
+	v, err := promsample.Decode(w.Body)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: server metrics: %w", err)
+	}
+	return closeDelayOf(v)
 }
 
 // closeDelayDiff is this run's part of an external server's close delay:

@@ -18,7 +18,7 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/loadtest/internal/baseline"
-	"github.com/netwheel/netwheel/loadtest/internal/promtext"
+	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver"
 )
@@ -301,6 +301,8 @@ func TestHandlerCloseDelay(t *testing.T) {
 	h, err = handlerCloseDelay(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other 1\n") }))
 	assert.NoError(t, err)
 	assert.Nil(t, h, "not exported")
+	_, err = handlerCloseDelay(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other{a=\"b\" 1\n") }))
+	assert.ErrorContains(t, err, "line 1", "a malformed exposition is an error, with its line")
 	_, err = handlerCloseDelay(http.NotFoundHandler())
 	assert.ErrorContains(t, err, "404")
 }
@@ -314,7 +316,9 @@ func TestCloseDelayBucketsMatchNetserver(t *testing.T) {
 	w := httptest.NewRecorder()
 	s.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Equal(t, http.StatusOK, w.Code)
-	h, ok, err := promtext.ParseHistogram(w.Body, report.CloseDelayMetric)
+	v, err := promsample.Decode(w.Body)
+	require.NoError(t, err)
+	h, ok, err := promsample.ClassicHistogram(v, report.CloseDelayMetric)
 	require.NoError(t, err)
 	require.True(t, ok)
 	want := append(slices.Clone(baseline.CloseDelayBuckets), math.Inf(1))

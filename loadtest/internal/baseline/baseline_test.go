@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/netwheel/netwheel/loadtest/internal/promtext"
+	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -27,19 +27,21 @@ func TestMain(m *testing.M) {
 }
 
 // scrape reads the close-delay histogram a server serves.
-func scrape(t *testing.T, s Server) (promtext.Histogram, int) {
+func scrape(t *testing.T, s Server) (promsample.Histogram, int) {
 	t.Helper()
 	ms, ok := s.(interface{ MetricsHandler() http.Handler })
 	require.True(t, ok, "the server serves no metrics")
 	if ms.MetricsHandler() == nil {
-		return promtext.Histogram{}, http.StatusNotFound
+		return promsample.Histogram{}, http.StatusNotFound
 	}
 	w := httptest.NewRecorder()
 	ms.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if w.Code != http.StatusOK {
-		return promtext.Histogram{}, w.Code
+		return promsample.Histogram{}, w.Code
 	}
-	h, found, err := promtext.ParseHistogram(w.Body, report.CloseDelayMetric)
+	v, err := promsample.Decode(w.Body)
+	require.NoError(t, err)
+	h, found, err := promsample.ClassicHistogram(v, report.CloseDelayMetric)
 	require.NoError(t, err)
 	require.True(t, found, "no %s in the metrics", report.CloseDelayMetric)
 	return h, w.Code
