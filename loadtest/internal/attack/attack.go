@@ -390,6 +390,37 @@ func (rc *recorder) flush(b []int64) {
 	rc.mu.Unlock()
 }
 
+// echoes counts one connection's echoes and records their latencies into a
+// recorder in batches. onEcho is the reader's (its client.onEcho); the role
+// reads recv and waits on got, and calls flush once the reader is done.
+type echoes struct {
+	rec     *recorder
+	latency func(k uint64, at time.Time) int64 // of echo k arriving at at
+	batch   []int64
+	recv    atomic.Uint64 // echoes arrived
+	got     chan struct{} // signalled after each echo
+}
+
+func newEchoes(rec *recorder, batch int, latency func(k uint64, at time.Time) int64) *echoes {
+	return &echoes{rec: rec, latency: latency, batch: make([]int64, 0, batch), got: make(chan struct{}, 1)}
+}
+
+func (e *echoes) onEcho(k uint64, at time.Time) {
+	e.batch = append(e.batch, e.latency(k, at))
+	if len(e.batch) == cap(e.batch) {
+		e.rec.flush(e.batch)
+		e.batch = e.batch[:0]
+	}
+	e.recv.Store(k)
+	select {
+	case e.got <- struct{}{}:
+	default:
+	}
+}
+
+// flush records what is left of the batch; call it after the reader is done.
+func (e *echoes) flush() { e.rec.flush(e.batch) }
+
 // roleOf returns the role of connection i of scenario s.
 func roleOf(s string, p Proto, i int) string {
 	switch s {
@@ -529,9 +560,6 @@ func wait(ctx context.Context, cl *client, t time.Time) bool {
 func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res *report.ConnResult) {
 	cl.answerPings.Store(true)
 	cl.ack = true
-	var recv atomic.Uint64
-	got := make(chan struct{}, 1)
-	var batch []int64
 	var p pacer.Pacer
 	var sentAt atomic.Int64 // closed loop: send time of the outstanding message
 	// latency of echo k arriving at at: closed loop, from the send of the
@@ -543,19 +571,8 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 		p, _ = pacer.New(time.Now(), pacer.Phase(i, n, r.cfg.Rate), r.cfg.Rate)
 		latency = func(k uint64, at time.Time) int64 { return int64(at.Sub(p.At(k - 1))) }
 	}
-	cl.onEcho = func(k uint64, at time.Time) {
-		batch = append(batch, latency(k, at))
-		if len(batch) == cap(batch) {
-			rec.flush(batch)
-			batch = batch[:0]
-		}
-		recv.Store(k)
-		select {
-		case got <- struct{}{}:
-		default:
-		}
-	}
-	batch = make([]int64, 0, 256)
+	e := newEchoes(rec, 256, latency)
+	cl.onEcho = e.onEcho
 	go cl.read()
 	end := r.start.Add(r.cfg.Duration)
 	var sent uint64
@@ -570,12 +587,12 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 			sent++
 			r.ctr.Sent.Add(1)
 			select {
-			case <-got:
+			case <-e.got:
 			case <-cl.done:
 			case <-ctx.Done():
 			case <-time.After(r.cfg.Drain):
 			}
-			if recv.Load() < sent {
+			if e.recv.Load() < sent {
 				break
 			}
 		}
@@ -600,9 +617,9 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	}
 	// Wait for the outstanding echoes.
 	drainEnd := time.Now().Add(r.cfg.Drain)
-	for recv.Load() < sent && time.Now().Before(drainEnd) {
+	for e.recv.Load() < sent && time.Now().Before(drainEnd) {
 		select {
-		case <-got:
+		case <-e.got:
 		case <-cl.done:
 			drainEnd = time.Now()
 		case <-ctx.Done():
@@ -613,9 +630,9 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	if cl.closedByServer() && res.Err == "" {
 		res.Err = "closed_by_server"
 	}
-	cl.shut() // the reader is done: batch is ours
-	rec.flush(batch)
-	res.Sent, res.Recv = sent, recv.Load()
+	cl.shut() // the reader is done: the batch is ours
+	e.flush()
+	res.Sent, res.Recv = sent, e.recv.Load()
 	if res.Recv < res.Sent {
 		res.Lost = res.Sent - res.Recv
 		r.ctr.Errors.Add(int64(res.Lost))

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -269,21 +268,8 @@ func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder,
 		mismatched = func() uint64 { return sc.Mismatched }
 	}
 	p, _ := pacer.New(time.Now(), pacer.Phase(i, n, r.cfg.Rate), r.cfg.Rate)
-	var recv atomic.Uint64
-	got := make(chan struct{}, 1)
-	batch := make([]int64, 0, 64)
-	cl.onEcho = func(k uint64, at time.Time) {
-		batch = append(batch, int64(at.Sub(p.At(k-1))))
-		if len(batch) == cap(batch) {
-			rec.flush(batch)
-			batch = batch[:0]
-		}
-		recv.Store(k)
-		select {
-		case got <- struct{}{}:
-		default:
-		}
-	}
+	e := newEchoes(rec, 64, func(k uint64, at time.Time) int64 { return int64(at.Sub(p.At(k - 1))) })
+	cl.onEcho = e.onEcho
 	go cl.read()
 
 	res.Misbehaved = time.Now()
@@ -358,11 +344,11 @@ send:
 		res.Err = "write"
 	}
 	// Wait for the outstanding echoes, still sending the ACKs.
-	for drainEnd := time.Now().Add(r.cfg.Drain); recv.Load() < sent && time.Now().Before(drainEnd); {
+	for drainEnd := time.Now().Add(r.cfg.Drain); e.recv.Load() < sent && time.Now().Before(drainEnd); {
 		select {
 		case <-ctlReady:
 			_ = flushCtl()
-		case <-got:
+		case <-e.got:
 		case <-cl.done:
 			drainEnd = time.Now()
 		case <-ctx.Done():
@@ -374,8 +360,8 @@ send:
 	if cl.closedByServer() && res.Err == "" {
 		res.Err = "closed_by_server"
 	}
-	cl.shut() // the reader is done: the checkers and batch are ours
-	rec.flush(batch)
+	cl.shut() // the reader is done: the checkers and the batch are ours
+	e.flush()
 	res.Sent, res.Recv, res.Mismatch = sent, checked(), mismatched()
 	if res.Recv < res.Sent {
 		res.Lost = res.Sent - res.Recv
