@@ -78,10 +78,7 @@ var ErrNoRSS = errors.New("limits: no VmRSS in the process status")
 // of process pid, or of this process for pid 0. It reads one small file;
 // safe from any goroutine. Another user's process may be unreadable.
 func RSS(pid int) (int64, error) {
-	path := "/proc/self/status"
-	if pid != 0 {
-		path = "/proc/" + strconv.Itoa(pid) + "/status"
-	}
+	path := procPath(pid, "status")
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("limits: %w", err)
@@ -132,10 +129,7 @@ var ErrStat = errors.New("limits: malformed /proc/PID/stat")
 // readings over a phase that uses much more. It reads one small file; safe
 // from any goroutine.
 func ProcCPU(pid int) (time.Duration, error) {
-	path := "/proc/self/stat"
-	if pid != 0 {
-		path = "/proc/" + strconv.Itoa(pid) + "/stat"
-	}
+	path := procPath(pid, "stat")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, fmt.Errorf("limits: %w", err)
@@ -182,4 +176,13 @@ func CPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procPath returns the path of file name under /proc for process pid, or
+// for this process if pid is 0.
+func procPath(pid int, name string) string {
+	if pid == 0 {
+		return "/proc/self/" + name
+	}
+	return "/proc/" + strconv.Itoa(pid) + "/" + name
 }
