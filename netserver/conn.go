@@ -446,12 +446,18 @@ func (l *loop) trimOut() {
 // be queued. No CLOSE frame is sent: it would wait behind what the peer is
 // not reading.
 func (c *Conn) overOutput(queued int) {
+	c.closeOutputLimit("netserver: output limit: closing a connection that does not read",
+		"queued_bytes", queued, "hard_limit", c.s.lim.outputHard,
+		"soft_limit", c.s.lim.outputSoft, "soft_for", c.s.lim.outputSoftFor.String())
+}
+
+// closeOutputLimit logs msg with attrs and closes c with ReasonOutputLimit,
+// without a CLOSE frame.
+func (c *Conn) closeOutputLimit(msg string, attrs ...any) {
 	if c.closing {
 		return
 	}
-	c.s.log.Warn("netserver: output limit: closing a connection that does not read",
-		"remote", remote(c), "queued_bytes", queued, "hard_limit", c.s.lim.outputHard,
-		"soft_limit", c.s.lim.outputSoft, "soft_for", c.s.lim.outputSoftFor.String())
+	c.s.log.Warn(msg, append([]any{"remote", remote(c)}, attrs...)...)
 	c.sentClose = true
 	c.closeWith(ReasonOutputLimit)
 }
@@ -506,11 +512,9 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 		return
 	}
 	if c.aboveSoft && softFor > 0 && now-c.softSince >= softFor {
-		c.s.log.Warn("netserver: soft output limit held too long: closing a connection that reads too slowly",
-			"remote", remote(c), "queued_bytes", queued, "soft_limit", s.lim.outputSoft,
+		c.closeOutputLimit("netserver: soft output limit held too long: closing a connection that reads too slowly",
+			"queued_bytes", queued, "soft_limit", s.lim.outputSoft,
 			"above_for", (now - c.softSince).String(), "soft_for", softFor.String())
-		c.sentClose = true
-		c.closeWith(ReasonOutputLimit)
 		return
 	}
 	if !c.out.Pending() {
