@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -123,6 +124,10 @@ type Conn struct {
 	events     atomic.Uint32
 	hookReason atomic.Uint32
 	queued     atomic.Bool
+	// asyncBytes counts the bytes handed to SendAsync and not yet sent:
+	// queued output too, bounded with it by Limits.OutputHard. Any
+	// goroutine adds; the loop subtracts.
+	asyncBytes atomic.Int32
 	next       *Conn
 
 	// need is how many inbound bytes the frame under way needs before it
@@ -277,27 +282,43 @@ func (c *Conn) HandshakeDone() {
 // server has stopped; a connection that closes before the send runs drops
 // it. Where Send would fail for a limit, the connection is closed instead:
 // ErrUnackedLimit with ReasonUnackedLimit (ErrOutputLimit closes it
-// anyway), since nobody is there to decide.
+// anyway), since nobody is there to decide. The bytes handed over and not
+// yet sent count as queued output: SendAsync returns ErrOutputLimit, and
+// the connection closes with ReasonOutputLimit, when they would pass
+// Limits.OutputHard, so a producer faster than the loop cannot grow the
+// loop's task queue without bound.
 func (c *Conn) SendAsync(msg []byte) error {
+	limit := min(c.s.lim.outputHard, math.MaxInt32-1)
+	n := int32(min(len(msg), limit+1))
+	if pending := int(c.asyncBytes.Add(n)); pending > limit {
+		c.asyncBytes.Add(-n)
+		_ = c.async(func() { c.overOutput(pending) }, nil)
+		return fmt.Errorf("%w: %d bytes handed to SendAsync and not yet sent, limit %d", ErrOutputLimit, pending, limit)
+	}
 	b := append([]byte(nil), msg...)
 	return c.async(func() {
 		if err := c.Send(b); errors.Is(err, ErrUnackedLimit) {
 			c.closeWith(ReasonUnackedLimit)
 		}
-	})
+	}, func() { c.asyncBytes.Add(-n) })
 }
 
 // CloseAsync is CloseWith from any goroutine: the close runs on the
 // connection's event loop (one allocation and a wake-up, as SendAsync). It
 // returns ErrClosed if the server has stopped.
 func (c *Conn) CloseAsync(r Reason) error {
-	return c.async(func() { c.CloseWith(r) })
+	return c.async(func() { c.CloseWith(r) }, nil)
 }
 
 // async runs f on the connection's event loop, unless the connection has
-// closed by then, and writes out what it produced.
-func (c *Conn) async(f func()) error {
+// closed by then, and writes out what it produced. done, if not nil, runs
+// first on the loop whatever happens, or here if the task cannot be handed
+// over.
+func (c *Conn) async(f, done func()) error {
 	err := c.l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		if done != nil {
+			done()
+		}
 		if c.closed || c.closing {
 			return nil
 		}
@@ -306,6 +327,9 @@ func (c *Conn) async(f func()) error {
 		return nil
 	}))
 	if err != nil {
+		if done != nil {
+			done()
+		}
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return nil

@@ -242,3 +242,40 @@ type asyncHandler struct{ opened chan<- *netserver.Conn }
 func (a *asyncHandler) OnOpen(c *netserver.Conn)                { a.opened <- c }
 func (*asyncHandler) OnMessage(*netserver.Conn, []byte)         {}
 func (*asyncHandler) OnClose(*netserver.Conn, netserver.Reason) {}
+
+// The bytes handed to SendAsync and not yet sent are bounded by the hard
+// output limit: a producer faster than the loop (here, the loop is held)
+// gets ErrOutputLimit, and the connection closes with output_limit.
+func TestConn_SendAsyncBoundedByOutputLimit(t *testing.T) {
+	h := &blockingHandler{opened: make(chan *netserver.Conn, 1), entered: make(chan struct{}), release: make(chan struct{})}
+	s := start(t, netserver.Config{Limits: netserver.Limits{OutputHard: 64 << 10, OutputSoft: -1}}, h)
+	c := dial(t, s)
+	conn := <-h.opened
+	c.write([]byte("x"))
+	<-h.entered // the connection's loop is held in OnMessage: nothing handed over runs
+	msg := make([]byte, 16<<10)
+	sent := 0
+	var err error
+	for range 8 {
+		if err = conn.SendAsync(msg); err != nil {
+			break
+		}
+		sent++
+	}
+	assert.ErrorIs(t, err, netserver.ErrOutputLimit)
+	assert.Equal(t, 4, sent, "64 KiB handed over, the next 16 KiB refused")
+	close(h.release)
+	require.Eventually(t, func() bool { return s.Stats().Closed["output_limit"] == 1 }, 5*time.Second, time.Millisecond)
+}
+
+type blockingHandler struct {
+	opened           chan *netserver.Conn
+	entered, release chan struct{}
+}
+
+func (b *blockingHandler) OnOpen(c *netserver.Conn) { b.opened <- c }
+func (b *blockingHandler) OnMessage(*netserver.Conn, []byte) {
+	close(b.entered)
+	<-b.release
+}
+func (*blockingHandler) OnClose(*netserver.Conn, netserver.Reason) {}
