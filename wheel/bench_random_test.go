@@ -10,6 +10,7 @@ package wheel_test
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -28,22 +29,32 @@ type floorRecord struct {
 	_    [unsafe.Sizeof(wheel.Timer{}) - 8]byte
 }
 
-// floorCAS is floorRecord with an atomic word, for impl=floor-cas.
+// floorCAS is floorRecord with an atomic word, for impl=floor-atomic and
+// impl=floor-cas.
 type floorCAS struct {
 	word atomic.Uint64
 	_    [unsafe.Sizeof(wheel.Timer{}) - 8]byte
 }
 
+// Every benchmark here first touches each record once the way the loop
+// will, so that it measures the steady
+// state of a server, whose timers are reset many times: a wheel Timer's
+// first Reset with a new duration takes the slow path once, to compute and
+// cache the duration's delta, and its first arming from AfterFunc is exact.
+
 // BenchmarkTimer_ResetRandom re-arms a random one of 100 000 pending timers
 // for the same long duration, through a table of pointers: impl=wheel with
 // timers from AfterFunc; impl=floor stores one word into a record of the
-// same size instead; impl=floor-cas loads that word and compare-and-swaps
-// it, the least any lock-free update costs; impl=stdlib resets a
-// time.AfterFunc timer.
+// same size instead, with a plain store, which no timer shared between
+// goroutines may use; impl=floor-atomic stores it with sync/atomic, the
+// least any update of a shared timer costs in Go (an atomic store is a
+// locked exchange on amd64); impl=floor-cas loads that word and
+// compare-and-swaps it, as a lock-free update that depends on the old
+// value does; impl=stdlib resets a time.AfterFunc timer.
 func BenchmarkTimer_ResetRandom(b *testing.B) {
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 7)
-	for _, impl := range []string{"wheel", "floor", "floor-cas", "stdlib"} {
+	for _, impl := range []string{"wheel", "floor", "floor-atomic", "floor-cas", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			switch impl {
@@ -54,6 +65,10 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				for k := range ts {
 					ts[k] = w.AfterFunc(benchLong, func() { b.Error("fired") })
 				}
+				for _, t := range ts {
+					t.Reset(benchLong) // the steady state (see above)
+				}
+				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {
 					ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
@@ -63,17 +78,33 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				rs := make([]*floorRecord, n)
 				for k := range rs {
 					rs[k] = new(floorRecord)
+					rs[k].word = 1
 				}
+				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].word = uint64(i)
+					i++
+				}
+			case "floor-atomic":
+				rs := make([]*floorCAS, n)
+				for k := range rs {
+					rs[k] = new(floorCAS)
+					rs[k].word.Store(1)
+				}
+				runtime.GC()
+				b.ReportAllocs()
+				for b.Loop() {
+					rs[seq[i&(benchSeqLen-1)]].word.Store(uint64(i))
 					i++
 				}
 			case "floor-cas":
 				rs := make([]*floorCAS, n)
 				for k := range rs {
 					rs[k] = new(floorCAS)
+					rs[k].word.Store(1)
 				}
+				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {
 					r := rs[seq[i&(benchSeqLen-1)]]
@@ -90,6 +121,10 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 						t.Stop()
 					}
 				}()
+				for _, t := range ts {
+					t.Reset(benchLong)
+				}
+				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {
 					ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
@@ -117,6 +152,11 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 					ts[k] = s.w.AfterFunc(benchLong, func() { b.Error("fired") })
 					ts[k].Stop()
 				}
+				for _, t := range ts {
+					t.Reset(benchLong) // the steady state (see above)
+					t.Stop()
+				}
+				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {
 					t := ts[seq[i&(benchSeqLen-1)]]
@@ -131,6 +171,11 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 				ts[k] = time.AfterFunc(benchLong, func() { b.Error("fired") })
 				ts[k].Stop()
 			}
+			for _, t := range ts {
+				t.Reset(benchLong)
+				t.Stop()
+			}
+			runtime.GC()
 			b.ReportAllocs()
 			for b.Loop() {
 				t := ts[seq[i&(benchSeqLen-1)]]
