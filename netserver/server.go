@@ -703,9 +703,6 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 			return nil, gnet.Close
 		}
 	}
-	if s.outputLook > 0 {
-		c.out.Init(s.wheel, func() { c.post(evOutput) })
-	}
 	if s.cfg.Kernel.UserTimeout > 0 {
 		if err := setUserTimeout(gc.Fd(), s.cfg.Kernel.UserTimeout); err != nil {
 			s.log.Debug("netserver: TCP_USER_TIMEOUT", "err", err)
@@ -943,8 +940,8 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if s.cfg.Protocol == Framed {
 		c.f.rtx.Close()
 	}
-	if s.outputLook > 0 {
-		c.out.Stop()
+	if c.out != nil {
+		c.out.timer.Stop()
 	}
 	var unackedBytes, unackedMsgs int
 	if c.f != nil {
