@@ -131,9 +131,11 @@ type Conn struct {
 	next       *Conn
 
 	// need is how many inbound bytes the frame under way needs before it
-	// can be parsed (its header, then its whole length): OnTraffic does not
-	// look at the buffered bytes again until that many have arrived.
-	need int
+	// can be parsed (its header, then its whole length, at most MaxFrame
+	// and so within int32): OnTraffic does not look at the buffered bytes
+	// again until that many have arrived.
+	need int32
+	slot int32 // c's index in its loop's conns while open (addConn)
 
 	inFrame   bool
 	handshook bool

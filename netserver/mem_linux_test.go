@@ -24,7 +24,7 @@ const memConns = 2000
 
 // memBudget is the most Go heap a default Raw connection may hold beyond
 // what bare gnet holds for the same connection (issue 14: at most 512 B
-// of RSS; see MEM_NOTES.md). Measured at 359 B; a new field
+// of RSS; see MEM_NOTES.md). Measured at 330 B; a new field
 // that crosses a size class, or a new per-connection closure, fails it.
 const memBudget = 384
 
