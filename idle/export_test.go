@@ -5,10 +5,10 @@ import "time"
 // AgeAt reports the instant, on the wheel's clock, at which max age is
 // reached (0 if MaxAge is off).
 func (t *Tracker) AgeAt() time.Duration {
-	if t.ageDur == 0 {
+	if t.more == nil || t.more.ageDur == 0 {
 		return 0
 	}
-	return time.Duration(t.opened + t.ageDur)
+	return time.Duration(t.opened + t.more.ageDur)
 }
 
 // WriteArmed reports whether a write-stall deadline is running.

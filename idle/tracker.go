@@ -62,11 +62,18 @@ type Hooks struct {
 // Ownership: lastAct, lastIn, frame, write, handshakeAt, state and due are
 // shared: written by per-packet calls, New, Stop and callbacks, read by the
 // callbacks, and accessed only atomically. frame.armed and write.armed say
-// which party owns the arming of that timer (see deadline). probes, probeAt,
-// draining, armedFrom and armedDur belong to the policy callback, which runs
-// one at a time on the wheel's goroutine (New writes them before the Tracker
-// is published). Everything else is written by New and only read afterwards.
-// The fields a per-packet call touches come first, to share a cache line.
+// which party owns the arming of that timer (see deadline). armedFrom and
+// armedDur, and the state in more (see policies), belong to the policy
+// callback, which runs one at a time on the wheel's goroutine (New writes
+// them before the Tracker is published). Everything else is written by New
+// and only read afterwards. The fields a per-packet call touches come
+// first, to share a cache line.
+//
+// Memory: a Tracker is 168 bytes (the runtime's 176-byte size class) and a
+// closure for its policy timer, 192 bytes with idle and handshake timeouts
+// alone; a frame or a write-stall timeout adds a timedDeadline and its
+// closure each (96 bytes), and any of read silence, keepalive and max age
+// one policies (96 bytes). TestTracker_BytesPerNew holds these figures.
 type Tracker struct {
 	w       *wheel.Wheel
 	lastAct atomic.Int64   // wheel time of the last Activity
@@ -76,21 +83,11 @@ type Tracker struct {
 	state   atomic.Uint32
 	due     atomic.Int64 // the deadline the close was for; published by state
 
-	count       int32        // KeepaliveCount, defaulted to 1
 	handshakeAt atomic.Int64 // absolute handshake deadline; 0: done or off
 	opened      int64        // wheel time of New: the stamp of handshake and max age
 	idleDur     int64        // Config.IdleTimeout
-	silenceDur  int64        // Config.ReadSilenceTimeout
-	kaTime      int64        // Config.KeepaliveTime
-	kaWait      int64        // Config.KeepaliveTimeout
-	ageDur      int64        // max age drawn for this connection; 0: off
-	grace       int64        // Config.MaxAgeGrace
-	hooks       Hooks
-
-	probeAt    int64 // coarse wheel time at which the last probe was sent
-	probeExact int64 // the exact time it was sent, which its timeout runs from
-	probes     int32 // unanswered probes sent
-	draining   bool  // Drain has been called
+	onClose     func(Reason) // Hooks.Close
+	more        *policies    // read silence, keepalive, max age; nil when all are off
 
 	// The policy timer is armed with ResetFrom(armedFrom, armedDur); when
 	// it fires, a deadline with that stamp and no longer a duration has
@@ -98,6 +95,27 @@ type Tracker struct {
 	armedFrom, armedDur int64
 
 	policy wheel.Timer
+}
+
+// policies holds what read silence, keepalive and max age need, allocated
+// only when one of them is configured, so that a connection with an idle
+// timeout alone does not carry it. New writes the durations and hooks;
+// probes, probeAt, probeExact and draining belong to the policy callback
+// (see Tracker).
+type policies struct {
+	silenceDur int64 // Config.ReadSilenceTimeout
+	kaTime     int64 // Config.KeepaliveTime
+	kaWait     int64 // Config.KeepaliveTimeout
+	ageDur     int64 // max age drawn for this connection; 0: off
+	grace      int64 // Config.MaxAgeGrace
+	probe      func()
+	drain      func()
+
+	probeAt    int64 // coarse wheel time at which the last probe was sent
+	probeExact int64 // the exact time it was sent, which its timeout runs from
+	count      int32 // KeepaliveCount, defaulted to 1
+	probes     int32 // unanswered probes sent
+	draining   bool  // Drain has been called
 }
 
 // timedDeadline is a deadline with the timer that enforces it, allocated
@@ -182,22 +200,29 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 	if cfg.WriteStallTimeout > 0 && cfg.WriteStallTimeout < w.MaxDuration() {
 		t.write = &timedDeadline{deadline: deadline{dur: int64(cfg.WriteStallTimeout)}}
 	}
-	t.count = int32(min(max(cfg.KeepaliveCount, 1), math.MaxInt32))
 	t.idleDur = int64(cfg.IdleTimeout)
-	t.silenceDur = int64(cfg.ReadSilenceTimeout)
-	t.kaTime = int64(cfg.KeepaliveTime)
-	t.kaWait = int64(cfg.KeepaliveTimeout)
-	t.grace = int64(cfg.MaxAgeGrace)
-	t.hooks = hooks
+	t.onClose = hooks.Close
 	t.opened = now
 	t.lastAct.Store(now)
 	t.lastIn.Store(now)
 	if cfg.HandshakeTimeout > 0 {
 		t.handshakeAt.Store(now + int64(cfg.HandshakeTimeout))
 	}
-	if cfg.MaxAge > 0 {
-		j := jitter(cfg.Jitter, 2*int64(cfg.MaxAgeJitter)+1)
-		t.ageDur = int64(satAdd(cfg.MaxAge-cfg.MaxAgeJitter, time.Duration(j)))
+	if cfg.ReadSilenceTimeout > 0 || cfg.KeepaliveTime > 0 || cfg.MaxAge > 0 {
+		p := &policies{
+			silenceDur: int64(cfg.ReadSilenceTimeout),
+			kaTime:     int64(cfg.KeepaliveTime),
+			kaWait:     int64(cfg.KeepaliveTimeout),
+			grace:      int64(cfg.MaxAgeGrace),
+			probe:      hooks.Probe,
+			drain:      hooks.Drain,
+			count:      int32(min(max(cfg.KeepaliveCount, 1), math.MaxInt32)),
+		}
+		if cfg.MaxAge > 0 {
+			j := jitter(cfg.Jitter, 2*int64(cfg.MaxAgeJitter)+1)
+			p.ageDur = int64(satAdd(cfg.MaxAge-cfg.MaxAgeJitter, time.Duration(j)))
+		}
+		t.more = p
 	}
 	t.policy.Init(w, t.onPolicy)
 	if t.frame != nil {
@@ -401,7 +426,7 @@ func (t *Tracker) close(r Reason, at int64) {
 		return
 	}
 	t.stopTimers()
-	t.hooks.Close(r)
+	t.onClose(r)
 }
 
 // onPolicy is the policy timer's callback.
@@ -457,7 +482,9 @@ func (t *Tracker) runPolicy(now int64) {
 		next.add(t.opened, at-t.opened)
 	}
 	in := t.lastIn.Load()
-	if d := t.silenceDur; d > 0 {
+	p := t.more
+	if p != nil && p.silenceDur > 0 {
+		d := p.silenceDur
 		if t.fired(in, d) {
 			t.close(ReasonDeadPeer, in+d)
 			return
@@ -472,9 +499,13 @@ func (t *Tracker) runPolicy(now int64) {
 		}
 		next.add(act, d)
 	}
-	if ka := t.kaTime; ka > 0 {
-		if t.probes > 0 && in >= t.probeAt {
-			t.probes = 0 // answered
+	if p == nil {
+		t.rearm(&next)
+		return
+	}
+	if ka := p.kaTime; ka > 0 {
+		if p.probes > 0 && in >= p.probeAt {
+			p.probes = 0 // answered
 		}
 		// A probe has two times: its coarse stamp probeAt, which answers
 		// (stamped either way, and never before it) are compared with, and
@@ -487,23 +518,23 @@ func (t *Tracker) runPolicy(now int64) {
 		// at their tick, with neither slack nor hold-back
 		// (docs/design.md, "Exact instants").
 		from, d := in, ka // the next probe
-		if t.probes > 0 {
-			from, d = t.probeExact, t.kaWait // the answer to the last one
+		if p.probes > 0 {
+			from, d = p.probeExact, p.kaWait // the answer to the last one
 		}
 		exact := int64(-1) // read once, when needed
 		if t.fired(from, d) {
-			if t.probes >= t.count {
+			if p.probes >= p.count {
 				t.close(ReasonKeepalive, from+d)
 				return
 			}
 			exact = t.exactAfter(now)
-			t.probes++
-			t.probeAt, t.probeExact = now, exact
-			t.hooks.Probe()
-			from, d = exact, t.kaWait
+			p.probes++
+			p.probeAt, p.probeExact = now, exact
+			p.probe()
+			from, d = exact, p.kaWait
 		}
 		next.add(from, d)
-		if t.probes > 0 {
+		if p.probes > 0 {
 			// An answer arriving from now on is stamped no earlier than
 			// now, and makes the next probe due KeepaliveTime after it:
 			// wake by then to notice (from the exact time, read after
@@ -514,24 +545,24 @@ func (t *Tracker) runPolicy(now int64) {
 			next.add(exact, ka)
 		}
 	}
-	if t.ageDur != 0 {
-		d := t.ageDur
-		if !t.draining {
+	if p.ageDur != 0 {
+		d := p.ageDur
+		if !p.draining {
 			if t.fired(t.opened, d) {
-				if t.grace == 0 {
+				if p.grace == 0 {
 					t.close(ReasonMaxAge, t.opened+d)
 					return
 				}
-				t.draining = true
-				if t.hooks.Drain != nil {
-					t.hooks.Drain()
+				p.draining = true
+				if p.drain != nil {
+					p.drain()
 				}
 			} else {
 				next.add(t.opened, d)
 			}
 		}
-		if t.draining {
-			d = int64(satAdd(time.Duration(d), time.Duration(t.grace)))
+		if p.draining {
+			d = int64(satAdd(time.Duration(d), time.Duration(p.grace)))
 			if t.fired(t.opened, d) {
 				t.close(ReasonMaxAge, t.opened+d)
 				return
@@ -539,6 +570,12 @@ func (t *Tracker) runPolicy(now int64) {
 			next.add(t.opened, d)
 		}
 	}
+	t.rearm(&next)
+}
+
+// rearm arms the policy timer for next, the earliest policy deadline to
+// come, unless the tracker has ended. On the wheel's goroutine (or in New).
+func (t *Tracker) rearm(next *earliest) {
 	// A deadline beyond the wheel's range (MaxDuration after its start:
 	// 69 years at a 1 ms tick) is never reached: the wheel would clamp the
 	// arming, and its firing would prove nothing.

@@ -116,9 +116,9 @@ type Conn struct {
 
 	idle *idle.Tracker
 	f    *framed // the Framed protocol's state; nil with Raw
-	// out watches queued output (see watchOutput); initialized only when a
-	// write-stall timeout or a soft output limit is configured.
-	out wheel.Timer
+	// out watches queued output (see watchOutput); nil until output first
+	// stays queued after a write, which an idle connection never has.
+	out *outWatch
 
 	// hand-off
 	events     atomic.Uint32
@@ -131,20 +131,11 @@ type Conn struct {
 	next       *Conn
 
 	// need is how many inbound bytes the frame under way needs before it
-	// can be parsed (its header, then its whole length): OnTraffic does not
-	// look at the buffered bytes again until that many have arrived.
-	need int
-
-	// Queued output (watchOutput). written counts the bytes handed to gnet;
-	// written minus gnet's outbound buffer is what has drained to the
-	// socket.
-	written    uint64
-	drained    uint64        // drained bytes when last looked
-	acked      uint64        // bytes the peer had acknowledged when last looked (bytesAcked)
-	progressAt time.Duration // when output was last seen draining, or began to queue
-	softSince  time.Duration // when queued output was first seen above OutputSoft
-	backlog    bool          // output was queued when last looked
-	aboveSoft  bool          // queued output was above OutputSoft when last looked
+	// can be parsed (its header, then its whole length, at most MaxFrame
+	// and so within int32): OnTraffic does not look at the buffered bytes
+	// again until that many have arrived.
+	need int32
+	slot int32 // c's index in its loop's conns while open (addConn)
 
 	inFrame   bool
 	handshook bool
@@ -153,6 +144,26 @@ type Conn struct {
 	closed    bool
 	rejected  bool
 	reason    Reason
+}
+
+// outWatch is what watchOutput keeps about a connection's queued output.
+// It is allocated (with a closure for its timer) the first time output
+// stays queued after a write, that is when the peer reads more slowly than
+// it is sent to, and kept for the connection's life, so that a connection
+// whose output queues now and then does not allocate each time. It belongs
+// to the event loop, except timer, which keeps its own rules.
+type outWatch struct {
+	timer wheel.Timer // fires every outputLook while output is queued
+	// written counts the bytes handed to gnet since the watch began, with
+	// what was queued then; written minus gnet's outbound buffer is what
+	// has drained to the socket since.
+	written    uint64
+	drained    uint64        // drained bytes when last looked
+	acked      uint64        // bytes the peer had acknowledged when last looked (bytesAcked)
+	progressAt time.Duration // when output was last seen draining, or began to queue
+	softSince  time.Duration // when queued output was first seen above OutputSoft
+	backlog    bool          // output was queued when last looked
+	aboveSoft  bool          // queued output was above OutputSoft when last looked
 }
 
 // framed is a Framed connection's protocol state, allocated with its Conn
@@ -446,7 +457,9 @@ func (c *Conn) flush() {
 		return
 	}
 	_, _ = c.gc.Write(l.out)
-	c.written += uint64(len(l.out))
+	if c.out != nil {
+		c.out.written += uint64(len(l.out))
+	}
 	l.trimOut()
 	if !c.closed {
 		c.watchOutput(l.clock(), false)
@@ -487,11 +500,12 @@ func (c *Conn) closeOutputLimit(msg string, attrs ...any) {
 }
 
 // watchOutput looks at c's queued output at now, on the loop: after every
-// write and, with look set, whenever c.out fires while output is queued. It
+// write and, with look set, whenever c.out's timer fires while output is
+// queued (the first write that leaves output queued allocates c.out). It
 // closes c with ReasonWriteStall when the output has made no progress for
 // the write-stall timeout, and with ReasonOutputLimit when it has stayed
 // above OutputSoft for OutputSoftFor; otherwise, while output is queued, it
-// arms c.out to look again.
+// arms c.out's timer to look again.
 //
 // Progress is a queued byte leaving for the socket or, when looking (one
 // getsockopt, on Linux), the peer acknowledging bytes: the kernel's send
@@ -507,42 +521,50 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 		return
 	}
 	queued := c.gc.OutboundBuffered()
+	o := c.out
 	if queued == 0 {
-		if c.backlog {
-			c.backlog, c.aboveSoft = false, false
-			c.out.Stop()
+		if o != nil && o.backlog {
+			o.backlog, o.aboveSoft = false, false
+			o.timer.Stop()
 		}
 		return
 	}
-	drained := c.written - uint64(queued)
-	if !c.backlog || drained != c.drained {
-		c.backlog, c.drained, c.progressAt = true, drained, now
+	if o == nil {
+		// Output stays queued for the first time: watch it from here,
+		// counting what is queued as written.
+		o = &outWatch{written: uint64(queued)}
+		o.timer.Init(s.wheel, func() { c.post(evOutput) })
+		c.out = o
+	}
+	drained := o.written - uint64(queued)
+	if !o.backlog || drained != o.drained {
+		o.backlog, o.drained, o.progressAt = true, drained, now
 	}
 	if look && stall > 0 {
-		if acked, ok := bytesAcked(c.gc.Fd()); ok && acked != c.acked {
-			c.acked, c.progressAt = acked, now
+		if acked, ok := bytesAcked(c.gc.Fd()); ok && acked != o.acked {
+			o.acked, o.progressAt = acked, now
 		}
 	}
 	switch {
 	case queued <= s.lim.outputSoft:
-		c.aboveSoft = false
-	case !c.aboveSoft:
-		c.aboveSoft, c.softSince = true, now
+		o.aboveSoft = false
+	case !o.aboveSoft:
+		o.aboveSoft, o.softSince = true, now
 	}
 	// Only a look closes for a stall: it has read what the peer
 	// acknowledged, which a write's look-in does not.
-	if look && stall > 0 && now-c.progressAt >= stall {
+	if look && stall > 0 && now-o.progressAt >= stall {
 		c.closeWith(ReasonWriteStall)
 		return
 	}
-	if c.aboveSoft && softFor > 0 && now-c.softSince >= softFor {
+	if o.aboveSoft && softFor > 0 && now-o.softSince >= softFor {
 		c.closeOutputLimit("netserver: soft output limit held too long: closing a connection that reads too slowly",
 			"queued_bytes", queued, "soft_limit", s.lim.outputSoft,
-			"above_for", (now - c.softSince).String(), "soft_for", softFor.String())
+			"above_for", (now - o.softSince).String(), "soft_for", softFor.String())
 		return
 	}
-	if !c.out.Pending() {
-		c.out.ResetFrom(now, s.outputLook)
+	if !o.timer.Pending() {
+		o.timer.ResetFrom(now, s.outputLook)
 	}
 }
 

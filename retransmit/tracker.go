@@ -86,13 +86,14 @@ type Tracker struct {
 	ring        []entry // len is a power of two
 	head        uint64  // lowest unacked seq; == next when nothing is outstanding
 	next        uint64  // seq the next Sent must carry
-	started     bool    // a Sent has fixed head and next
 	outstanding int     // unacked messages in [head, next)
-	closed      bool
 	retransmits uint64
-	armedGiveUp bool  // the timer is armed for the give-up deadline of...
-	armedFirst  int64 // ...the message first sent at this stamp
+	armedFirst  int64 // see armedGiveUp
 	acked       uint64
+	// The flags together, not between the words: 16 bytes less padding.
+	started     bool // a Sent has fixed head and next
+	closed      bool
+	armedGiveUp bool // the timer is armed for the give-up deadline of the message first sent at armedFirst
 }
 
 // NewTracker returns a Tracker on w. See Init.

@@ -1,0 +1,71 @@
+package idle_test
+
+import (
+	"math"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/wheel"
+)
+
+// TestTracker_BytesPerNew holds what New allocates for each set of
+// policies, in bytes (size classes, as the Go heap counts them): a server
+// with a million connections pays it a million times. A Tracker is 168
+// bytes (the 176-byte class) and its policy timer's callback 16; a frame or
+// write-stall deadline adds a timedDeadline (80 bytes) and its callback
+// (16); read silence, keepalive and max age share one policies (96).
+func TestTracker_BytesPerNew(t *testing.T) {
+	const n = 5000
+	tests := []struct {
+		name      string
+		cfg       idle.Config
+		wantBytes int
+	}{
+		{name: "idle and handshake (cmd/echo raw)", cfg: idle.Config{IdleTimeout: 5 * time.Minute, HandshakeTimeout: 10 * time.Second}, wantBytes: 192},
+		{name: "idle only", cfg: idle.Config{IdleTimeout: time.Minute}, wantBytes: 192},
+		{name: "frame deadline", cfg: idle.Config{IdleTimeout: time.Minute, FrameTimeout: 30 * time.Second}, wantBytes: 192 + 96},
+		{name: "keepalive", cfg: idle.Config{IdleTimeout: time.Minute, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second},
+			wantBytes: 192 + 96},
+		{name: "read silence and max age", cfg: idle.Config{ReadSilenceTimeout: time.Minute, MaxAge: time.Hour}, wantBytes: 192 + 96},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The least of three tries: the runtime may allocate a little
+			// meanwhile (more under the race detector), never less.
+			perNew := math.Inf(1)
+			for range 3 {
+				perNew = min(perNew, bytesPerNew(t, n, tt.cfg))
+			}
+			// One field too many costs a whole size-class step (16 bytes
+			// or more).
+			assert.InDelta(t, tt.wantBytes, perNew, 4, "bytes allocated per New")
+		})
+	}
+}
+
+// bytesPerNew returns the bytes allocated per New of n trackers with cfg.
+func bytesPerNew(t *testing.T, n int, cfg idle.Config) float64 {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	hooks := idle.Hooks{Close: func(idle.Reason) {}, Probe: func() {}}
+	trs := make([]*idle.Tracker, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range trs {
+		tr, err := idle.New(w, cfg, hooks)
+		require.NoError(t, err)
+		trs[i] = tr
+	}
+	runtime.ReadMemStats(&after)
+	for _, tr := range trs {
+		tr.Stop()
+	}
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+}
