@@ -51,12 +51,12 @@ type entry struct {
 // caller is the connection's event loop, and the only other party is the
 // timer's expiry on the wheel's goroutine. A per-Tracker mutex serializes
 // the two. It is uncontended except in the instant an expiry races an ack,
-// and costs an uncontended Lock and Unlock per call (about 20 ns on a
-// loaded VM, half of a Sent+ack pair; see docs/perf.md);
-// the trade is a simple, obviously correct state machine instead of an
-// atomic hand-off between the loop and the wheel. The wheel itself stays
-// lock-free: the Tracker only calls Timer.ResetFrom and Timer.Stop, under
-// its mutex, and no callback runs under it.
+// and costs an uncontended Lock and Unlock per call (docs/perf.md has the
+// cost of a Sent and its ack, both pairs included); the trade is a simple,
+// obviously correct state machine instead of an atomic hand-off between
+// the loop and the wheel. The wheel itself stays lock-free: the Tracker
+// only calls Timer.ResetFrom and Timer.Stop, under its mutex, and no
+// callback runs under it.
 //
 // Costs. Sent, Acked, AckedAttempt and AckedThrough are O(1) amortized
 // (AckedThrough is linear in the messages it acknowledges) and allocate

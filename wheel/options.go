@@ -65,19 +65,19 @@ func WithBatchEnd(f func()) Option {
 // waiting in a blocking system call (gnet's event loops in epoll_wait, one
 // per P), nothing runs those timers until such a goroutine passes through
 // the scheduler or the runtime's monitor takes a P back: a 1 ms sleep ends
-// about 10 ms late, and the wheel's timers fire that late. The first remedy
-// is a P to spare (GOMAXPROCS above the number of such goroutines): an idle
-// P's thread runs every P's due timers on time. This option is the other:
-// the kernel wakes a thread sleeping in futex on time.
+// milliseconds late (BenchmarkWake_Lateness, docs/perf.md), and the
+// wheel's timers fire that late. The first remedy is a P to spare
+// (GOMAXPROCS above the number of such goroutines): an idle P's thread runs
+// every P's due timers on time. This option is the other: the kernel wakes
+// a thread sleeping in futex on time.
 //
-// It has costs, measured with a gnet server (docs/design.md): the sleeping
-// goroutine keeps its P, so with a loop on every P a loop that wakes
-// meanwhile may wait for the monitor to free one (message-to-answer p99 5 ms
-// against 0.5 ms); and with every P in a system call the monitor keeps
-// taking them back, which cost the server about 25% more CPU at 20 000
-// messages per second. netserver therefore leaves a P to spare instead.
-// Programs whose goroutines block only through the runtime's network
-// poller, as net.Conn users do, need neither.
+// It has costs (docs/design.md): the sleeping goroutine keeps its P, so
+// with a loop on every P a loop that wakes meanwhile may wait for the
+// monitor to free one; and with every P in a system call the monitor keeps
+// taking them back, which costs the process CPU. netserver therefore
+// leaves a P to spare instead. Programs whose goroutines block only
+// through the runtime's network poller, as net.Conn users do, need
+// neither.
 //
 // Without this option the wheel still sleeps in futex, on Linux with
 // GOMAXPROCS above 1 when New runs, for the last 2 ms before a timer falls

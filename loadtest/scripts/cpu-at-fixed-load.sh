@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Server CPU time for the same open-loop load, each server in its own
-# process, rounds in rotation (docs/perf.md, "Server CPU at a fixed load").
+# process, rounds in rotation. `loadtest compare` measures the same in its
+# fixed-rate phase (docs/perf.md, "The server against its baselines").
 # Loopback only; every server stops by itself after 60s at most.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
