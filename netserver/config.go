@@ -75,7 +75,8 @@ type Config struct {
 	// fire within a tick or two. With a loop on every P (EventLoops >=
 	// GOMAXPROCS, or GOMAXPROCS 1) Start logs a warning and reaps come up
 	// to about 20 ms late at the tail. docs/perf.md has the figures; to keep
-	// a loop per core, run with GOMAXPROCS one above the core count.
+	// a loop per core, run with GOMAXPROCS one above the core count, as
+	// cmd/echo does.
 	EventLoops int
 	// ReusePort lets several servers (processes of the same user) share
 	// the address, and the kernel balance connections between them. On

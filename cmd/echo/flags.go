@@ -126,7 +126,9 @@ func newFlagSet(cfg *netserver.Config, o *options, openFiles uint64) *flagSet {
 		usage: "wire protocol: raw echoes a byte stream (nc works);\n" +
 			"framed is netwheel's protocol, docs/protocol.md (default raw)"})
 	s.add(num(&cfg.EventLoops), flagDef{name: "event-loops", arg: "N",
-		usage: "gnet event loops (0 = GOMAXPROCS-1, at least 1); with a P to spare\n" +
+		usage: "gnet event loops (0 = GOMAXPROCS-1, at least 1). Unless the\n" +
+			"GOMAXPROCS variable is set, echo runs GOMAXPROCS one above the\n" +
+			"cores: 0 is then one loop per core, with a P to spare so that\n" +
 			"the timer wheel fires on time (see netserver.Config.EventLoops)"})
 	s.add(boolValue{&cfg.ReusePort}, flagDef{name: "reuse-port",
 		usage: "set SO_REUSEPORT so several processes can share -addr"})

@@ -15,6 +15,10 @@
 //	go run ./cmd/echo -proto framed -keepalive-time 15s -keepalive-timeout 5s
 //	go run ./cmd/echo -h
 //
+// With GOMAXPROCS unset, echo runs with GOMAXPROCS one above the usable
+// cores, so that its default event loops (GOMAXPROCS-1) are one per core
+// and the timer wheel's goroutine keeps a P to spare (see procsFor).
+//
 // Exit status: 0 after a clean shutdown, 1 on a runtime error or when the
 // shutdown had to cut busy connections, 2 on a usage error.
 package main
@@ -27,6 +31,7 @@ import (
 )
 
 func main() {
+	raiseProcs(os.Getenv("GOMAXPROCS"))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()

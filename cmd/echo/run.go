@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"time"
 
 	"github.com/netwheel/netwheel/netserver"
@@ -218,6 +219,7 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 		"addr", srv.Addr().String(),
 		"proto", cfg.Protocol.String(),
 		"event_loops", srv.EventLoops(),
+		"gomaxprocs", runtime.GOMAXPROCS(0),
 		"reuse_port", cfg.ReusePort,
 		"tick", tick.String(),
 		"max_conns", maxConns,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +27,12 @@ var gnetPool = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, gnetPool...) }
+func TestMain(m *testing.M) {
+	if os.Getenv(asEchoEnv) != "" { // run as the echo command (see TestMain_Layout)
+		main()
+	}
+	goleak.VerifyTestMain(m, gnetPool...)
+}
 
 // syncBuffer is a bytes.Buffer that run's logger and the test may use from
 // different goroutines.
