@@ -42,8 +42,7 @@ func netwheelConfig(o *options) netserver.Config {
 	if o.clientInProcess {
 		// The client's goroutines share the Ps, so the P netserver leaves
 		// spare by default does not stay idle for the wheel anyway, and a
-		// loop per P serves the client's load better (echo p90 2-3 ms
-		// against 14 ms with one loop, docs/perf.md). loadtest serve, where
+		// loop per P serves the client's load better. loadtest serve, where
 		// the server has its process to itself, keeps the default.
 		cfg.EventLoops = runtime.GOMAXPROCS(0)
 	}

@@ -69,14 +69,14 @@ type Config struct {
 	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS-1,
 	// at least 1. Each loop waits in epoll_wait holding a P (the Go
 	// scheduler's processor), and a runtime timer on a P held that way
-	// runs only when the runtime takes the P back, up to about 20 ms late;
-	// the timer wheel's goroutine sleeps on such a timer. With a P to spare,
+	// runs only when the runtime takes the P back, milliseconds late; the
+	// timer wheel's goroutine sleeps on such a timer. With a P to spare,
 	// an idle P's thread runs every P's due timers on time, and timeouts
 	// fire within a tick or two. With a loop on every P (EventLoops >=
-	// GOMAXPROCS, or GOMAXPROCS 1) Start logs a warning and reaps come up
-	// to about 20 ms late at the tail. docs/perf.md has the figures; to keep
-	// a loop per core, run with GOMAXPROCS one above the core count, as
-	// cmd/echo does.
+	// GOMAXPROCS, or GOMAXPROCS 1) Start logs a warning and reaps come
+	// later (docs/perf.md, "Wake-ups when event loops hold every P"). To
+	// keep a loop per core, run with GOMAXPROCS one above the core count,
+	// as cmd/echo does (docs/design.md, "One loop per core").
 	EventLoops int
 	// ReusePort lets several servers (processes of the same user) share
 	// the address, and the kernel balance connections between them. On
@@ -90,9 +90,7 @@ type Config struct {
 	// at the first tick at or after its deadline, so it comes half a tick
 	// late on average. The event loops arm their timers from exact times,
 	// so a finer tick costs nothing while traffic flows; it costs wake-ups
-	// when many timers fall due at once (a 250µs tick halved the median
-	// reap delay at 1 500 reaps a second for 8-14% more CPU during the
-	// reaps; docs/perf.md).
+	// (and CPU) when many timers fall due at once.
 	Tick time.Duration
 	// Timeouts are the per-connection timeouts (idle, read silence,
 	// keepalive, frame, handshake, max age, write stall); zero fields are

@@ -766,7 +766,7 @@ func (l *loop) event() time.Duration {
 // outside one (a task the wheel handed over), the exact time now. The loops
 // never read the wheel's coarse clock, so the wheel need not keep it fresh
 // for them, and wakes only when a timer falls due instead of every tick
-// (each wake-up costs the process tens of µs of scheduling; docs/perf.md).
+// (each wake-up costs the process a thread's scheduling).
 // One clock read per event costs about 60 ns here. Timers armed from it run
 // from the exact instant, with no hold-back when the wheel's goroutine is
 // late (docs/design.md).
