@@ -19,12 +19,14 @@ import (
 // memConns is how many idle connections the memory test holds open per
 // server: enough that a byte per connection stands out of the runtime's
 // own noise (a few KiB), few enough for the open-file limit (two
-// descriptors each, one server at a time).
+// descriptors each, and bare gnet's stay open while netserver's are
+// measured: about 8 000 at once).
 const memConns = 2000
 
 // memBudget is the most Go heap a default Raw connection may hold beyond
 // what bare gnet holds for the same connection (issue 14: at most 512 B
-// of RSS; see MEM_NOTES.md). Measured at 330 B, so it fails if what a
+// of RSS; docs/design.md, "What a connection holds"). Measured at 330 B,
+// so it fails if what a
 // connection shed comes back (the output watch allocated up front, 128 B;
 // read silence, keepalive and max age inline in the Tracker, 80 B) or
 // several small things add up; a single 16-byte step is left to

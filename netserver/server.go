@@ -177,7 +177,7 @@ func (s *Server) Start() error {
 	}
 	if procs <= loops {
 		s.log.Warn("netserver: no P to spare for the timer wheel: with every P held by an event loop waiting in epoll_wait, "+
-			"timers fire up to about 20 ms late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
+			"timers fire milliseconds late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
 	}
 	// With SO_REUSEPORT, other listeners of this process may share the
 	// address, and Shutdown must close only this server's: those there

@@ -313,3 +313,41 @@ func TestMetrics_NamespaceAndLabelsShareARegistry(t *testing.T) {
 	_, err = netserver.New(netserver.Config{Addr: ":0", MetricsNamespace: "no-dashes"}, netserver.Echo{})
 	assert.ErrorIs(t, err, netserver.ErrConfig)
 }
+
+// Shutdown closes every connection of a loop, however many: idle ones at
+// once, busy ones at the deadline, all with the reason shutdown, and each
+// peer reads to the end. One loop holds them all, so its slice of open
+// connections changes under the walk that closes them.
+func TestShutdown_ClosesEveryConnectionOfALoop(t *testing.T) {
+	cfg := withAddr(framedCfg())
+	cfg.EventLoops = 1
+	s, err := netserver.New(cfg, netserver.Echo{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	const busy, idle = 6, 3
+	var conns []*client
+	for i := range busy + idle {
+		if i%3 == 2 {
+			conns = append(conns, dial(t, s)) // idle: nothing unacknowledged
+		} else {
+			conns = append(conns, busyConn(t, s))
+		}
+	}
+	require.Eventually(t, func() bool { return s.Stats().Open == busy+idle }, 5*time.Second, 5*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, s.Shutdown(ctx), context.DeadlineExceeded, "the busy connections outlive the deadline")
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the engine did not stop")
+	}
+	assert.Zero(t, s.Stats().Open)
+	assert.Equal(t, int64(busy+idle), s.Stats().Closed["shutdown"], "closes by reason: %v", s.Stats().Closed)
+	for i, c := range conns {
+		_ = c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := io.Copy(io.Discard, c.c)
+		assert.NoError(t, err, "connection %d: read until the server closed it", i)
+	}
+}
