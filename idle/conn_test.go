@@ -132,7 +132,7 @@ func TestConn_WriteStall(t *testing.T) {
 		_, err := sc.Write(make([]byte, 64<<20))
 		done <- err
 	}()
-	require.Eventually(t, sc.Tracker().WriteArmed, 10*time.Second, time.Millisecond)
+	require.Eventually(t, sc.Tracker().WriteTimerArmed, 10*time.Second, time.Millisecond)
 	clk.Advance(5 * time.Second)
 	err := waitErr(t, done)
 	require.ErrorIs(t, err, idle.ReasonWriteStall)

@@ -14,6 +14,13 @@ func (t *Tracker) AgeAt() time.Duration {
 // WriteArmed reports whether a write-stall deadline is running.
 func (t *Tracker) WriteArmed() bool { return t.write != nil && t.write.at.Load() != 0 }
 
+// WriteTimerArmed reports whether a write-stall deadline is running and its
+// timer is on the wheel: Written stores the deadline before it arms the
+// timer, so a manual clock advanced in between would pass the deadline
+// before the timer is armed, and the timer would fire only at the next
+// Advance.
+func (t *Tracker) WriteTimerArmed() bool { return t.WriteArmed() && t.write.timer.Pending() }
+
 // LastActivity reports the wheel time of the last Activity.
 func (t *Tracker) LastActivity() time.Duration { return time.Duration(t.lastAct.Load()) }
 
