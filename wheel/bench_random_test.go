@@ -87,24 +87,14 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 					i++
 				}
 			case "floor-atomic":
-				rs := make([]*floorCAS, n)
-				for k := range rs {
-					rs[k] = new(floorCAS)
-					rs[k].word.Store(1)
-				}
-				runtime.GC()
+				rs := newFloorCAS(n)
 				b.ReportAllocs()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].word.Store(uint64(i))
 					i++
 				}
 			case "floor-cas":
-				rs := make([]*floorCAS, n)
-				for k := range rs {
-					rs[k] = new(floorCAS)
-					rs[k].word.Store(1)
-				}
-				runtime.GC()
+				rs := newFloorCAS(n)
 				b.ReportAllocs()
 				for b.Loop() {
 					r := rs[seq[i&(benchSeqLen-1)]]
@@ -133,6 +123,18 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 			}
 		})
 	}
+}
+
+// newFloorCAS allocates n records for impl=floor-atomic and impl=floor-cas,
+// each touched once, and collects the garbage of the setup.
+func newFloorCAS(n int) []*floorCAS {
+	rs := make([]*floorCAS, n)
+	for k := range rs {
+		rs[k] = new(floorCAS)
+		rs[k].word.Store(1)
+	}
+	runtime.GC()
+	return rs
 }
 
 // BenchmarkTimer_ArmCancelRandom arms and cancels a random one of 100 000
