@@ -88,12 +88,12 @@ func heapPerConn(t *testing.T, addr net.Addr) float64 {
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 			require.NoError(t, err)
 			fds = append(fds, fd)
-			require.NoError(t, unix.Connect(fd, sa))
+			require.NoError(t, connect(fd, sa))
 			require.NoError(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 10}))
 			b := []byte{'x'}
-			_, err = unix.Write(fd, b)
+			_, err = retryEINTR(func() (int, error) { return unix.Write(fd, b) })
 			require.NoError(t, err)
-			n, err := unix.Read(fd, b)
+			n, err := retryEINTR(func() (int, error) { return unix.Read(fd, b) })
 			require.NoError(t, err)
 			require.Equal(t, 1, n, "the echo")
 		}
@@ -103,6 +103,32 @@ func heapPerConn(t *testing.T, addr net.Addr) float64 {
 	open(memConns)
 	after := heapAfterGC()
 	return float64(int64(after)-int64(before)) / memConns
+}
+
+// retryEINTR calls f until it fails with something other than EINTR: the
+// runtime's preemption signals interrupt the blocking system calls this
+// test makes directly (a read with SO_RCVTIMEO is not restarted).
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// connect connects the blocking socket fd to sa, going on when a signal
+// interrupts it: the connection then completes on its own, and connect
+// again reports EALREADY until it has, then EISCONN.
+func connect(fd int, sa unix.Sockaddr) error {
+	err := unix.Connect(fd, sa)
+	for err == unix.EINTR || err == unix.EALREADY {
+		err = unix.Connect(fd, sa)
+	}
+	if err == unix.EISCONN {
+		return nil
+	}
+	return err
 }
 
 func heapAfterGC() uint64 {
