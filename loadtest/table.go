@@ -321,6 +321,9 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 			break
 		}
 		f.fixedRate = rate
+		if n, ok := fixedShortfall(rate, t.fixedConns, t.fixedRate); ok {
+			notes = append(notes, n)
+		}
 		if e.Latency.Count() > 0 {
 			f.fixedP99 = float64(e.Latency.Quantile(0.99))
 		}
@@ -345,6 +348,20 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 		}
 	}
 	return notes, nil
+}
+
+// fixedShortfall returns a note when the fixed-rate phase echoed fewer than
+// 95% of the messages it offered (conns x perConn a second), and whether it
+// did: the client and the server then ran at their capacity, and the p99
+// measures a queue growing for the whole phase, not latency. A NaN rate
+// (nothing echoed) is left to the other notes.
+func fixedShortfall(echoed float64, conns int, perConn float64) (string, bool) {
+	offered := float64(conns) * perConn
+	if math.IsNaN(echoed) || offered <= 0 || echoed >= 0.95*offered {
+		return "", false
+	}
+	return fmt.Sprintf("fixed rate not reached: %.0f msgs/s echoed of %.0f offered, so its p99 measures overload, not latency "+
+		"(lower -rate-fixed or -conns-fixed)", echoed, offered), true
 }
 
 // openNotes notes the connections of a scenario that did not open.

@@ -318,3 +318,30 @@ func TestStartEcho_MissingBinary(t *testing.T) {
 	_, err := startEcho(context.Background(), filepath.Join(os.TempDir(), "no-such-echo-binary"), time.Second)
 	assert.Error(t, err)
 }
+
+func TestFixedShortfall(t *testing.T) {
+	tests := []struct {
+		name    string
+		echoed  float64
+		conns   int
+		perConn float64
+		want    bool
+	}{
+		{name: "reached", echoed: 40_000, conns: 8000, perConn: 5, want: false},
+		{name: "within 5%", echoed: 38_000, conns: 8000, perConn: 5, want: false},
+		{name: "short", echoed: 36_250, conns: 8000, perConn: 5, want: true},
+		{name: "nothing echoed", echoed: math.NaN(), conns: 8000, perConn: 5, want: false},
+		{name: "no rate", echoed: 0, conns: 8000, perConn: 0, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			note, short := fixedShortfall(tc.echoed, tc.conns, tc.perConn)
+			assert.Equal(t, tc.want, short)
+			if tc.want {
+				assert.Contains(t, note, "36250 msgs/s echoed of 40000 offered")
+			} else {
+				assert.Empty(t, note)
+			}
+		})
+	}
+}
