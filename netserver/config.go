@@ -94,8 +94,9 @@ type Config struct {
 	Tick time.Duration
 	// Timeouts are the per-connection timeouts (idle, read silence,
 	// keepalive, frame, handshake, max age, write stall); zero fields are
-	// off. Keepalive probes need the Framed protocol. The frame deadline
-	// runs from the first byte of a frame to its last (Framed), and the
+	// off. Keepalive probes need the Framed protocol or a Raw handler that
+	// implements Prober. The frame deadline runs from the first byte of a
+	// frame to its last (Framed), and the
 	// handshake deadline until the first complete frame (Framed) or the
 	// first byte (Raw). The write-stall timeout closes a connection whose
 	// output has been queued (the socket buffer being full) without

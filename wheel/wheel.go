@@ -192,9 +192,10 @@ func (w *Wheel) Len() int {
 func (w *Wheel) Tick() time.Duration { return time.Duration(w.tickNanos) }
 
 // MaxDuration reports the longest duration Reset accepts before clamping:
-// 2^41-2 ticks, about 69 years at the default 1ms tick (7 at MinTick). The
-// wheel's clock stops at that many ticks after New; a deadline beyond it
-// (a clamped duration armed late in the wheel's life) is never reached.
+// 2^41-3 ticks, about 69 years at the default 1ms tick (7 at MinTick), so
+// that a deadline armed at tick 0 is at most the clock's last tick. The
+// wheel's clock stops 2^41-2 ticks after New; a deadline beyond it (a
+// clamped duration armed late in the wheel's life) is never reached.
 func (w *Wheel) MaxDuration() time.Duration { return w.maxDur }
 
 // Now reports the wheel's coarse clock: the time since the wheel started,
