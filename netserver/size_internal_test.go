@@ -10,8 +10,8 @@ import (
 // TestConn_Size holds the per-connection structs within the size class the
 // heap gives them: a field that crosses a class boundary costs every
 // connection the whole step (16 bytes at these sizes, 32 past 256, 64
-// past 512). What
-// an idle Raw connection holds in all is TestMemoryPerIdleConn's.
+// past 512). What an idle Raw connection holds in all is
+// TestMemoryPerIdleConn's.
 func TestConn_Size(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -31,11 +31,9 @@ func procsFor(procs, cores int, env string) int {
 	return procs + 1
 }
 
-// raiseProcs sets GOMAXPROCS to procsFor the runtime's default, the cores and env,
-// and returns it. Setting it stops the runtime from following later
-// changes of the cgroup's CPU limit; main calls it once, before run.
-func raiseProcs(env string) int {
-	n := procsFor(runtime.GOMAXPROCS(0), runtime.NumCPU(), env)
-	runtime.GOMAXPROCS(n)
-	return n
+// raiseProcs sets GOMAXPROCS to procsFor the runtime's default, the cores
+// and env. Setting it stops the runtime from following later changes of
+// the cgroup's CPU limit; main calls it once, before run.
+func raiseProcs(env string) {
+	runtime.GOMAXPROCS(procsFor(runtime.GOMAXPROCS(0), runtime.NumCPU(), env))
 }
