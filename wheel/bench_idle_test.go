@@ -20,11 +20,14 @@ const (
 // the whole process (all threads, so it includes the Go runtime's own
 // background work) per second of real time, metric cpu-ms/s. One op is one
 // idle window of benchIdleWindow; -benchtime=100ms runs exactly one. The
-// same process holding 1M time.AfterFunc timers is the baseline (impl=stdlib).
-// For the wheel, wakeups/s counts how often its goroutine woke.
+// same process holding 1M time.AfterFunc timers is the baseline (impl=stdlib),
+// and the same process holding 1M records of a Timer's size and no timer at
+// all is the floor (impl=none): what the runtime's own background work costs
+// with a heap of that shape. For the wheel, wakeups/s counts how often its
+// goroutine woke.
 func BenchmarkWheel_Idle(b *testing.B) {
 	const n = 1_000_000
-	for _, impl := range []string{"wheel", "stdlib"} {
+	for _, impl := range []string{"wheel", "none", "stdlib"} {
 		b.Run("impl="+impl+"/timers=1000000", func(b *testing.B) {
 			benchIdle(b, impl, n)
 		})
@@ -32,7 +35,18 @@ func BenchmarkWheel_Idle(b *testing.B) {
 }
 
 func benchIdle(b *testing.B, impl string, n int) {
-	s := newBenchTimers(b, impl, n)
+	var s *benchTimers
+	var floor []*floorRecord
+	if impl == "none" {
+		s = new(benchTimers)
+		floor = make([]*floorRecord, n)
+		for k := range floor {
+			floor[k] = new(floorRecord)
+		}
+		runtime.GC()
+	} else {
+		s = newBenchTimers(b, impl, n)
+	}
 	time.Sleep(benchSettle)
 	var cpu, wall time.Duration
 	var wakeups uint64
@@ -57,6 +71,7 @@ func benchIdle(b *testing.B, impl string, n int) {
 		}
 	}
 	runtime.KeepAlive(s)
+	runtime.KeepAlive(floor)
 }
 
 // benchProcessCPU returns the user plus system CPU time of the process.

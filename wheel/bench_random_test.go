@@ -140,14 +140,28 @@ func newFloorCAS(n int) []*floorCAS {
 // BenchmarkTimer_ArmCancelRandom arms and cancels a random one of 100 000
 // stopped timers per op, as a server does when a connection opens and
 // closes, beside 100 000 pending ones: impl=wheel with timers from
-// AfterFunc, impl=stdlib with time.AfterFunc timers.
+// AfterFunc, impl=stdlib with time.AfterFunc timers. impl=floor-cas is the
+// floor: two compare-and-swaps on a random record of a Timer's size, the
+// least a lock-free arm and cancel of a shared timer costs (each loads its
+// word and swaps it), with no pending timers beside them.
 func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 8)
-	for _, impl := range []string{"wheel", "stdlib"} {
+	for _, impl := range []string{"wheel", "floor-cas", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
-			s := newBenchTimers(b, impl, n) // the pending ones
 			i := 0
+			if impl == "floor-cas" {
+				rs := newFloorCAS(n)
+				b.ReportAllocs()
+				for b.Loop() {
+					r := rs[seq[i&(benchSeqLen-1)]]
+					r.word.CompareAndSwap(r.word.Load(), 2) // armed
+					r.word.CompareAndSwap(r.word.Load(), 1) // cancelled
+					i++
+				}
+				return
+			}
+			s := newBenchTimers(b, impl, n) // the pending ones
 			if impl == "wheel" {
 				ts := make([]*wheel.Timer, n)
 				for k := range ts {
