@@ -10,8 +10,12 @@ import (
 // until the next thing to do, decided by sleepPlan from what the step found.
 
 // releaseDelay bounds how long a stopped timer stays referenced by the
-// wheel: the driver never sleeps longer than this while it holds timers, and
-// takes in the inbox (where a stop waits) at every wake-up.
+// wheel. The driver takes in the inbox (where a stop waits) at every
+// wake-up; a Stop wakes it if it sleeps with no wake-up planned within
+// releaseDelay (sleepLong), and after a wake-up that took in stops it sleeps
+// no longer than releaseDelay, so that the stops that follow need not wake
+// it: under churn it wakes about once a releaseDelay, and a wheel that
+// nobody stops sleeps until its next timer.
 const releaseDelay = int64(time.Second)
 
 // preciseLead is how long before a timer falls due the driver starts
@@ -25,6 +29,7 @@ func (w *Wheel) run() {
 	for w.clock.Load()&clockStopped == 0 {
 		w.wakeups.Add(1)
 		w.sleepUntil.Store(0)
+		w.sleepLong.Store(false)
 		until, precise := w.step(w.sinceStart())
 		if w.clock.Load()&clockStopped != 0 {
 			return
@@ -45,25 +50,30 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	}
 	w.leftStale = false
 	w.publish(now)
-	if w.drain(now) > 0 {
+	coarse, stops := w.drain(now)
+	if coarse > 0 {
 		w.lastActive = nowTick // timers armed from the coarse clock
 	}
 	w.expire(now)
 
-	// Tell pushers when we wake, then take in what came since the drain
-	// above (callbacks' armings among them): a push from then on sees
-	// sleepUntil and wakes us if it needs us earlier. New armings fall due
-	// no earlier than the next tick, so this never fires anything.
+	// Tell pushers and stoppers when we wake, then take in what came since
+	// the drain above (callbacks' armings among them): a push from then on
+	// sees sleepUntil and wakes us if it needs us earlier, a stop sees
+	// sleepLong. New armings fall due no earlier than the next tick, so
+	// this never fires anything.
 	keep := nowTick-w.lastActive < w.activeTicks
 	plan := func() (int64, bool) {
-		return sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, w.npending > 0, w.canPrecise)
+		return sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stops > 0, w.canPrecise)
 	}
 	until, precise := plan()
 	w.sleepUntil.Store(until)
-	w.drain(now)
+	w.sleepLong.Store(until > satAdd(now, releaseDelay))
+	_, more := w.drain(now)
+	stops += more
 	if u, p := plan(); u < until {
 		until, precise = u, p
 		w.sleepUntil.Store(until)
+		w.sleepLong.Store(until > satAdd(now, releaseDelay))
 	}
 	w.endBatch()
 	if !keep {
@@ -76,9 +86,10 @@ func (w *Wheel) step(now int64) (int64, bool) {
 // sleepPlan decides when the driver wakes next, from what a step found at
 // now: fireAt, the earliest time a timer may fire (math.MaxInt64: none);
 // nextTick, when the next tick starts; keepClock, whether the driver keeps
-// the coarse clock fresh (then it wakes every tick); holding, whether it
-// holds timers (then it wakes within releaseDelay, to take in stops); and
-// canPrecise, whether it may sleep in futex. It returns the time to wake up
+// the coarse clock fresh (then it wakes every tick); tookStops, whether
+// this wake-up took in stopped timers (then it wakes within releaseDelay,
+// so that stops that follow are taken in without waking it: see
+// releaseDelay); and canPrecise, whether it may sleep in futex. It returns the time to wake up
 // and whether to sleep precisely.
 //
 // A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is for
@@ -87,9 +98,9 @@ func (w *Wheel) step(now int64) (int64, bool) {
 // so no more than a millisecond later) to take the rest precisely. Sleeps
 // that only keep the clock stay on the runtime's timer: in futex the
 // goroutine keeps its P, which costs the process CPU (WithSyscallSleep).
-func sleepPlan(now, fireAt, nextTick int64, keepClock, holding, canPrecise bool) (until int64, precise bool) {
+func sleepPlan(now, fireAt, nextTick int64, keepClock, tookStops, canPrecise bool) (until int64, precise bool) {
 	until = fireAt
-	if holding {
+	if tookStops {
 		until = min(until, satAdd(now, releaseDelay))
 	}
 	if keepClock {
@@ -132,17 +143,19 @@ func (w *Wheel) slotTime(tick uint64, late bool) int64 {
 }
 
 // drain empties the inbox, filing, moving, firing or dropping each timer on
-// it, and returns how many of them were armed from the coarse clock: a sign
-// that it is being read.
-func (w *Wheel) drain(now int64) int {
-	n := 0
+// it, and returns how many of them were armed from the coarse clock (a sign
+// that it is being read) and how many were stopped.
+func (w *Wheel) drain(now int64) (coarse, stops int) {
 	for i := range w.in.shards {
 		t := w.in.take(i)
 		for t != nil {
 			next := t.qnext
 			t.qnext = nil
-			if s := t.state.And(^uint64(stateQueued)); s&(statePending|stateExact) == statePending {
-				n++
+			switch s := t.state.And(^uint64(stateQueued)); s & (statePending | stateExact) {
+			case statePending:
+				coarse++
+			case 0, stateExact:
+				stops++
 			}
 			if t.next != nil {
 				w.lv.unlink(t)
@@ -151,7 +164,7 @@ func (w *Wheel) drain(now int64) int {
 			t = next
 		}
 	}
-	return n
+	return coarse, stops
 }
 
 // expire processes the due list and every slot due at now, then moves cur

@@ -25,24 +25,25 @@ func TestSleepPlan(t *testing.T) {
 		release  = int64(wheel.ReleaseDelay)
 	)
 	for _, tc := range []struct {
-		name                          string
-		fireAt                        int64
-		keepClock, holding, canPrecis bool
-		until                         int64
-		precise                       bool
+		name                            string
+		fireAt                          int64
+		keepClock, tookStops, canPrecis bool
+		until                           int64
+		precise                         bool
 	}{
 		{name: "nothing held, nothing read: sleep until woken", fireAt: none, until: none},
-		{name: "holding timers: wake to take in stops", fireAt: none, holding: true, until: now + release},
-		{name: "keeping the clock: the next tick", fireAt: none, holding: true, keepClock: true, until: nextTick},
-		{name: "a timer sooner than the tick", fireAt: now + 1, keepClock: true, holding: true, until: now + 1},
-		{name: "a timer within the lead: precise", fireAt: now + lead, holding: true, canPrecis: true, until: now + lead, precise: true},
-		{name: "a timer further off: wake the lead before it", fireAt: now + 3*lead, holding: true, canPrecis: true, until: now + 2*lead},
-		{name: "the clock comes first: not precise", fireAt: now + lead, keepClock: true, holding: true, canPrecis: true, until: nextTick},
-		{name: "release comes first: not precise", fireAt: now + 2*release, holding: true, canPrecis: true, until: now + release},
-		{name: "no futex: never precise", fireAt: now + lead/2, holding: true, until: now + lead/2},
+		{name: "timers held, no stops: sleep until the first", fireAt: now + 10*release, until: now + 10*release},
+		{name: "took in stops: back within the release delay", fireAt: none, tookStops: true, until: now + release},
+		{name: "keeping the clock: the next tick", fireAt: none, tookStops: true, keepClock: true, until: nextTick},
+		{name: "a timer sooner than the tick", fireAt: now + 1, keepClock: true, tookStops: true, until: now + 1},
+		{name: "a timer within the lead: precise", fireAt: now + lead, tookStops: true, canPrecis: true, until: now + lead, precise: true},
+		{name: "a timer further off: wake the lead before it", fireAt: now + 3*lead, tookStops: true, canPrecis: true, until: now + 2*lead},
+		{name: "the clock comes first: not precise", fireAt: now + lead, keepClock: true, tookStops: true, canPrecis: true, until: nextTick},
+		{name: "release comes first: not precise", fireAt: now + 2*release, tookStops: true, canPrecis: true, until: now + release},
+		{name: "no futex: never precise", fireAt: now + lead/2, tookStops: true, until: now + lead/2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			until, precise := wheel.SleepPlan(now, tc.fireAt, nextTick, tc.keepClock, tc.holding, tc.canPrecis)
+			until, precise := wheel.SleepPlan(now, tc.fireAt, nextTick, tc.keepClock, tc.tookStops, tc.canPrecis)
 			assert.Equal(t, time.Duration(tc.until), time.Duration(until), "until")
 			assert.Equal(t, tc.precise, precise, "precise")
 			assert.Greater(t, until, now, "the driver always sleeps")

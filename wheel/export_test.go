@@ -66,3 +66,7 @@ type HoldBacks = holdBacks
 func (h *holdBacks) Note(t uint64, extra int64) { h.note(t, extra) }
 func (h *holdBacks) Cover(t uint64)             { h.cover(t) }
 func (h *holdBacks) Max(lo, hi uint64) int64    { return h.max(lo, hi) }
+
+// WakeRequested reports whether a wake-up of the driver is pending: for a
+// simulated driver, whether the real one would be woken now.
+func (w *Wheel) WakeRequested() bool { return w.park.state.Load() == 1 }

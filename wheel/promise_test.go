@@ -182,7 +182,10 @@ func TestSimulated_PastDeadlineNextTick(t *testing.T) {
 // clock, sleeps as long as it may: 2 000 connections a second open, arm a
 // 1-hour timer and close, beside 100 long-lived ones. A closed connection's
 // memory must be released within ReleaseDelay, not held until the driver
-// next has a timer to fire: the live connections stay flat.
+// next has a timer to fire: the live connections stay flat. The simulated
+// driver steps when it planned to and whenever a Stop asks to wake it, as
+// the real one would; it must wake about once per ReleaseDelay, not per
+// stop, and sleep until its next timer once the churn ends.
 func TestSimulated_StoppedReleased(t *testing.T) {
 	type conn struct {
 		idle wheel.Timer
@@ -209,8 +212,10 @@ func TestSimulated_StoppedReleased(t *testing.T) {
 		}
 		return n
 	}
+	require.Greater(t, wakeAt, now+int64(wheel.ReleaseDelay), "nothing stopped yet: sleep until the first timer")
 	const perMs = 2
 	var samples []int
+	steps := 0
 	for i := 1; i <= 30_000; i++ {
 		now += ms
 		for range perMs {
@@ -220,19 +225,66 @@ func TestSimulated_StoppedReleased(t *testing.T) {
 			c.idle.Stop()
 			closed = append(closed, weak.Make(c))
 		}
-		if now >= wakeAt {
+		if now >= wakeAt || w.WakeRequested() {
 			wakeAt = w.Step()
+			steps++
 		}
 		if i%10_000 == 0 {
 			samples = append(samples, live())
 		}
 	}
 	bound := perMs * int(wheel.ReleaseDelay/time.Millisecond+10)
-	t.Logf("closed connections still referenced at 10, 20, 30 s: %v (bound %d)", samples, bound)
+	t.Logf("closed connections still referenced at 10, 20, 30 s: %v (bound %d); %d wake-ups in 30 s", samples, bound, steps)
 	for i, n := range samples {
 		assert.LessOrEqual(t, n, bound, "at %d s", 10*(i+1))
 	}
+	assert.LessOrEqual(t, steps, 32, "the stops woke the driver more than once a second")
+
+	// The churn ends: one more wake-up takes in the last stops, and then the
+	// driver sleeps until its first timer, and no longer once a second.
+	now += int64(wheel.ReleaseDelay)
+	wakeAt = w.Step()
+	require.Equal(t, 0, live(), "every closed connection released")
+	now += ms
+	wakeAt = w.Step()
+	assert.Greater(t, wakeAt, now+int64(time.Minute), "no stops: sleep until the first timer")
+	assert.False(t, w.WakeRequested())
 	runtime.KeepAlive(open)
+}
+
+// TestSimulated_StopWakesLongSleep checks the other half of the release
+// promise: a driver asleep until a timer an hour away is woken by a Stop,
+// whether the Stop pushes the timer or cancels an arming still on the
+// inbox, but not while it plans to wake within ReleaseDelay anyway.
+func TestSimulated_StopWakesLongSleep(t *testing.T) {
+	now := int64(time.Second)
+	w := newSim(t, &now)
+	held := w.AfterFunc(time.Hour, func() {})
+	defer held.Stop()
+	require.Greater(t, w.Step(), now+int64(time.Minute), "sleep until the timer's slot")
+
+	tm := w.AfterFunc(2*time.Hour, func() {}) // pushed; no need to wake for it
+	assert.False(t, w.WakeRequested(), "an arming after the planned wake-up")
+	require.True(t, tm.Stop())
+	assert.True(t, w.WakeRequested(), "a stop of an arming still on the inbox")
+	wakeAt := w.Step()
+	assert.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "after taking in a stop: back within ReleaseDelay")
+
+	tm.Reset(2 * time.Hour)
+	now += ms
+	require.True(t, tm.Stop())
+	assert.False(t, w.WakeRequested(), "the driver is back within ReleaseDelay anyway")
+	now = wakeAt
+	wakeAt = w.Step()
+	assert.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "took in a stop")
+	now = wakeAt
+	wakeAt = w.Step()
+	assert.Greater(t, wakeAt, now+int64(time.Minute), "no stops: the long sleep again")
+	tm.Reset(2 * time.Hour)
+	now += ms
+	w.Step()
+	require.True(t, tm.Stop())
+	assert.True(t, w.WakeRequested(), "a stop of a timer the wheel holds")
 }
 
 // TestSimulated_Horizon runs a 100 µs wheel to the end of its 41-bit clock:

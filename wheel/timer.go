@@ -308,9 +308,12 @@ func (t *Timer) arm(want uint64) bool {
 // Stop disarms t and reports whether it stopped a pending timer. A true
 // result guarantees that the callback of the arming it stopped will not run;
 // false means t had already fired (its callback may still be running) or was
-// not armed. Stop is O(1), allocation-free and takes no lock. The wheel
-// drops its reference to t (so that t, and whatever embeds it, can be
-// collected) within a second of the call, at its next wake-up.
+// not armed. Stop is O(1), allocation-free and takes no lock unless it must
+// wake the wheel's goroutine. The wheel drops its reference to t (so that
+// t, and whatever embeds it, can be collected) within a second of the call:
+// a Stop wakes the wheel's goroutine if it would sleep longer, and after
+// such a wake-up the goroutine comes back within a second for the stops
+// that follow, so that under churn it wakes about once a second.
 func (t *Timer) Stop() bool {
 	if t.w == nil {
 		return false
@@ -329,6 +332,7 @@ func (t *Timer) Stop() bool {
 			if push {
 				t.w.push(t, 0)
 			}
+			t.w.released()
 			return true
 		}
 	}

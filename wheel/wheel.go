@@ -40,7 +40,7 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 //
-// Ownership: clock, sleepUntil, wakeups and count are shared and accessed
+// Ownership: clock, sleepUntil, sleepLong, wakeups and count are shared and accessed
 // only atomically; the inbox's heads too. The configuration fields are
 // written by New and only read afterwards. Everything under "owned by the
 // driver" is touched only by the wheel's goroutine (or, for a manual wheel,
@@ -55,6 +55,7 @@ type Wheel struct {
 	_         [24]byte
 
 	sleepUntil atomic.Int64 // nanos since start the driver sleeps until; 0 while awake
+	sleepLong  atomic.Bool  // the driver sleeps beyond releaseDelay: a Stop must wake it
 	wakeups    atomic.Uint64
 	count      atomic.Int64 // pending timers the driver has taken in; see Len
 
@@ -312,6 +313,17 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
+// released tells the driver that a timer was stopped: it wakes the driver
+// if its sleep may last longer than releaseDelay, so that the stopped timer
+// (on the inbox, or queued there by an arming it cancels) is let go within
+// releaseDelay. Pairs with the driver storing sleepLong before it takes the
+// inbox for the last time.
+func (w *Wheel) released() {
+	if w.sleepLong.Load() {
+		w.wake()
+	}
+}
+
 // wake nudges a sleeping driver. It never blocks.
 func (w *Wheel) wake() {
 	if w.done != nil {
@@ -320,8 +332,7 @@ func (w *Wheel) wake() {
 }
 
 // push puts t, whose queued bit the caller just set, on the inbox. when is
-// the deadline that made it necessary, or 0 when the driver need not wake
-// for it (a stop: it is taken in within releaseDelay).
+// the deadline that made it necessary, or 0 for a stop (see released).
 func (w *Wheel) push(t *Timer, when uint64) {
 	w.in.push(t)
 	if when != 0 {
