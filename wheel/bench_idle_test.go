@@ -23,11 +23,13 @@ const (
 // same process holding 1M time.AfterFunc timers is the baseline (impl=stdlib),
 // and the same process holding 1M records of a Timer's size and no timer at
 // all is the floor (impl=none): what the runtime's own background work costs
-// with a heap of that shape. For the wheel, wakeups/s counts how often its
+// with a heap of that shape. impl=wake-1s adds to the floor one goroutine
+// that sleeps a second in a loop: what a wheel that woke once a second
+// would cost the process. For the wheel, wakeups/s counts how often its
 // goroutine woke.
 func BenchmarkWheel_Idle(b *testing.B) {
 	const n = 1_000_000
-	for _, impl := range []string{"wheel", "none", "stdlib"} {
+	for _, impl := range []string{"wheel", "none", "wake-1s", "stdlib"} {
 		b.Run("impl="+impl+"/timers=1000000", func(b *testing.B) {
 			benchIdle(b, impl, n)
 		})
@@ -37,13 +39,29 @@ func BenchmarkWheel_Idle(b *testing.B) {
 func benchIdle(b *testing.B, impl string, n int) {
 	var s *benchTimers
 	var floor []*floorRecord
-	if impl == "none" {
+	if impl == "none" || impl == "wake-1s" {
 		s = new(benchTimers)
 		floor = make([]*floorRecord, n)
 		for k := range floor {
 			floor[k] = new(floorRecord)
 		}
 		runtime.GC()
+		if impl == "wake-1s" {
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				t := time.NewTicker(time.Second)
+				defer t.Stop()
+				for {
+					select {
+					case <-t.C:
+					case <-stop:
+						return
+					}
+				}
+			}()
+			b.Cleanup(func() { close(stop); <-done })
+		}
 	} else {
 		s = newBenchTimers(b, impl, n)
 	}

@@ -11,9 +11,9 @@
 // the wheel keeps no clock for it. A timer never fires before its duration
 // has passed, whatever the duration and however late the wheel's goroutine
 // runs; it fires normally within a tick and a little after it. A wheel with
-// nothing due sleeps until its next occupied slot instead of ticking
-// (waking at least once a second while it holds timers, to release stopped
-// ones).
+// nothing due sleeps until its next occupied slot instead of ticking; a
+// Stop wakes it if it would otherwise keep the stopped timer longer than a
+// second.
 //
 // Callbacks run one at a time on the wheel's goroutine and must not block:
 // hand slow work to another goroutine, or install an executor with
@@ -175,7 +175,8 @@ func (w *Wheel) Stop() {
 
 // Len reports the number of pending timers, for metrics. The wheel's
 // goroutine counts each arming and stop when it takes it in (within a tick
-// while the clock is kept, within a second otherwise), so that Reset and Stop
+// while the clock is kept, within a second for a stop, and at its next
+// wake-up for an arming otherwise), so that Reset and Stop
 // share no counter. On a manual wheel Len first takes in what is waiting, so
 // it is exact (except when called from a callback during Advance). It costs
 // one atomic load on the real clock.
@@ -222,8 +223,8 @@ func (w *Wheel) Now() time.Duration {
 // at most while its coarse clock is being read (timers armed from exact
 // instants, see ResetFrom, read no clock and need no such wake-ups), for
 // its occupied slots (and 2 ms before a timer falls due, to sleep the rest
-// precisely), and once a second while it holds timers, to release stopped
-// ones. It costs one atomic load. A manual wheel has no goroutine and
+// precisely), and, while timers are being stopped, about once a second, to
+// release them. It costs one atomic load. A manual wheel has no goroutine and
 // reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
