@@ -14,7 +14,7 @@ import (
 // wake-up; a Stop wakes it if it sleeps with no wake-up planned within
 // releaseDelay (sleepLong), and after a wake-up that took in stops it sleeps
 // no longer than releaseDelay, so that the stops that follow need not wake
-// it: under churn it wakes about once a releaseDelay, and a wheel that
+// it: under churn it wakes once or twice a releaseDelay, and a wheel that
 // nobody stops sleeps until its next timer.
 const releaseDelay = int64(time.Second)
 
@@ -28,8 +28,6 @@ func (w *Wheel) run() {
 	defer w.countStops()
 	for w.clock.Load()&clockStopped == 0 {
 		w.wakeups.Add(1)
-		w.sleepUntil.Store(0)
-		w.sleepLong.Store(false)
 		until, precise := w.step(w.sinceStart())
 		if w.clock.Load()&clockStopped != 0 {
 			return
@@ -42,6 +40,8 @@ func (w *Wheel) run() {
 // returns when the driver should wake next (math.MaxInt64: only when told
 // to) and whether that sleep is to be precise.
 func (w *Wheel) step(now int64) (int64, bool) {
+	w.sleepUntil.Store(0) // awake: pushes and stops need not wake us
+	w.sleepLong.Store(false)
 	nowTick := w.tickOf(now)
 	if w.leftStale && w.clock.Load()&clockStale == 0 {
 		// A reader found the clock stale and refreshed it: the coarse
@@ -62,14 +62,20 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	// sleepLong. New armings fall due no earlier than the next tick, so
 	// this never fires anything.
 	keep := nowTick-w.lastActive < w.activeTicks
+	// A stop woke us even if the timer was armed again before the drain
+	// (it was still queued, so the arming pushed nothing): stops are
+	// coming, and the next sleep is short so that they need not wake us.
+	woken := w.stopWoke.Swap(false)
+	stopped := stops > 0 || woken
 	plan := func() (int64, bool) {
-		return sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stops > 0, w.canPrecise)
+		return sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
 	}
 	until, precise := plan()
 	w.sleepUntil.Store(until)
 	w.sleepLong.Store(until > satAdd(now, releaseDelay))
-	_, more := w.drain(now)
-	stops += more
+	if _, more := w.drain(now); more > 0 {
+		stopped = true
+	}
 	if u, p := plan(); u < until {
 		until, precise = u, p
 		w.sleepUntil.Store(until)

@@ -328,3 +328,48 @@ func TestSimulated_Horizon(t *testing.T) {
 		assert.LessOrEqual(t, f.at, f.due+2*tick, "timer %d fired late", i)
 	}
 }
+
+// TestSimulated_StopRearmChurn runs the churn of a timer that is stopped
+// and at once armed again (as retransmit's timer is when nothing is in
+// flight and then a message goes out), so that a woken driver often finds
+// the timer pending again: the stops must still wake it only once or twice
+// per ReleaseDelay (once for the stop, once when the short sleep that
+// follows ends), not once per stop.
+func TestSimulated_StopRearmChurn(t *testing.T) {
+	now := int64(time.Second)
+	w := newSim(t, &now)
+	var tm wheel.Timer
+	tm.Init(w, func() {})
+	tm.ResetFrom(w.Elapsed()+1, time.Hour)
+	wakeAt := w.Step()
+	steps := 0
+	for range 10_000 { // 10 s, one Stop and re-arm a millisecond
+		now += ms + 7
+		tm.Stop()
+		tm.ResetFrom(w.Elapsed(), time.Hour) // before the woken driver takes the stop in
+		if now >= wakeAt || w.WakeRequested() {
+			wakeAt = w.Step()
+			steps++
+		}
+	}
+	t.Logf("%d wake-ups in 10 s", steps)
+	assert.LessOrEqual(t, steps, 22, "the stops woke the driver more than twice a second")
+}
+
+// TestSimulated_CallbackStopNoWake: a Stop from a callback runs while the
+// driver is awake, so it must not ask for a wake-up, even when the step
+// before planned a long sleep (the simulated driver, like the real one,
+// marks itself awake when it steps).
+func TestSimulated_CallbackStopNoWake(t *testing.T) {
+	now := int64(time.Second) + 7
+	w := newSim(t, &now)
+	b := w.AfterFunc(time.Hour, func() {})
+	now += int64(2 * time.Second)
+	w.Step()
+	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
+	w.AfterFunc(5*time.Millisecond, func() { b.Stop() })
+	now += 10 * ms
+	w.Step() // fires the callback, whose stop the step's last drain takes in
+	assert.False(t, w.WakeRequested(), "a stop from a callback woke the driver")
+	assert.Zero(t, w.Len())
+}

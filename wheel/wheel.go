@@ -40,7 +40,7 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 //
-// Ownership: clock, sleepUntil, sleepLong, wakeups and count are shared and accessed
+// Ownership: clock, sleepUntil, sleepLong, stopWoke, wakeups and count are shared and accessed
 // only atomically; the inbox's heads too. The configuration fields are
 // written by New and only read afterwards. Everything under "owned by the
 // driver" is touched only by the wheel's goroutine (or, for a manual wheel,
@@ -56,6 +56,7 @@ type Wheel struct {
 
 	sleepUntil atomic.Int64 // nanos since start the driver sleeps until; 0 while awake
 	sleepLong  atomic.Bool  // the driver sleeps beyond releaseDelay: a Stop must wake it
+	stopWoke   atomic.Bool  // a Stop woke the driver (see released)
 	wakeups    atomic.Uint64
 	count      atomic.Int64 // pending timers the driver has taken in; see Len
 
@@ -223,7 +224,7 @@ func (w *Wheel) Now() time.Duration {
 // at most while its coarse clock is being read (timers armed from exact
 // instants, see ResetFrom, read no clock and need no such wake-ups), for
 // its occupied slots (and 2 ms before a timer falls due, to sleep the rest
-// precisely), and, while timers are being stopped, about once a second, to
+// precisely), and, while timers are being stopped, once or twice a second, to
 // release them. It costs one atomic load. A manual wheel has no goroutine and
 // reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
@@ -321,6 +322,7 @@ func satAdd(a, b int64) int64 {
 // inbox for the last time.
 func (w *Wheel) released() {
 	if w.sleepLong.Load() {
+		w.stopWoke.Store(true)
 		w.wake()
 	}
 }
@@ -341,6 +343,12 @@ func (w *Wheel) push(t *Timer, when uint64) {
 		// inbox for the last time: one of the two sees the other.
 		if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when) < until {
 			w.wake()
+		}
+		// A Stop between the arming's compare-and-swap and this push saw
+		// t queued, pushed nothing, and may have found the driver awake:
+		// the release falls to the arming, now that t is on the inbox.
+		if t.state.Load()&statePending == 0 {
+			w.released()
 		}
 	}
 }
