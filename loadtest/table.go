@@ -333,6 +333,9 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 		f.reapExpected, f.reapClosed = s.Expected, int(s.ReapError.Count())
 		if f.reapClosed > 0 {
 			f.reapP50, f.reapP99, f.reapMax = float64(s.ReapError.Quantile(0.5)), float64(s.ReapError.Quantile(0.99)), float64(s.ReapError.Max())
+			if a := s.ReapErrorAck; a != nil && a.Count() > 0 {
+				f.reapAckP99 = float64(a.Quantile(0.99))
+			}
 			if s.NeverReaped > 0 {
 				notes = append(notes, fmt.Sprintf("%d of %d idle connections not closed within %s of their deadline", s.NeverReaped, s.Expected, o.timeouts.Slack))
 			}
