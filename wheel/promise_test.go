@@ -373,3 +373,34 @@ func TestSimulated_CallbackStopNoWake(t *testing.T) {
 	assert.False(t, w.WakeRequested(), "a stop from a callback woke the driver")
 	assert.Zero(t, w.Len())
 }
+
+// TestSimulated_QueuedRearmEarlierWakes arms a timer far off, which the
+// driver, asleep until a slot an hour away, need not wake for, and then,
+// before the driver has taken it in, arms it again for 10 ms: the second
+// arming pushes nothing (the timer is on the inbox already), so it must
+// wake the driver itself, or the timer fires when the driver next wakes,
+// nearly an hour late.
+func TestSimulated_QueuedRearmEarlierWakes(t *testing.T) {
+	now := int64(time.Second) + 7
+	w := newSim(t, &now)
+	held := w.AfterFunc(time.Hour, func() {})
+	defer held.Stop()
+	now += int64(2 * time.Second) // the clock goes stale: armings are exact
+	w.Step()
+	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
+	fired := false
+	var tm wheel.Timer
+	tm.Init(w, func() { fired = true })
+	tm.ResetFrom(w.Elapsed(), 2*time.Hour)
+	require.False(t, w.WakeRequested(), "nothing to wake for yet")
+	start := w.Elapsed()
+	tm.ResetFrom(start, 10*time.Millisecond)
+	require.True(t, w.WakeRequested(), "the earlier deadline of a queued timer must wake the driver")
+	wakeAt := w.Step()
+	for !fired {
+		require.LessOrEqual(t, wakeAt, int64(start)+int64(20*time.Millisecond), "the driver plans to sleep past the deadline")
+		now = wakeAt
+		wakeAt = w.Step()
+	}
+	assert.GreaterOrEqual(t, now, int64(start)+int64(10*time.Millisecond), "never early")
+}

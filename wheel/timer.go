@@ -299,6 +299,10 @@ func (t *Timer) arm(want uint64) bool {
 		if t.state.CompareAndSwap(old, next) {
 			if push {
 				t.w.push(t, when)
+			} else if old&stateQueued != 0 {
+				// On the inbox already, pushed for another deadline (or
+				// a stop): the driver may plan to sleep past this one.
+				t.w.wakeBefore(when)
 			}
 			return old&statePending != 0
 		}

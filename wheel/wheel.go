@@ -315,6 +315,16 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
+// wakeBefore wakes the driver if it plans to sleep past tick when, the
+// deadline of a timer on the inbox. Pairs with the driver storing
+// sleepUntil before it takes the inbox for the last time: one of the two
+// sees the other.
+func (w *Wheel) wakeBefore(when uint64) {
+	if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when) < until {
+		w.wake()
+	}
+}
+
 // released tells the driver that a timer was stopped: it wakes the driver
 // if its sleep may last longer than releaseDelay, so that the stopped timer
 // (on the inbox, or queued there by an arming it cancels) is let go within
@@ -339,11 +349,7 @@ func (w *Wheel) wake() {
 func (w *Wheel) push(t *Timer, when uint64) {
 	w.in.push(t)
 	if when != 0 {
-		// Pairs with the driver storing sleepUntil before it takes the
-		// inbox for the last time: one of the two sees the other.
-		if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when) < until {
-			w.wake()
-		}
+		w.wakeBefore(when)
 		// A Stop between the arming's compare-and-swap and this push saw
 		// t queued, pushed nothing, and may have found the driver awake:
 		// the release falls to the arming, now that t is on the inbox.
