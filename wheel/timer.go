@@ -121,6 +121,8 @@ func (t *Timer) Reset(d time.Duration) bool {
 				if t.state.CompareAndSwap(s, want|s&keepMask|stateQueued) {
 					if s&stateQueued == 0 {
 						w.push(t, want>>whenShift)
+					} else {
+						w.wakeBefore(want >> whenShift) // see arm
 					}
 					return false
 				}
