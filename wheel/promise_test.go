@@ -404,3 +404,41 @@ func TestSimulated_QueuedRearmEarlierWakes(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, now, int64(start)+int64(10*time.Millisecond), "never early")
 }
+
+// TestSimulated_LaterExactOnDueList: a coarse timer waits on the due list
+// for a hold-back of about 200 ms (the driver ran that late while its tick
+// was read), and is then armed from an exact instant a little later than
+// its tick but well before the held-back time. Only storing the later
+// deadline, as for a coarse one, would leave the driver asleep until the
+// held-back time; the exact deadline must be kept, to within the tick.
+func TestSimulated_LaterExactOnDueList(t *testing.T) {
+	now := 10*ms + 7
+	w := newSim(t, &now)
+	w.Step() // tick 10 on the clock, kept fresh
+	firedAt := int64(-1)
+	var tm wheel.Timer
+	tm.Init(w, func() { firedAt = now })
+	now = 210*ms + 7 // the driver is 200 ms late; a reader still sees tick 10
+	tm.Reset(5 * time.Second)
+	wake := w.Step()
+	require.Greater(t, w.MaxHoldBack(), 150*time.Millisecond)
+	for now < 5011*ms+ms/4 { // until the slot of tick 5011 has been processed
+		now = max(now+1, min(wake, 5011*ms+ms/4))
+		wake = w.Step()
+	}
+	require.True(t, tm.Pending(), "held back on the due list")
+	require.True(t, w.Stale())
+	now += 3 * ms
+	start := w.Elapsed()
+	require.True(t, tm.ResetFrom(start, 10*time.Millisecond))
+	for firedAt < 0 {
+		if !w.WakeRequested() {
+			now = max(now+1, wake)
+		}
+		wake = w.Step()
+	}
+	late := time.Duration(firedAt - int64(start) - 10*ms)
+	t.Logf("fired %v after its exact deadline", late)
+	assert.GreaterOrEqual(t, late, time.Duration(0), "never early")
+	assert.LessOrEqual(t, late, 2*time.Millisecond)
+}

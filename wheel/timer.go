@@ -120,7 +120,7 @@ func (t *Timer) Reset(d time.Duration) bool {
 				// A new arming: the wheel must count it (see arm).
 				if t.state.CompareAndSwap(s, want|s&keepMask|stateQueued) {
 					if s&stateQueued == 0 {
-						w.push(t, want>>whenShift)
+						w.push(t)
 					} else {
 						w.wakeBefore(want >> whenShift) // see arm
 					}
@@ -282,8 +282,9 @@ func (t *Timer) ticks(d time.Duration) uint64 {
 // arm makes t pending with the deadline bits want (deadline, exact, age
 // code). It pushes t on the inbox when the wheel must look at it: a new
 // arming (the wheel counts it), or a timer the wheel holds at a tick later
-// than the new deadline. A later deadline is only stored: the wheel finds
-// it when the slot it holds t in comes round, and files t again.
+// than the new deadline. A later deadline is only stored (unless it turns a
+// coarse deadline exact): the wheel finds it when the slot it holds t in
+// comes round, and files t again.
 func (t *Timer) arm(want uint64) bool {
 	want |= statePending
 	when := want >> whenShift
@@ -294,13 +295,18 @@ func (t *Timer) arm(want uint64) bool {
 		}
 		next := want | old&keepMask
 		push := false
-		if old&stateQueued == 0 && (old&statePending == 0 || old&stateFiled == 0 || when < old>>whenShift) {
+		// A later deadline is only stored, unless it turns a coarse timer
+		// exact: a coarse one may fire a quarter tick and a hold-back after
+		// its tick (it may wait on the due list that long), and the driver
+		// plans its sleep by that, later than the exact deadline may be.
+		later := when >= old>>whenShift && !(old&stateExact == 0 && want&stateExact != 0)
+		if old&stateQueued == 0 && (old&statePending == 0 || old&stateFiled == 0 || !later) {
 			next |= stateQueued
 			push = true
 		}
 		if t.state.CompareAndSwap(old, next) {
 			if push {
-				t.w.push(t, when)
+				t.w.push(t)
 			} else if old&stateQueued != 0 {
 				// On the inbox already, pushed for another deadline (or
 				// a stop): the driver may plan to sleep past this one.
@@ -336,9 +342,10 @@ func (t *Timer) Stop() bool {
 		}
 		if t.state.CompareAndSwap(old, next) {
 			if push {
-				t.w.push(t, 0)
+				t.w.push(t) // which also does the release check
+			} else {
+				t.w.released()
 			}
-			t.w.released()
 			return true
 		}
 	}

@@ -344,17 +344,18 @@ func (w *Wheel) wake() {
 	}
 }
 
-// push puts t, whose queued bit the caller just set, on the inbox. when is
-// the deadline that made it necessary, or 0 for a stop (see released).
-func (w *Wheel) push(t *Timer, when uint64) {
+// push puts t, whose queued bit the caller just set, on the inbox, and
+// then tells the driver what t needs as it stands now: a wake-up before its
+// deadline if it is pending, a release if it is stopped. t is read again
+// because an arming or a Stop that landed between the caller's
+// compare-and-swap and this push saw t queued, pushed nothing, and may
+// have made its own check while the driver was awake: that check falls to
+// this push, now that t is on the inbox.
+func (w *Wheel) push(t *Timer) {
 	w.in.push(t)
-	if when != 0 {
-		w.wakeBefore(when)
-		// A Stop between the arming's compare-and-swap and this push saw
-		// t queued, pushed nothing, and may have found the driver awake:
-		// the release falls to the arming, now that t is on the inbox.
-		if t.state.Load()&statePending == 0 {
-			w.released()
-		}
+	if s := t.state.Load(); s&statePending != 0 {
+		w.wakeBefore(s >> whenShift)
+	} else {
+		w.released()
 	}
 }
