@@ -232,6 +232,14 @@ func (w *Wheel) handle(t *Timer, now int64) {
 			return
 		}
 		if w.fireAt(s) > now {
+			// On the due list t waits out a hold-back, and the driver plans
+			// by it. Not filed there, so that any arming pushes t and the
+			// driver plans again: a later deadline stored lazily would be
+			// planned by the old hold-back, or, on a tick not yet over, not
+			// at all.
+			if !t.state.CompareAndSwap(s, s&^stateFiled) {
+				continue
+			}
 			w.lv.link(t, slotDue, false)
 			return
 		}

@@ -442,3 +442,64 @@ func TestSimulated_LaterExactOnDueList(t *testing.T) {
 	assert.GreaterOrEqual(t, late, time.Duration(0), "never early")
 	assert.LessOrEqual(t, late, 2*time.Millisecond)
 }
+
+// TestSimulated_LaterCoarseOnDueList: a coarse timer waits on the due list
+// for a hold-back of about 300 ms, and is armed again from the coarse clock
+// for 5 ms, either in a callback before the driver plans its sleep or in
+// the batch-end hook after it, at the step where the driver stops keeping
+// the clock. A later deadline only stored, as for a timer in a slot, would
+// be planned by the old hold-back, or, its tick not yet over, not at all:
+// the timer must fire about 5 ms after its arming.
+func TestSimulated_LaterCoarseOnDueList(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		afterPlan bool // re-arm in the batch-end hook, after the plan
+	}{
+		{name: "re-armed before the plan"},
+		{name: "re-armed after the plan", afterPlan: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := 10*ms + 7
+			var x, y wheel.Timer
+			rearm := false
+			rearmAt, firedAt := int64(-1), int64(-1)
+			w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond),
+				wheel.WithBatchEnd(func() {
+					if rearm { // after the step's plan, before the clock goes stale
+						rearm = false
+						rearmAt = now
+						x.Reset(5 * time.Millisecond)
+					}
+				}))
+			defer w.Stop()
+			w.SetCanPrecise(false)
+			x.Init(w, func() { firedAt = now })
+			y.Init(w, func() {
+				if tc.afterPlan {
+					rearm = true
+				} else {
+					rearmAt = now
+					x.Reset(5 * time.Millisecond)
+				}
+			})
+			w.Step()
+			x.Reset(990 * time.Millisecond) // coarse, from tick 10
+			w.Step()
+			now = 310*ms + 7 // the driver is 300 ms late: tick 10 held back ~300 ms
+			y.ResetFrom(time.Duration(now), 700*time.Millisecond-7)
+			wake := w.Step()
+			for firedAt < 0 && now < 3000*ms {
+				if !w.WakeRequested() {
+					now = max(now+1, wake)
+				}
+				wake = w.Step()
+			}
+			require.GreaterOrEqual(t, rearmAt, int64(0), "re-armed")
+			require.GreaterOrEqual(t, firedAt, int64(0), "fired")
+			t.Logf("hold-back %v; re-armed at %v for 5 ms; fired %v after", w.MaxHoldBack(),
+				time.Duration(rearmAt), time.Duration(firedAt-rearmAt))
+			assert.GreaterOrEqual(t, firedAt-rearmAt, 5*ms, "never early")
+			assert.LessOrEqual(t, firedAt-rearmAt, 10*ms, "fired late")
+		})
+	}
+}

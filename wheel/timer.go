@@ -11,8 +11,8 @@ import (
 //
 //	bit  0      pending: armed and not yet fired or stopped
 //	bit  1      queued:  on the wheel's inbox; the wheel will look at it soon
-//	bit  2      filed:   linked into a slot (or the due list) at a tick no
-//	             later than the deadline below
+//	bit  2      filed:   linked into a slot at a tick no later than the
+//	             deadline below (not on the due list: see handle)
 //	bit  3      counted: included in the wheel's pending count (wheel-owned)
 //	bit  4      exact:   the deadline was computed from an exact instant, so
 //	             the timer fires at the deadline's tick; without it the
