@@ -38,7 +38,6 @@ type fzSim struct {
 	w                           *wheel.Wheel
 	now                         int64
 	wakeAt                      int64
-	lateMax                     int64
 	dueAt                       int64 // when the driver actually runs next (its wake-up, late)
 	reqAt                       int64 // when a wake-up was requested (MaxInt64: none)
 	lateMode                    int   // 0: never late, 1: up to 3 ticks, 2: also up to 300 ms
@@ -211,7 +210,6 @@ func (s *fzSim) randLate() int64 {
 // step runs the driver once, at s.now.
 func (s *fzSim) step(why string) {
 	if late := s.now - min(s.wakeAt, s.reqAt); late > 0 {
-		s.lateMax = max(s.lateMax, late)
 		s.logf("driver runs %v late", time.Duration(late))
 	}
 	s.nsteps++
@@ -336,19 +334,18 @@ func TestFuzzLateness(t *testing.T) {
 		steps += s.nsteps
 		cbs += s.ncb
 		hb = max(hb, s.w.MaxHoldBack())
-		if s.lateMode == 0 && s.w.MaxHoldBack() > 0 && *fuzzSeed < 0 {
+		if s.lateMode == 0 && s.w.MaxHoldBack() > 0 {
 			t.Errorf("seed %d: hold-back %v with a driver never late", seed, s.w.MaxHoldBack())
 		}
-		if s.w.MaxHoldBack() > 400*time.Millisecond && *fuzzSeed < 0 {
+		if s.w.MaxHoldBack() > 400*time.Millisecond {
 			t.Logf("seed %d hold-back %v", seed, s.w.MaxHoldBack())
 		}
 		if s.bad == "" {
 			continue
 		}
 		fails++
-		// Shortest prefix that still fails.
-		n := s.nops
-		t.Errorf("seed %d (after %d ops, %d log lines): %s", seed, n, len(s.log), s.bad)
+		// -fuzzlate.seed replays the seed with its operation log.
+		t.Errorf("seed %d (after %d ops, %d log lines): %s", seed, s.nops, len(s.log), s.bad)
 		if fails >= 10 {
 			break
 		}
