@@ -44,8 +44,7 @@ func TestMemoryPerIdleConn(t *testing.T) {
 		t.Skip("opens 2100 connections to each of two servers")
 	}
 	bare := heapPerConn(t, startBareGnet(t))
-	s, err := netserver.New(netserver.Config{
-		Addr:       "127.0.0.1:0",
+	s := start(t, netserver.Config{
 		EventLoops: 1,
 		Protocol:   netserver.Raw,
 		Timeouts: idle.Config{
@@ -54,13 +53,6 @@ func TestMemoryPerIdleConn(t *testing.T) {
 			WriteStallTimeout: 30 * time.Second,
 		},
 	}, netserver.Echo{})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, s.Shutdown(ctx))
-	})
 	ours := heapPerConn(t, s.Addr())
 	t.Logf("Go heap per idle connection: netserver %.0f B, bare gnet %.0f B, difference %.0f B (budget %d B)",
 		ours, bare, ours-bare, memBudget)
