@@ -71,15 +71,13 @@ func (w *Wheel) step(now int64) (int64, bool) {
 		return sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
 	}
 	until, precise := plan()
-	w.sleepUntil.Store(until)
-	w.sleepLong.Store(until > satAdd(now, releaseDelay))
+	w.publishSleep(now, until)
 	if _, more := w.drain(now); more > 0 {
 		stopped = true
 	}
 	if u, p := plan(); u < until {
 		until, precise = u, p
-		w.sleepUntil.Store(until)
-		w.sleepLong.Store(until > satAdd(now, releaseDelay))
+		w.publishSleep(now, until)
 	}
 	w.endBatch()
 	if !keep {
@@ -89,14 +87,22 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	return until, precise
 }
 
+// publishSleep tells pushers and stoppers, at now, that the driver will
+// sleep until until: a push wakes it for a deadline before that
+// (sleepUntil), a Stop if that is more than releaseDelay away (sleepLong).
+func (w *Wheel) publishSleep(now, until int64) {
+	w.sleepUntil.Store(until)
+	w.sleepLong.Store(until > satAdd(now, releaseDelay))
+}
+
 // sleepPlan decides when the driver wakes next, from what a step found at
 // now: fireAt, the earliest time a timer may fire (math.MaxInt64: none);
 // nextTick, when the next tick starts; keepClock, whether the driver keeps
 // the coarse clock fresh (then it wakes every tick); tookStops, whether
 // this wake-up took in stopped timers (then it wakes within releaseDelay,
 // so that stops that follow are taken in without waking it: see
-// releaseDelay); and canPrecise, whether it may sleep in futex. It returns the time to wake up
-// and whether to sleep precisely.
+// releaseDelay); and canPrecise, whether it may sleep in futex. It returns
+// the time to wake up and whether to sleep precisely.
 //
 // A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is for
 // a timer, the last preciseLead before it is slept in futex, which ends on

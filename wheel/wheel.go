@@ -40,8 +40,8 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 //
-// Ownership: clock, sleepUntil, sleepLong, stopWoke, wakeups and count are shared and accessed
-// only atomically; the inbox's heads too. The configuration fields are
+// Ownership: clock, sleepUntil, sleepLong, stopWoke, wakeups and count are
+// shared and accessed only atomically; the inbox's heads too. The configuration fields are
 // written by New and only read afterwards. Everything under "owned by the
 // driver" is touched only by the wheel's goroutine (or, for a manual wheel,
 // by ManualClock.Advance, which holds the clock's mutex).
@@ -177,8 +177,8 @@ func (w *Wheel) Stop() {
 // Len reports the number of pending timers, for metrics. The wheel's
 // goroutine counts each arming and stop when it takes it in (within a tick
 // while the clock is kept, within a second for a stop, and at its next
-// wake-up for an arming otherwise), so that Reset and Stop
-// share no counter. On a manual wheel Len first takes in what is waiting, so
+// wake-up for an arming otherwise), so that Reset and Stop share no
+// counter. On a manual wheel Len first takes in what is waiting, so
 // it is exact (except when called from a callback during Advance). It costs
 // one atomic load on the real clock.
 func (w *Wheel) Len() int {
@@ -224,8 +224,8 @@ func (w *Wheel) Now() time.Duration {
 // at most while its coarse clock is being read (timers armed from exact
 // instants, see ResetFrom, read no clock and need no such wake-ups), for
 // its occupied slots (and 2 ms before a timer falls due, to sleep the rest
-// precisely), and, while timers are being stopped, once or twice a second, to
-// release them. It costs one atomic load. A manual wheel has no goroutine and
+// precisely), and, while timers are being stopped, once or twice a second,
+// to release them. It costs one atomic load. A manual wheel has no goroutine and
 // reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
