@@ -18,6 +18,17 @@ import (
 // nobody stops sleeps until its next timer.
 const releaseDelay = int64(time.Second)
 
+// takeEvery and takeLead say when the driver takes in the inbox (see
+// takeIn): at least every takeEvery while something waits there, and at
+// least takeLead before the earliest deadline pushed. Between takes, a timer
+// armed and stopped again, or armed many times, costs the driver nothing,
+// and the driver leaves alone the cache lines of the timers the resetters
+// are touching.
+const (
+	takeEvery = releaseDelay / 4
+	takeLead  = releaseDelay / 4
+)
+
 // preciseLead is how long before a timer falls due the driver starts
 // sleeping precisely (see sleepPlan), in nanoseconds: more than the
 // millisecond by which a runtime-timer sleep may end late.
@@ -50,7 +61,11 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	}
 	w.leftStale = false
 	w.publish(now)
-	coarse, stops := w.drain(now)
+	// A stop woke us even if the timer was armed again before the take
+	// (it was still queued, so the arming pushed nothing): stops are
+	// coming, and the next sleep is short so that they need not wake us.
+	woken := w.stopWoke.Swap(false)
+	coarse, stops := w.takeIn(now, woken)
 	if coarse > 0 {
 		w.lastActive = nowTick // timers armed from the coarse clock
 	}
@@ -62,17 +77,19 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	// sleepLong. New armings fall due no earlier than the next tick, so
 	// this never fires anything.
 	keep := nowTick-w.lastActive < w.activeTicks
-	// A stop woke us even if the timer was armed again before the drain
-	// (it was still queued, so the arming pushed nothing): stops are
-	// coming, and the next sleep is short so that they need not wake us.
-	woken := w.stopWoke.Swap(false)
 	stopped := stops > 0 || woken
 	plan := func() (int64, bool) {
-		return sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
+		until, precise := sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
+		// The inbox, if the driver is to leave it: a take due now is
+		// the one below, which files what it takes for the plan after it.
+		if at := w.takeAt(); at < until && at > now {
+			until, precise = at, false
+		}
+		return until, precise
 	}
 	until, precise := plan()
 	w.publishSleep(now, until)
-	if _, more := w.drain(now); more > 0 {
+	if _, more := w.takeIn(now, false); more > 0 {
 		stopped = true
 	}
 	if u, p := plan(); u < until {
@@ -150,6 +167,37 @@ func (w *Wheel) slotTime(tick uint64, late bool) int64 {
 	at := w.tickTime(tick)
 	if late {
 		at = satAdd(at, w.slackNanos)
+	}
+	return at
+}
+
+// takeIn takes in the inbox (see drain) when it must, or when force is
+// set, and returns what drain returns. It must when takeEvery has passed
+// since the last take, or when a pending timer pushed since then falls due
+// within takeLead (inMin, lowered by wakeBefore); otherwise what waits there
+// waits, and the driver plans to come back for it (takeAt). inMin is reset
+// before the inbox is taken, so a deadline pushed meanwhile is at worst
+// counted twice.
+func (w *Wheel) takeIn(now int64, force bool) (coarse, stops int) {
+	if !force && now-w.lastTake < int64(takeEvery) && w.tickTime(w.inMin.Load()) > satAdd(now, int64(takeLead)) {
+		return 0, 0
+	}
+	w.inMin.Store(maxWhen)
+	w.lastTake = now
+	return w.drain(now)
+}
+
+// takeAt returns when the driver must next take in the inbox
+// (math.MaxInt64: only when woken): takeLead before the earliest deadline
+// pushed since the last take, and takeEvery after the last take if the
+// inbox is not empty.
+func (w *Wheel) takeAt() int64 {
+	at := int64(math.MaxInt64)
+	if m := w.inMin.Load(); m != maxWhen {
+		at = w.tickTime(m) - int64(takeLead)
+	}
+	if !w.in.empty() {
+		at = min(at, w.lastTake+int64(takeEvery))
 	}
 	return at
 }

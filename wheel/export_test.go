@@ -51,6 +51,13 @@ const PreciseLead = time.Duration(preciseLead)
 // ReleaseDelay bounds how long the wheel keeps a stopped timer referenced.
 const ReleaseDelay = time.Duration(releaseDelay)
 
+// TakeEvery bounds how long the driver leaves pushes on the inbox; TakeLead
+// is how long before a pushed deadline it takes them in at the latest.
+const (
+	TakeEvery = time.Duration(takeEvery)
+	TakeLead  = time.Duration(takeLead)
+)
+
 // SleepPlan is the driver's sleep decision, for table tests.
 var SleepPlan = sleepPlan
 

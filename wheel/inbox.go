@@ -48,3 +48,13 @@ func (in *inbox) push(t *Timer) {
 
 // take removes every timer on shard i and returns them linked by qnext.
 func (in *inbox) take(i int) *Timer { return in.shards[i].head.Swap(nil) }
+
+// empty reports whether every shard was empty when looked at.
+func (in *inbox) empty() bool {
+	for i := range in.shards {
+		if in.shards[i].head.Load() != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -282,7 +282,12 @@ func TestSimulated_StopWakesLongSleep(t *testing.T) {
 	assert.Greater(t, wakeAt, now+int64(time.Minute), "no stops: the long sleep again")
 	tm.Reset(2 * time.Hour)
 	now += ms
-	w.Step()
+	require.Equal(t, now-ms+int64(wheel.TakeEvery), w.Step(), "an arming left on the inbox: back for it within TakeEvery")
+	require.True(t, tm.Stop())
+	assert.False(t, w.WakeRequested(), "a stop on the inbox: the driver is back for it anyway")
+	tm.Reset(2 * time.Hour)
+	now += int64(wheel.TakeEvery)
+	require.Greater(t, w.Step(), now+int64(time.Minute), "took the arming in: the long sleep again")
 	require.True(t, tm.Stop())
 	assert.True(t, w.WakeRequested(), "a stop of a timer the wheel holds")
 }
@@ -369,8 +374,11 @@ func TestSimulated_CallbackStopNoWake(t *testing.T) {
 	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
 	w.AfterFunc(5*time.Millisecond, func() { b.Stop() })
 	now += 10 * ms
-	w.Step() // fires the callback, whose stop the step's last drain takes in
+	wakeAt := w.Step() // fires the callback, whose stop waits on the inbox
 	assert.False(t, w.WakeRequested(), "a stop from a callback woke the driver")
+	assert.Equal(t, now+int64(wheel.TakeEvery), wakeAt, "back within TakeEvery for the stop")
+	now = wakeAt
+	w.Step()
 	assert.Zero(t, w.Len())
 }
 
@@ -502,4 +510,41 @@ func TestSimulated_LaterCoarseOnDueList(t *testing.T) {
 			assert.LessOrEqual(t, firedAt-rearmAt, 10*ms, "fired late")
 		})
 	}
+}
+
+// TestSimulated_InboxTakenLazily: the driver leaves on the inbox what it need
+// not file yet, so that timers armed and stopped again before it looks cost
+// it nothing, and comes back within TakeEvery for it; an arming due within
+// TakeLead it takes in at once.
+func TestSimulated_InboxTakenLazily(t *testing.T) {
+	now := 2 * int64(time.Second)
+	w := newSim(t, &now)
+	require.Equal(t, int64(math.MaxInt64), w.Step(), "nothing to do")
+	tookAt := now
+
+	far := w.AfterFunc(time.Hour, func() { t.Error("far timer fired") })
+	now += ms
+	assert.True(t, w.WakeRequested(), "the driver planned to sleep for good")
+	require.Equal(t, tookAt+int64(wheel.TakeEvery), w.Step(), "left on the inbox: back for it within TakeEvery")
+	assert.Zero(t, w.Len(), "not taken in yet")
+	for range 100 { // armings and stops of a timer on the inbox push nothing
+		far.Stop()
+		far.Reset(time.Hour)
+	}
+	assert.False(t, w.WakeRequested())
+
+	firedAt := int64(0)
+	due := now + int64(wheel.TakeLead/2)
+	w.AfterFunc(wheel.TakeLead/2, func() { firedAt = now })
+	assert.True(t, w.WakeRequested(), "an arming before the planned wake-up")
+	wakeAt := w.Step()
+	assert.Equal(t, 2, w.Len(), "an arming due within TakeLead: the inbox taken in at once")
+	for i := 0; firedAt == 0 && i < 10; i++ {
+		require.LessOrEqual(t, wakeAt, due, "the plan skips the deadline")
+		now = wakeAt
+		wakeAt = w.Step()
+	}
+	assert.Equal(t, due, firedAt, "fired at its deadline")
+	require.Greater(t, wakeAt, now+int64(time.Minute), "only the far timer left, taken in: the long sleep")
+	assert.Equal(t, 1, w.Len())
 }

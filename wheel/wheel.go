@@ -54,9 +54,10 @@ type Wheel struct {
 	manual    *ManualClock
 	_         [24]byte
 
-	sleepUntil atomic.Int64 // nanos since start the driver sleeps until; 0 while awake
-	sleepLong  atomic.Bool  // the driver sleeps beyond releaseDelay: a Stop must wake it
-	stopWoke   atomic.Bool  // a Stop woke the driver (see released)
+	sleepUntil atomic.Int64  // nanos since start the driver sleeps until; 0 while awake
+	inMin      atomic.Uint64 // the earliest deadline pushed since the driver last took the inbox (see takeIn)
+	sleepLong  atomic.Bool   // the driver sleeps beyond releaseDelay: a Stop must wake it
+	stopWoke   atomic.Bool   // a Stop woke the driver (see released)
 	wakeups    atomic.Uint64
 	count      atomic.Int64 // pending timers the driver has taken in; see Len
 
@@ -77,6 +78,7 @@ type Wheel struct {
 	holds      holdBacks
 	npending   int64  // the driver's count of pending timers, published in count
 	lastActive uint64 // tick of the last sign that the coarse clock is read
+	lastTake   int64  // when the driver last took in the inbox (see takeIn)
 	leftStale  bool   // the last step marked the clock stale
 	fired      int    // callbacks run since the last batchEnd
 }
@@ -114,6 +116,7 @@ func build(opts []Option) *Wheel {
 	}
 	procs := runtime.GOMAXPROCS(0)
 	w.in.init(procs)
+	w.inMin.Store(maxWhen)
 	if cfg.clock != nil {
 		if !cfg.clock.attached.CompareAndSwap(false, true) {
 			panic("wheel: ManualClock already drives a wheel")
@@ -315,11 +318,17 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-// wakeBefore wakes the driver if it plans to sleep past tick when, the
-// deadline of a timer on the inbox. Pairs with the driver storing
-// sleepUntil before it takes the inbox for the last time: one of the two
-// sees the other.
+// wakeBefore tells the driver that a pending timer on the inbox falls due
+// at tick when: it lowers inMin to when, so that the driver takes the inbox
+// in before then, and wakes the driver if it plans to sleep past when.
+// Pairs with the driver storing sleepUntil before it looks at the inbox for
+// the last time: one of the two sees the other.
 func (w *Wheel) wakeBefore(when uint64) {
+	for m := w.inMin.Load(); when < m; m = w.inMin.Load() {
+		if w.inMin.CompareAndSwap(m, when) {
+			break
+		}
+	}
 	if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when) < until {
 		w.wake()
 	}
