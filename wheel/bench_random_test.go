@@ -68,6 +68,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				for _, t := range ts {
 					t.Reset(benchLong) // the steady state (see above)
 				}
+				settle(b, w, n)
 				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {
@@ -172,6 +173,7 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 					t.Reset(benchLong) // the steady state (see above)
 					t.Stop()
 				}
+				settle(b, s.w, n)
 				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {

@@ -112,9 +112,13 @@ func (t *Timer) Reset(d time.Duration) bool {
 			switch {
 			case s&^keepMask == want:
 				return true // same tick: nothing to do
-			case s&(statePending|stateFiled|stateQueued) == statePending|stateFiled && want>>whenShift >= s>>whenShift:
+			case s&statePending != 0 && s&(stateFiled|stateQueued) != 0 && want>>whenShift >= s>>whenShift:
 				if t.state.CompareAndSwap(s, want|s&keepMask) {
-					return true // a later tick: store the deadline (see arm)
+					// A later tick: store the deadline. The wheel finds it
+					// when the slot it holds t in comes round (see arm), or
+					// when it takes t in from the inbox, no later than the
+					// deadline t was pushed with (see wakeBefore).
+					return true
 				}
 			case s&statePending == 0:
 				// A new arming: the wheel must count it (see arm).
