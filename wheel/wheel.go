@@ -178,10 +178,11 @@ func (w *Wheel) Stop() {
 }
 
 // Len reports the number of pending timers, for metrics. The wheel's
-// goroutine counts each arming and stop when it takes it in (within a tick
-// while the clock is kept, within a second for a stop, and at its next
-// wake-up for an arming otherwise), so that Reset and Stop share no
-// counter. On a manual wheel Len first takes in what is waiting, so
+// goroutine counts each arming and stop when it takes it in from its inbox
+// (so that Reset and Stop share no counter): within a quarter second while
+// it is awake or woken, within a second for a stop, and at its next planned
+// wake-up for an arming due after it. An arming stopped before it was
+// taken in is never counted. On a manual wheel Len first takes in what is waiting, so
 // it is exact (except when called from a callback during Advance). It costs
 // one atomic load on the real clock.
 func (w *Wheel) Len() int {
