@@ -6,13 +6,14 @@ import (
 )
 
 // The driver: the wheel's goroutine. Each wake-up is one step: publish the
-// tick on the coarse clock, take in the inbox, fire what is due, and sleep
-// until the next thing to do, decided by sleepPlan from what the step found.
+// tick on the coarse clock, take in the inbox if it must (takeIn), fire what
+// is due, and sleep until the next thing to do, decided by sleepPlan from
+// what the step found and by when the inbox must be taken in (takeAt).
 
 // releaseDelay bounds how long a stopped timer stays referenced by the
-// wheel. The driver takes in the inbox (where a stop waits) at every
-// wake-up; a Stop wakes it if it sleeps with no wake-up planned within
-// releaseDelay (sleepLong), and after a wake-up that took in stops it sleeps
+// wheel. The driver takes in the inbox (where a stop waits) within
+// takeEvery of a wake-up that finds something there; a Stop wakes it if it sleeps with
+// no wake-up planned within releaseDelay (sleepLong), and after a wake-up that took in stops it sleeps
 // no longer than releaseDelay, so that the stops that follow need not wake
 // it: under churn it wakes once or twice a releaseDelay, and a wheel that
 // nobody stops sleeps until its next timer.
@@ -71,11 +72,12 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	}
 	w.expire(now)
 
-	// Tell pushers and stoppers when we wake, then take in what came since
-	// the drain above (callbacks' armings among them): a push from then on
-	// sees sleepUntil and wakes us if it needs us earlier, a stop sees
-	// sleepLong. New armings fall due no earlier than the next tick, so
-	// this never fires anything.
+	// Tell pushers and stoppers when we wake, then look at the inbox again
+	// (callbacks' armings among them): a push from then on sees sleepUntil
+	// and wakes us if it needs us earlier, a stop sees sleepLong, and what
+	// came before is taken in now if it must be, or planned for by takeAt.
+	// New armings fall due no earlier than the next tick, so this never
+	// fires anything.
 	keep := nowTick-w.lastActive < w.activeTicks
 	stopped := stops > 0 || woken
 	plan := func() (int64, bool) {
@@ -83,14 +85,20 @@ func (w *Wheel) step(now int64) (int64, bool) {
 		// The inbox, if the driver is to leave it: a take due now is
 		// the one below, which files what it takes for the plan after it.
 		if at := w.takeAt(); at < until && at > now {
-			until, precise = at, false
+			// Within the precise window of a fire, the take's sleep
+			// is precise too, or it may end past the fire.
+			until = at
 		}
 		return until, precise
 	}
 	until, precise := plan()
 	w.publishSleep(now, until)
-	if _, more := w.takeIn(now, false); more > 0 {
+	coarse, more := w.takeIn(now, false)
+	if more > 0 {
 		stopped = true
+	}
+	if coarse > 0 {
+		w.lastActive = nowTick
 	}
 	if u, p := plan(); u < until {
 		until, precise = u, p
@@ -324,9 +332,9 @@ func (w *Wheel) addPending(d int64) {
 	w.count.Store(w.npending)
 }
 
-// countStops runs as the driver exits, after Stop: it takes in the stops
-// still in the inbox, so that Len counts only the timers that were pending
-// when the wheel stopped. It fires nothing and links nothing.
+// countStops runs as the driver exits, after Stop: it takes in what is
+// still on the inbox, stops and armings, so that Len counts the timers that
+// were pending when the wheel stopped. It fires nothing and links nothing.
 func (w *Wheel) countStops() {
 	for i := range w.in.shards {
 		for t := w.in.take(i); t != nil; {
@@ -337,10 +345,14 @@ func (w *Wheel) countStops() {
 				n := s &^ stateQueued
 				if s&statePending == 0 {
 					n &^= stateCounted
+				} else {
+					n |= stateCounted // an arming left on the inbox
 				}
 				if t.state.CompareAndSwap(s, n) {
 					if s&statePending == 0 && s&stateCounted != 0 {
 						w.addPending(-1)
+					} else if s&statePending != 0 && s&stateCounted == 0 {
+						w.addPending(1)
 					}
 					break
 				}

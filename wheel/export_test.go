@@ -77,3 +77,7 @@ func (h *holdBacks) Max(lo, hi uint64) int64    { return h.max(lo, hi) }
 // WakeRequested reports whether a wake-up of the driver is pending: for a
 // simulated driver, whether the real one would be woken now.
 func (w *Wheel) WakeRequested() bool { return w.park.state.Load() == 1 }
+
+// Exit does what the driver does as it exits after Stop: it counts what is
+// left on the inbox. A simulated wheel has no driver to do it.
+func (w *Wheel) Exit() { w.countStops() }

@@ -548,3 +548,78 @@ func TestSimulated_InboxTakenLazily(t *testing.T) {
 	require.Greater(t, wakeAt, now+int64(time.Minute), "only the far timer left, taken in: the long sleep")
 	assert.Equal(t, 1, w.Len())
 }
+
+// TestSimulated_TakeInPreciseWindow: a take of the inbox due within the last
+// PreciseLead before a timer falls due is slept precisely too, or the
+// runtime timer's late end would carry the driver past the deadline.
+func TestSimulated_TakeInPreciseWindow(t *testing.T) {
+	if !wheel.HavePreciseSleep {
+		t.Skip("this system has no precise (futex) sleep")
+	}
+	now := 2*int64(time.Second) + 900*int64(time.Microsecond)
+	w := newSim(t, &now)
+	w.SetCanPrecise(true)
+	fired := int64(-1)
+	w.AfterFunc(wheel.TakeEvery, func() { fired = now }) // due at 2.251 s
+	due := 2*int64(time.Second) + int64(wheel.TakeEvery) + ms
+	wakeAt, precise := w.StepPlan()   // takes the inbox in at 2.0009 s
+	w.AfterFunc(time.Hour, func() {}) // left on the inbox: back for it at 2.2509 s
+	for i := 0; fired < 0 && i < 20; i++ {
+		if precise {
+			now = wakeAt
+		} else {
+			now = wakeAt + 900*int64(time.Microsecond) // a runtime-timer sleep ends late
+		}
+		wakeAt, precise = w.StepPlan()
+	}
+	assert.Equal(t, due, fired, "fired late: the last stretch was not slept precisely")
+}
+
+// TestSimulated_ClockKeptThroughSecondTakes: coarse armings count as a sign
+// that the clock is read whichever of a step's two looks at the inbox takes
+// them in. A timer re-armed from its callback within TakeLead makes every
+// take a second take; the clock, read every tick, must stay fresh.
+func TestSimulated_ClockKeptThroughSecondTakes(t *testing.T) {
+	now := 2 * int64(time.Second)
+	w := newSim(t, &now)
+	var p *wheel.Timer
+	p = w.AfterFunc(100*time.Millisecond, func() { p.Reset(100 * time.Millisecond) })
+	var c [2]wheel.Timer
+	for i := range c {
+		c[i].Init(w, func() {})
+	}
+	w.Step()
+	now += ms
+	w.Now() // a coarse reader refreshes the clock: the driver keeps it
+	start := now
+	staleAt := int64(-1)
+	for k := 0; now < start+int64(3*time.Second); k++ {
+		if w.Stale() && staleAt < 0 {
+			staleAt = now
+		}
+		c[k%2].Reset(time.Hour) // a coarse arming every tick, stopped a tick later
+		c[(k+1)%2].Stop()
+		for wake := w.Step(); ; wake = w.Step() {
+			if wake > now {
+				now = min(wake, now+ms)
+				break
+			}
+		}
+	}
+	assert.Equal(t, int64(-1), staleAt, "the clock went stale after %v though read every tick", time.Duration(staleAt-start))
+}
+
+// TestSimulated_LenAfterStopCountsInbox: after Wheel.Stop, Len counts the
+// timers still pending, those left on the inbox among them.
+func TestSimulated_LenAfterStopCountsInbox(t *testing.T) {
+	now := 2 * int64(time.Second)
+	w := newSim(t, &now)
+	w.Step()
+	w.AfterFunc(time.Hour, func() {})
+	now += ms
+	w.Step()
+	require.Zero(t, w.Len(), "left on the inbox")
+	w.Stop()
+	w.Exit()
+	assert.Equal(t, 1, w.Len())
+}

@@ -10,7 +10,8 @@ import (
 // every transition is a single compare-and-swap:
 //
 //	bit  0      pending: armed and not yet fired or stopped
-//	bit  1      queued:  on the wheel's inbox; the wheel will look at it soon
+//	bit  1      queued:  on the wheel's inbox, where the wheel takes it in
+//	             within takeEvery, or takeLead before its deadline
 //	bit  2      filed:   linked into a slot at a tick no later than the
 //	             deadline below (not on the due list: see handle)
 //	bit  3      counted: included in the wheel's pending count (wheel-owned)

@@ -40,9 +40,9 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 //
-// Ownership: clock, sleepUntil, sleepLong, stopWoke, wakeups and count are
-// shared and accessed only atomically; the inbox's heads too. The configuration fields are
-// written by New and only read afterwards. Everything under "owned by the
+// Ownership: clock, sleepUntil, inMin, sleepLong, stopWoke, wakeups and
+// count are shared and accessed only atomically; the inbox's heads too. The
+// configuration fields are written by New and only read afterwards. Everything under "owned by the
 // driver" is touched only by the wheel's goroutine (or, for a manual wheel,
 // by ManualClock.Advance, which holds the clock's mutex).
 type Wheel struct {
@@ -228,8 +228,8 @@ func (w *Wheel) Now() time.Duration {
 // at most while its coarse clock is being read (timers armed from exact
 // instants, see ResetFrom, read no clock and need no such wake-ups), for
 // its occupied slots (and 2 ms before a timer falls due, to sleep the rest
-// precisely), and, while timers are being stopped, once or twice a second,
-// to release them. It costs one atomic load. A manual wheel has no goroutine and
+// precisely), and, while timers are being armed or stopped, up to four
+// times a second, to take them in from its inbox and release the stopped. It costs one atomic load. A manual wheel has no goroutine and
 // reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
