@@ -237,10 +237,13 @@ func (c *Conn) Close() error {
 
 // CloseCode closes the connection with ReasonApplication and a code and
 // text of the protocol's own: with Framed, the CLOSE frame carries them
-// (codes from 1000 up are the application's, docs/protocol.md; text is cut
-// to 256 bytes and must be UTF-8); with Raw nothing is sent. Either way the
-// code and text are logged. Idempotent: the first close stays. Call it on
-// the connection's event loop.
+// (codes from 1000 up are the application's, docs/protocol.md; code 0
+// sends no CLOSE frame; text is cut to 256 bytes and must be UTF-8); with
+// Raw nothing is sent. Either way the code and text are logged (info
+// level), and that is the only place the server keeps them: OnClose, Stats
+// and the metrics see ReasonApplication alone, so a handler that needs the
+// code later keeps it itself (SetContext). Idempotent: the first close
+// stays. Call it on the connection's event loop.
 func (c *Conn) CloseCode(code uint16, text string) {
 	if c.closing {
 		return
