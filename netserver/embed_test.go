@@ -1,9 +1,9 @@
 package netserver_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -70,15 +71,8 @@ func TestFramed_CloseCode(t *testing.T) {
 			if !tc.atOpen {
 				c.write(frame.AppendData(nil, 1, []byte("close me")))
 			}
-			var frames []frame.Frame
-			for {
-				f, err := c.next(5 * time.Second)
-				if errors.Is(err, io.EOF) || isReset(err) {
-					break
-				}
-				require.NoError(t, err, "the server must end the connection after its CLOSE")
-				frames = append(frames, f)
-			}
+			frames, _, err := readUntilClosed(c, 5*time.Second)
+			require.NoError(t, err, "the server must end the connection after its CLOSE")
 			require.NotEmpty(t, frames, "no CLOSE frame before EOF")
 			last := frames[len(frames)-1]
 			require.Equal(t, frame.TypeClose, last.Type, "the last frame before EOF: %+v", frames)
@@ -134,4 +128,115 @@ func closedMetric(t *testing.T, s *netserver.Server, reason string) float64 {
 	}
 	t.Fatalf("no %s in the metrics", prefix)
 	return 0
+}
+
+// hello is a Raw line protocol whose handshake is a "HELLO" line, marked
+// by the handler (Config.HandlerMarks): other bytes before it do not
+// complete it. "HELLO" is answered "WELCOME", "PING" "PONG"; both are
+// activity.
+type hello struct {
+	mu      sync.Mutex
+	reasons map[string]netserver.Reason // by the peer's address
+}
+
+func (*hello) OnOpen(*netserver.Conn)            {}
+func (*hello) OnMessage(*netserver.Conn, []byte) {} // not called: OnStream is
+
+func (*hello) OnStream(c *netserver.Conn, in []byte) (consumed int) {
+	for {
+		i := bytes.IndexByte(in[consumed:], '\n')
+		if i < 0 {
+			return consumed
+		}
+		line := string(in[consumed : consumed+i])
+		consumed += i + 1
+		switch line {
+		case "HELLO":
+			c.HandshakeDone()
+			c.Activity()
+			_ = c.Send([]byte("WELCOME\n"))
+		case "PING":
+			c.Activity()
+			_ = c.Send([]byte("PONG\n"))
+		}
+	}
+}
+
+func (h *hello) OnClose(c *netserver.Conn, r netserver.Reason) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reasons[c.RemoteAddr().String()] = r
+}
+
+// reason reports the reason the connection from the client closed with, or
+// ReasonNone while it is open.
+func (h *hello) reason(c *client) netserver.Reason {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reasons[c.c.LocalAddr().String()]
+}
+
+// awaitEOF reads c's bytes, through r, until the server closes it and
+// reports when.
+func awaitEOF(t *testing.T, c *client, r io.Reader, timeout time.Duration) time.Time {
+	t.Helper()
+	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(timeout)))
+	_, err := io.Copy(io.Discard, r)
+	at := time.Now()
+	if err != nil && !isReset(err) {
+		t.Fatalf("waiting for the server to close: %v", err)
+	}
+	return at
+}
+
+// TestRaw_HandshakeWithHandlerMarks: with HandlerMarks, a Raw connection's
+// handshake is done when the handler says so, not at its first byte. A peer
+// that sends bytes but never the handshake line is closed with the
+// handshake reason, never before the timeout; one whose handler called
+// HandshakeDone stays open well past it, until the idle timeout reaps it.
+func TestRaw_HandshakeWithHandlerMarks(t *testing.T) {
+	const (
+		handshake   = 300 * time.Millisecond
+		idleTimeout = 700 * time.Millisecond
+		slack       = time.Second // generous: a loaded machine may be late, never early
+	)
+	h := &hello{reasons: map[string]netserver.Reason{}}
+	s := start(t, netserver.Config{
+		HandlerMarks: true,
+		Timeouts:     idle.Config{HandshakeTimeout: handshake, IdleTimeout: idleTimeout},
+	}, h)
+
+	stranger, greeter := dial(t, s), dial(t, s)
+	stranger.write([]byte("hi\n")) // bytes, and a whole line, but not the handshake
+	greeter.write([]byte("HELLO\n"))
+	r := bufio.NewReader(greeter.c)
+	require.NoError(t, greeter.c.SetReadDeadline(time.Now().Add(2*time.Second)))
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "WELCOME\n", line)
+
+	// The stranger is closed by the handshake timeout, not earlier.
+	at := awaitEOF(t, stranger, stranger.c, 5*time.Second)
+	assert.GreaterOrEqual(t, at.Sub(stranger.start), handshake, "closed before the handshake timeout")
+	assert.Less(t, at.Sub(stranger.start), handshake+slack, "closed too late")
+	require.Eventually(t, func() bool { return h.reason(stranger) != netserver.ReasonNone }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, netserver.ReasonHandshake, h.reason(stranger))
+
+	// The greeter is still open well past its handshake deadline: the
+	// stranger's, a little earlier, has fired already.
+	time.Sleep(time.Until(greeter.start.Add(handshake + 200*time.Millisecond)))
+	last := time.Now() // before the PING: the server's activity is after it
+	greeter.write([]byte("PING\n"))
+	line, err = r.ReadString('\n')
+	require.NoError(t, err, "the greeter was closed (reason %v)", h.reason(greeter))
+	assert.Equal(t, "PONG\n", line)
+	assert.Equal(t, netserver.ReasonNone, h.reason(greeter))
+
+	// And then the idle timeout reaps it.
+	at = awaitEOF(t, greeter, r, 5*time.Second)
+	assert.GreaterOrEqual(t, at.Sub(last), idleTimeout, "closed before the idle timeout")
+	assert.Less(t, at.Sub(last), idleTimeout+slack, "closed too late")
+	require.Eventually(t, func() bool { return h.reason(greeter) != netserver.ReasonNone }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, netserver.ReasonIdle, h.reason(greeter))
+	assert.Equal(t, map[string]int64{"handshake": 1, "idle": 1}, s.Stats().Closed)
 }
