@@ -9,3 +9,7 @@ func (s *Server) Peeks() int64 {
 	}
 	return n
 }
+
+// Loop identifies the event loop c runs on: connections on the same loop
+// return the same value.
+func (c *Conn) Loop() any { return c.l }

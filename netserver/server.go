@@ -93,13 +93,21 @@ type Server struct {
 // loop is the server's state for one gnet event loop.
 //
 // Ownership: head and scheduled are shared (timer callbacks push, the loop
-// pops). Everything else belongs to the loop's goroutine.
+// pops). inbox and inboxScheduled are shared under inboxMu (any goroutine
+// appends, the loop takes). Everything else belongs to the loop's
+// goroutine.
 type loop struct {
 	s         *Server
 	el        gnet.EventLoop
 	head      atomic.Pointer[Conn]
 	scheduled atomic.Bool
 	run       gnet.RunnableFunc
+
+	inboxMu        sync.Mutex
+	inbox          []asyncTask // SendAsync and CloseAsync calls not run yet, in call order
+	inboxScheduled bool        // runAsync is on gnet's task queue: appending need not schedule it
+	inboxSpare     []asyncTask // the loop's: the last batch's slice, reused as the next inbox
+	runAsync       gnet.RunnableFunc
 
 	out     []byte        // output batched in the running event, for owner; see trimOut for its bound
 	owner   *Conn         // the connection out holds output for
@@ -572,6 +580,7 @@ func (s *Server) loopFor(el gnet.EventLoop) *loop {
 	}
 	l := &loop{s: s, el: el}
 	l.run = l.runExpiries
+	l.runAsync = l.runAsyncTasks
 	s.byEL[el] = l
 	loops := append(append([]*loop(nil), *s.loops.Load()...), l)
 	s.loops.Store(&loops)

@@ -1,0 +1,416 @@
+package netserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/netserver/frame"
+)
+
+// codeCloser closes a connection with CloseCode(code, text): at open, or on
+// its first message.
+type codeCloser struct {
+	code    uint16
+	text    string
+	atOpen  bool
+	reasons chan netserver.Reason // OnClose's reason, per connection
+}
+
+func (h *codeCloser) OnOpen(c *netserver.Conn) {
+	if h.atOpen {
+		c.CloseCode(h.code, h.text)
+	}
+}
+
+func (h *codeCloser) OnMessage(c *netserver.Conn, _ []byte) { c.CloseCode(h.code, h.text) }
+
+func (h *codeCloser) OnClose(_ *netserver.Conn, r netserver.Reason) { h.reasons <- r }
+
+// TestFramed_CloseCode: a handler's CloseCode reaches a Framed peer, on real
+// TCP, as the last frame before EOF, a CLOSE with the handler's code and
+// text (cut to frame.MaxReasonLen bytes at a rune boundary); the server
+// sees ReasonApplication in OnClose, Stats and the metrics, and only the
+// log carries the code and text.
+func TestFramed_CloseCode(t *testing.T) {
+	long := "x" + strings.Repeat("é", 200) // 401 bytes; byte 256 is inside an é
+	for _, tc := range []struct {
+		name     string
+		code     uint16
+		text     string
+		atOpen   bool
+		wantText string
+	}{
+		{name: "on a message", code: 4001, text: "session over", wantText: "session over"},
+		{name: "at open", code: 1000, text: "go away", atOpen: true, wantText: "go away"},
+		{name: "text cut to MaxReasonLen", code: 65535, text: long, wantText: long[:frame.MaxReasonLen-1]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var logs bytes.Buffer
+			h := &codeCloser{code: tc.code, text: tc.text, atOpen: tc.atOpen, reasons: make(chan netserver.Reason, 1)}
+			s := start(t, netserver.Config{
+				Protocol: netserver.Framed,
+				Logger:   slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil)),
+			}, h)
+			c := dial(t, s)
+			if !tc.atOpen {
+				c.write(frame.AppendData(nil, 1, []byte("close me")))
+			}
+			frames, _, err := readUntilClosed(c, 5*time.Second)
+			require.NoError(t, err, "the server must end the connection after its CLOSE")
+			require.NotEmpty(t, frames, "no CLOSE frame before EOF")
+			last := frames[len(frames)-1]
+			require.Equal(t, frame.TypeClose, last.Type, "the last frame before EOF: %+v", frames)
+			assert.Equal(t, frame.Code(tc.code), last.Code)
+			assert.Equal(t, tc.wantText, string(last.Reason))
+			for _, f := range frames[:len(frames)-1] {
+				assert.NotEqual(t, frame.TypeData, f.Type, "nothing was sent but the CLOSE")
+			}
+
+			select {
+			case r := <-h.reasons:
+				assert.Equal(t, netserver.ReasonApplication, r, "OnClose's reason")
+			case <-time.After(5 * time.Second):
+				t.Fatal("OnClose was not called")
+			}
+			assert.Equal(t, map[string]int64{"application": 1}, s.Stats().Closed)
+			assert.Equal(t, 1.0, closedMetric(t, s, "application"))
+
+			// The code and text are in the log, and nowhere else the
+			// server reports (OnClose has the reason only).
+			mu.Lock()
+			out := logs.String()
+			mu.Unlock()
+			var found bool
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				var rec map[string]any
+				require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+				if rec["msg"] == "netserver: handler closed a connection" {
+					found = true
+					assert.Equal(t, float64(tc.code), rec["code"])
+					assert.Equal(t, tc.wantText, rec["text"])
+				}
+			}
+			assert.True(t, found, "CloseCode logs the code and text: %s", out)
+		})
+	}
+}
+
+// closedMetric reads netwheel_connections_closed_total for reason from the
+// server's metrics endpoint.
+func closedMetric(t *testing.T, s *netserver.Server, reason string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	prefix := `netwheel_connections_closed_total{reason="` + reason + `"} `
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	t.Fatalf("no %s in the metrics", prefix)
+	return 0
+}
+
+// hello is a Raw line protocol whose handshake is a "HELLO" line, marked
+// by the handler (Config.HandlerMarks): other bytes before it do not
+// complete it. "HELLO" is answered "WELCOME", "PING" "PONG"; both are
+// activity.
+type hello struct {
+	mu      sync.Mutex
+	reasons map[string]netserver.Reason // by the peer's address
+}
+
+func (*hello) OnOpen(*netserver.Conn)            {}
+func (*hello) OnMessage(*netserver.Conn, []byte) {} // not called: OnStream is
+
+func (*hello) OnStream(c *netserver.Conn, in []byte) (consumed int) {
+	for {
+		i := bytes.IndexByte(in[consumed:], '\n')
+		if i < 0 {
+			return consumed
+		}
+		line := string(in[consumed : consumed+i])
+		consumed += i + 1
+		switch line {
+		case "HELLO":
+			c.HandshakeDone()
+			c.Activity()
+			_ = c.Send([]byte("WELCOME\n"))
+		case "PING":
+			c.Activity()
+			_ = c.Send([]byte("PONG\n"))
+		}
+	}
+}
+
+func (h *hello) OnClose(c *netserver.Conn, r netserver.Reason) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reasons[c.RemoteAddr().String()] = r
+}
+
+// reason reports the reason the connection from the client closed with, or
+// ReasonNone while it is open.
+func (h *hello) reason(c *client) netserver.Reason {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reasons[c.c.LocalAddr().String()]
+}
+
+// awaitEOF reads c's bytes, through r, until the server closes it and
+// reports when.
+func awaitEOF(t *testing.T, c *client, r io.Reader, timeout time.Duration) time.Time {
+	t.Helper()
+	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(timeout)))
+	_, err := io.Copy(io.Discard, r)
+	at := time.Now()
+	if err != nil && !isReset(err) {
+		t.Fatalf("waiting for the server to close: %v", err)
+	}
+	return at
+}
+
+// TestRaw_HandshakeWithHandlerMarks: with HandlerMarks, a Raw connection's
+// handshake is done when the handler says so, not at its first byte. A peer
+// that sends bytes but never the handshake line is closed with the
+// handshake reason, never before the timeout; one whose handler called
+// HandshakeDone stays open well past it, until the idle timeout reaps it.
+func TestRaw_HandshakeWithHandlerMarks(t *testing.T) {
+	const (
+		handshake   = 300 * time.Millisecond
+		idleTimeout = 700 * time.Millisecond
+		slack       = time.Second // generous: a loaded machine may be late, never early
+	)
+	h := &hello{reasons: map[string]netserver.Reason{}}
+	s := start(t, netserver.Config{
+		HandlerMarks: true,
+		Timeouts:     idle.Config{HandshakeTimeout: handshake, IdleTimeout: idleTimeout},
+	}, h)
+
+	stranger, greeter := dial(t, s), dial(t, s)
+	stranger.write([]byte("hi\n")) // bytes, and a whole line, but not the handshake
+	greeter.write([]byte("HELLO\n"))
+	r := bufio.NewReader(greeter.c)
+	require.NoError(t, greeter.c.SetReadDeadline(time.Now().Add(2*time.Second)))
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "WELCOME\n", line)
+
+	// The stranger is closed by the handshake timeout, not earlier.
+	at := awaitEOF(t, stranger, stranger.c, 5*time.Second)
+	assert.GreaterOrEqual(t, at.Sub(stranger.start), handshake, "closed before the handshake timeout")
+	assert.Less(t, at.Sub(stranger.start), handshake+slack, "closed too late")
+	require.Eventually(t, func() bool { return h.reason(stranger) != netserver.ReasonNone }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, netserver.ReasonHandshake, h.reason(stranger))
+
+	// The greeter is still open well past its handshake deadline: the
+	// stranger's, a little earlier, has fired already.
+	time.Sleep(time.Until(greeter.start.Add(handshake + 200*time.Millisecond)))
+	last := time.Now() // before the PING: the server's activity is after it
+	greeter.write([]byte("PING\n"))
+	line, err = r.ReadString('\n')
+	require.NoError(t, err, "the greeter was closed (reason %v)", h.reason(greeter))
+	assert.Equal(t, "PONG\n", line)
+	assert.Equal(t, netserver.ReasonNone, h.reason(greeter))
+
+	// And then the idle timeout reaps it.
+	at = awaitEOF(t, greeter, r, 5*time.Second)
+	assert.GreaterOrEqual(t, at.Sub(last), idleTimeout, "closed before the idle timeout")
+	assert.Less(t, at.Sub(last), idleTimeout+slack, "closed too late")
+	require.Eventually(t, func() bool { return h.reason(greeter) != netserver.ReasonNone }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, netserver.ReasonIdle, h.reason(greeter))
+	assert.Equal(t, map[string]int64{"handshake": 1, "idle": 1}, s.Stats().Closed)
+}
+
+// fanout is a Raw line protocol that sends every line a connection sends
+// to every other connection, with SendAsync: from the sender's event loop
+// to connections on any loop.
+type fanout struct {
+	opened chan *netserver.Conn
+	mu     sync.Mutex
+	conns  []*netserver.Conn
+	errs   []error // what SendAsync returned, other than nil
+}
+
+func (f *fanout) OnOpen(c *netserver.Conn) {
+	f.mu.Lock()
+	f.conns = append(f.conns, c)
+	f.mu.Unlock()
+	f.opened <- c
+}
+
+func (*fanout) OnMessage(*netserver.Conn, []byte) {} // not called: OnStream is
+
+func (f *fanout) OnStream(c *netserver.Conn, in []byte) (consumed int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		i := bytes.IndexByte(in[consumed:], '\n')
+		if i < 0 {
+			return consumed
+		}
+		line := in[consumed : consumed+i+1]
+		consumed += i + 1
+		for _, d := range f.conns {
+			if d == c {
+				continue
+			}
+			if err := d.SendAsync(line); err != nil {
+				f.errs = append(f.errs, err)
+			}
+		}
+	}
+}
+
+func (f *fanout) OnClose(c *netserver.Conn, _ netserver.Reason) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conns = slices.DeleteFunc(f.conns, func(d *netserver.Conn) bool { return d == c })
+}
+
+// fanoutLine is the seq'th message of sender: its body, a function of
+// both, lets the recipient check it arrived intact.
+func fanoutLine(sender string, seq int) string {
+	return fmt.Sprintf("%s %d %s\n", sender, seq, strings.Repeat(fmt.Sprintf("%s.%d;", sender, seq), seq%23+1))
+}
+
+// TestSendAsyncBroadcastAcrossLoops: messages handed with SendAsync from
+// the event loop of one connection to connections on other loops, and
+// from goroutines outside every loop, all arrive, intact and in order per
+// sender, at every recipient.
+func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
+	const (
+		loops     = 3
+		clients   = 6
+		perClient = 300 // lines each client sends, fanned out by the handler
+		outsiders = 2   // goroutines outside the loops, each sending to every connection
+		perOut    = 300 // messages each of them sends to each connection
+	)
+	h := &fanout{opened: make(chan *netserver.Conn, clients)}
+	s := start(t, netserver.Config{EventLoops: loops}, h)
+	cs := make([]*client, clients)
+	conns := make([]*netserver.Conn, 0, clients)
+	onLoop := map[any]bool{}
+	for i := range cs {
+		cs[i] = dial(t, s)
+		select {
+		case c := <-h.opened:
+			conns = append(conns, c)
+			onLoop[c.Loop()] = true
+		case <-time.After(5 * time.Second):
+			t.Fatal("a connection did not open")
+		}
+	}
+	require.GreaterOrEqual(t, len(onLoop), 2, "the connections must be spread over several event loops")
+	// Each client knows its name by the order it was dialed; the handler's
+	// conns are in the order they opened, the same.
+	name := func(i int) string { return fmt.Sprintf("c%d", i) }
+
+	var wg sync.WaitGroup
+	problems := make(chan string, clients)
+	for i, c := range cs {
+		want := map[string]int{} // sender -> messages expected from it
+		for j := range clients {
+			if j != i {
+				want[name(j)] = perClient
+			}
+		}
+		for k := range outsiders {
+			want[fmt.Sprintf("out%d", k)] = perOut
+		}
+		wg.Add(1)
+		go func() { // the recipient: check every line, in order per sender
+			defer wg.Done()
+			got := map[string]int{}
+			left := 0
+			for _, n := range want {
+				left += n
+			}
+			r := bufio.NewReader(c.c)
+			_ = c.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+			for left > 0 {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					problems <- fmt.Sprintf("%s: %v with %d messages to come (got %v)", name(i), err, left, got)
+					return
+				}
+				sender, rest, _ := strings.Cut(line, " ")
+				seqText, _, _ := strings.Cut(rest, " ")
+				seq, err := strconv.Atoi(seqText)
+				if err != nil || seq != got[sender]+1 || seq > want[sender] || line != fanoutLine(sender, seq) {
+					problems <- fmt.Sprintf("%s: after message %d of %q, got %.60q", name(i), got[sender], sender, line)
+					return
+				}
+				got[sender] = seq
+				left--
+			}
+			problems <- ""
+		}()
+	}
+	for i, c := range cs {
+		wg.Add(1)
+		go func() { // the sender: its lines, cut across writes
+			defer wg.Done()
+			var out []byte
+			for seq := 1; seq <= perClient; seq++ {
+				out = append(out, fanoutLine(name(i), seq)...)
+			}
+			for len(out) > 0 {
+				n := min(len(out), 1000+i*100)
+				if _, err := c.c.Write(out[:n]); err != nil {
+					problems <- fmt.Sprintf("%s: write: %v", name(i), err)
+					return
+				}
+				out = out[n:]
+			}
+		}()
+	}
+	sendErrs := make(chan error, outsiders)
+	for k := range outsiders {
+		go func() { // off every loop
+			for seq := 1; seq <= perOut; seq++ {
+				for _, c := range conns {
+					if err := c.SendAsync([]byte(fanoutLine(fmt.Sprintf("out%d", k), seq))); err != nil {
+						sendErrs <- err
+						return
+					}
+				}
+			}
+			sendErrs <- nil
+		}()
+	}
+	for range outsiders {
+		assert.NoError(t, <-sendErrs)
+	}
+	for range clients {
+		if p := <-problems; p != "" {
+			t.Error(p)
+		}
+	}
+	wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Empty(t, h.errs, "SendAsync from the loops")
+	assert.Empty(t, s.Stats().Closed, "no connection closed")
+}
