@@ -49,6 +49,7 @@ type options struct {
 	cpuProf   string
 	listen    string // embedded server's listen address ("": 127.0.0.1:0)
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
+	metricsNS string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
 
 	// Hostile scenarios (attack/hostile.go): connections per scenario, what
 	// a flooder sends at most, how long connflood holds, and the server's
@@ -160,6 +161,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
 	fs.StringVar(&o.metrics, "metrics", "", "with -addr: the server's Prometheus endpoint `URL`: http://HOST:PORT/PATH, or HOST:PORT for http://HOST:PORT/metrics;\n"+
 		"read before and after the run to check that no connection, timer, open file or goroutine leaked (loopback or -addr's host only)")
+	fs.StringVar(&o.metricsNS, "metrics-namespace", defaultMetricsNamespace, "with -metrics: the `prefix` of the server's own metrics (netserver's Config.MetricsNamespace), as in PREFIX_connections_open")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded server) to `FILE`")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
@@ -239,6 +241,12 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		if o.metrics, err = metricsTarget(o.metrics, o.addr); err != nil {
 			return nil, err
 		}
+	}
+	switch {
+	case set["metrics-namespace"] && !set["metrics"]:
+		return nil, fmt.Errorf("%w: -metrics-namespace names the metrics read from -metrics, and needs it", errUsage)
+	case !metricName.MatchString(o.metricsNS):
+		return nil, fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
 	}
 	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
 	if o.plotPath != "" {

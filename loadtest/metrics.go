@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -48,14 +49,32 @@ type leakMetric struct {
 	tolerance   float64
 }
 
-// leakMetrics are the metrics checked, in report order; netserver exposes
-// all four (the last two through client_golang's Go and process
-// collectors).
-var leakMetrics = []leakMetric{
-	{name: "netwheel_connections_open", label: "connections open"},
-	{name: "netwheel_timers_pending", label: "timers pending"},
-	{name: "process_open_fds", label: "open fds", tolerance: fdTolerance},
-	{name: "go_goroutines", label: "goroutines", tolerance: goroutineTolerance},
+// defaultMetricsNamespace is the prefix of netserver's own metrics unless
+// its Config.MetricsNamespace says otherwise (-metrics-namespace).
+const defaultMetricsNamespace = "netwheel"
+
+// leakMetrics returns the metrics checked, in report order, for a server
+// whose own metrics are prefixed ns; netserver exposes all four (the last
+// two through client_golang's Go and process collectors, which no
+// namespace prefixes).
+func leakMetrics(ns string) []leakMetric {
+	return []leakMetric{
+		{name: ns + "_connections_open", label: "connections open"},
+		{name: ns + "_timers_pending", label: "timers pending"},
+		{name: "process_open_fds", label: "open fds", tolerance: fdTolerance},
+		{name: "go_goroutines", label: "goroutines", tolerance: goroutineTolerance},
+	}
+}
+
+// metricName matches a Prometheus metric name (without colons), as a
+// namespace must be.
+var metricName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// closeDelayMetric is the name of the close-delay histogram of a server
+// whose own metrics are prefixed ns (report.CloseDelayMetric for
+// netserver's default).
+func closeDelayMetric(ns string) string {
+	return strings.Replace(report.CloseDelayMetric, defaultMetricsNamespace, ns, 1)
 }
 
 // Bounds of the leak check's reads: each request, the whole wait for the
@@ -97,12 +116,13 @@ func metricsTarget(raw, addr string) (string, error) {
 	return u.String(), nil
 }
 
-// compareMetrics sets each leak metric's before and after figures side by
-// side and flags growth beyond its tolerance. A metric absent (or not a
-// number) in either reading is marked Missing and not checked.
-func compareMetrics(before, after map[string]float64) []report.RemoteMetric {
-	out := make([]report.RemoteMetric, 0, len(leakMetrics))
-	for _, m := range leakMetrics {
+// compareMetrics sets each of the leak metrics ms's before and after
+// figures side by side and flags growth beyond its tolerance. A metric
+// absent (or not a number) in either reading is marked Missing and not
+// checked.
+func compareMetrics(ms []leakMetric, before, after map[string]float64) []report.RemoteMetric {
+	out := make([]report.RemoteMetric, 0, len(ms))
+	for _, m := range ms {
 		r := report.RemoteMetric{Name: m.name, Label: m.label, Tolerance: m.tolerance}
 		b, okB := before[m.name]
 		a, okA := after[m.name]
@@ -136,16 +156,17 @@ type reading struct {
 	closeDelayErr error
 }
 
-// scrape reads the leak metrics and the close-delay histogram from target,
-// in at most metricsFetchTimeout. An exposition that does not parse is an
-// error; a histogram whose samples do not make one is not an error of the
-// scrape: the leak check does not need it.
-func scrape(ctx context.Context, c *http.Client, target string) (reading, error) {
+// scrape reads the leak metrics and the close-delay histogram of a server
+// whose own metrics are prefixed ns from target, in at most
+// metricsFetchTimeout. An exposition that does not parse is an error; a
+// histogram whose samples do not make one is not an error of the scrape:
+// the leak check does not need it.
+func scrape(ctx context.Context, c *http.Client, target, ns string) (reading, error) {
 	body, err := fetchMetrics(ctx, c, target)
 	if err != nil {
 		return reading{}, err
 	}
-	r, err := parseReading(body)
+	r, err := parseReading(body, ns)
 	if err != nil {
 		return reading{}, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
 	}
@@ -184,32 +205,32 @@ func fetchMetrics(ctx context.Context, c *http.Client, target string) ([]byte, e
 	return body, nil
 }
 
-// parseReading reads the leak metrics and the close-delay histogram out of
-// an exposition. An exposition that does not parse is its error; a
-// close-delay histogram that does not make one is the reading's
-// closeDelayErr.
-func parseReading(body []byte) (reading, error) {
+// parseReading reads the leak metrics and the close-delay histogram of a
+// server whose own metrics are prefixed ns out of an exposition. An
+// exposition that does not parse is its error; a close-delay histogram
+// that does not make one is the reading's closeDelayErr.
+func parseReading(body []byte, ns string) (reading, error) {
 	v, err := promsample.Decode(bytes.NewReader(body))
 	if err != nil {
 		return reading{}, err
 	}
-	names := make([]string, len(leakMetrics))
-	for i, m := range leakMetrics {
-		names[i] = m.name
+	var names []string
+	for _, m := range leakMetrics(ns) {
+		names = append(names, m.name)
 	}
 	r := reading{values: promsample.Sum(v, names...)}
-	r.closeDelay, r.closeDelayErr = closeDelayOf(v)
+	r.closeDelay, r.closeDelayErr = closeDelayOf(v, closeDelayMetric(ns))
 	return r, nil
 }
 
-// closeDelayOf reads the close-delay histogram out of an exposition's
-// samples; nil, nil if it has none.
-func closeDelayOf(v model.Vector) (*report.ServerHistogram, error) {
-	h, ok, err := promsample.ClassicHistogram(v, report.CloseDelayMetric)
+// closeDelayOf reads the close-delay histogram called name out of an
+// exposition's samples; nil, nil if it has none.
+func closeDelayOf(v model.Vector, name string) (*report.ServerHistogram, error) {
+	h, ok, err := promsample.ClassicHistogram(v, name)
 	if err != nil || !ok {
 		return nil, err
 	}
-	return serverHistogram(report.CloseDelayMetric, h)
+	return serverHistogram(name, h)
 }
 
 // serverHistogram turns a histogram read from an exposition into the
@@ -252,15 +273,15 @@ func handlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: server metrics: %w", err)
 	}
-	return closeDelayOf(v)
+	return closeDelayOf(v, report.CloseDelayMetric)
 }
 
-// closeDelayDiff is this run's part of an external server's close delay:
-// the after reading minus the before one. It returns nil and a note to
-// report when it cannot tell, nil and no note when the server exports no
-// such histogram.
-func closeDelayDiff(before, after reading) (*report.ServerHistogram, string) {
-	const what = "server's own close delay (" + report.CloseDelayMetric + ") not reported: "
+// closeDelayDiff is this run's part of an external server's close delay
+// (the histogram called name): the after reading minus the before one. It
+// returns nil and a note to report when it cannot tell, nil and no note
+// when the server exports no such histogram.
+func closeDelayDiff(name string, before, after reading) (*report.ServerHistogram, string) {
+	what := "server's own close delay (" + name + ") not reported: "
 	switch b, a := before.closeDelay, after.closeDelay; {
 	case before.closeDelayErr != nil:
 		return nil, what + before.closeDelayErr.Error()
@@ -283,16 +304,18 @@ func closeDelayDiff(before, after reading) (*report.ServerHistogram, string) {
 // only.
 type remoteCheck struct {
 	target string
+	ns     string // the server's metrics namespace
 	client *http.Client
 	before reading
 }
 
-// startRemoteCheck takes the before reading. An endpoint that cannot be
-// read is an error now, rather than a missing check after a long run.
-func startRemoteCheck(ctx context.Context, target string) (*remoteCheck, error) {
-	c := &remoteCheck{target: target, client: metricsClient()}
+// startRemoteCheck takes the before reading from target, for a server
+// whose own metrics are prefixed ns. An endpoint that cannot be read is an
+// error now, rather than a missing check after a long run.
+func startRemoteCheck(ctx context.Context, target, ns string) (*remoteCheck, error) {
+	c := &remoteCheck{target: target, ns: ns, client: metricsClient()}
 	var err error
-	if c.before, err = scrape(ctx, c.client, target); err != nil {
+	if c.before, err = scrape(ctx, c.client, target, ns); err != nil {
 		return nil, fmt.Errorf("%w (the leak check reads -metrics before the run)", err)
 	}
 	return c, nil
@@ -313,11 +336,11 @@ func (c *remoteCheck) finish(res *report.Result, opened int) {
 	var after reading // the last reading, once rm.Metrics is set
 poll:
 	for {
-		r, err := scrape(ctx, c.client, c.target)
+		r, err := scrape(ctx, c.client, c.target, c.ns)
 		switch {
 		case err == nil:
 			after = r
-			rm.Metrics, rm.Settled = compareMetrics(c.before.values, r.values), time.Since(start)
+			rm.Metrics, rm.Settled = compareMetrics(leakMetrics(c.ns), c.before.values, r.values), time.Since(start)
 			if len(rm.Leaks()) == 0 {
 				break poll
 			}
@@ -331,7 +354,7 @@ poll:
 		}
 	}
 	if rm.Metrics == nil {
-		rm.Metrics = compareMetrics(c.before.values, nil)
+		rm.Metrics = compareMetrics(leakMetrics(c.ns), c.before.values, nil)
 		for i := range rm.Metrics { // keep what was read before
 			if v, ok := c.before.values[rm.Metrics[i].Name]; ok {
 				rm.Metrics[i].Before = v
@@ -342,7 +365,7 @@ poll:
 		return
 	}
 	var note string
-	if res.CloseDelay, note = closeDelayDiff(c.before, after); note != "" {
+	if res.CloseDelay, note = closeDelayDiff(closeDelayMetric(c.ns), c.before, after); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	var leaks, missing []string

@@ -97,11 +97,12 @@ func TestCompareMetrics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := compareMetrics(tt.before, tt.after)
-			require.Len(t, got, len(leakMetrics))
+			ms := leakMetrics(defaultMetricsNamespace)
+			got := compareMetrics(ms, tt.before, tt.after)
+			require.Len(t, got, len(ms))
 			var leak, missing []string
 			for i, m := range got {
-				assert.Equal(t, leakMetrics[i].name, m.Name, "report order")
+				assert.Equal(t, ms[i].name, m.Name, "report order")
 				if m.Leak {
 					leak = append(leak, m.Name)
 				}
@@ -123,8 +124,15 @@ func TestCompareMetrics(t *testing.T) {
 // (also on 127.0.0.1); both stop at the end of the test.
 func startTestNetserver(t *testing.T, idleTimeout time.Duration) (addr, metricsURL string) {
 	t.Helper()
+	return startTestNetserverNS(t, idleTimeout, "")
+}
+
+// startTestNetserverNS is startTestNetserver with the server's metrics
+// prefixed ns ("": netwheel).
+func startTestNetserverNS(t *testing.T, idleTimeout time.Duration, ns string) (addr, metricsURL string) {
+	t.Helper()
 	srv, err := netserver.New(netserver.Config{Addr: "127.0.0.1:0", Protocol: netserver.Framed, Tick: time.Millisecond,
-		SilentShutdown: true, Timeouts: idle.Config{IdleTimeout: idleTimeout}}, netserver.Echo{})
+		SilentShutdown: true, Timeouts: idle.Config{IdleTimeout: idleTimeout}, MetricsNamespace: ns}, netserver.Echo{})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start())
 	hs := httptest.NewServer(srv.MetricsHandler())
@@ -167,6 +175,52 @@ func TestEndToEnd_ExternalMetricsNoLeak(t *testing.T) {
 
 	_, out = e2e(t, "-addr", addr, "-proto", "framed", "-scenario", "echo", "-conns", "4", "-duration", "200ms")
 	assert.Contains(t, out, "leak check: not done; give -metrics", "external runs without -metrics say so")
+}
+
+// A server started with Config.MetricsNamespace: with -metrics-namespace
+// the leak check and the close delay read its metrics; without, its own
+// gauges are missing and its close delay unseen.
+func TestEndToEnd_ExternalMetricsNamespace(t *testing.T) {
+	addr, murl := startTestNetserverNS(t, 300*time.Millisecond, "edge")
+	args := []string{"-addr", addr, "-metrics", murl, "-proto", "framed", "-scenario", "idle",
+		"-conns", "10", "-duration", "200ms", "-idle", "300ms", "-slack", "250ms"}
+	r, out := e2e(t, append(args, "-metrics-namespace", "edge")...)
+	require.NotNil(t, r.Remote, out)
+	require.Len(t, r.Remote.Metrics, 4)
+	assert.Equal(t, "edge_connections_open", r.Remote.Metrics[0].Name)
+	assert.Equal(t, "edge_timers_pending", r.Remote.Metrics[1].Name)
+	for _, m := range r.Remote.Metrics {
+		assert.False(t, m.Missing, "%s read", m.Name)
+		assert.False(t, m.Leak, "%s %v -> %v", m.Name, m.Before, m.After)
+	}
+	require.NotNil(t, r.CloseDelay, out)
+	assert.Equal(t, "edge_timeout_close_delay_seconds", r.CloseDelay.Metric)
+	assert.Equal(t, uint64(r.Scenario("idle").Reaped), r.CloseDelay.Count, "this run's idle reaps")
+	assert.NotContains(t, out, "not exposed")
+
+	r, out = e2e(t, args...)
+	require.NotNil(t, r.Remote)
+	assert.True(t, r.Remote.Metrics[0].Missing, "netwheel_connections_open is not this server's")
+	assert.Contains(t, out, "netwheel_connections_open, netwheel_timers_pending not exposed")
+	assert.Nil(t, r.CloseDelay)
+}
+
+func TestParseFlags_MetricsNamespace(t *testing.T) {
+	o, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-metrics", "127.0.0.1:9100"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "netwheel", o.metricsNS, "netserver's default")
+	o, err = parseFlags([]string{"-addr", "127.0.0.1:9000", "-metrics", "127.0.0.1:9100", "-metrics-namespace", "edge_1"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "edge_1", o.metricsNS)
+	for _, args := range [][]string{
+		{"-addr", "127.0.0.1:9000", "-metrics", "127.0.0.1:9100", "-metrics-namespace", "1edge"},
+		{"-addr", "127.0.0.1:9000", "-metrics", "127.0.0.1:9100", "-metrics-namespace", ""},
+		{"-addr", "127.0.0.1:9000", "-metrics-namespace", "edge"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		assert.ErrorIs(t, err, errUsage, "%v", args)
+	}
+	assert.Equal(t, report.CloseDelayMetric, closeDelayMetric(defaultMetricsNamespace))
 }
 
 // TestEndToEnd_ExternalMetricsLeak drives a real server but reads a fake
@@ -250,7 +304,7 @@ func TestCloseDelayDiff(t *testing.T) {
 			"netwheel_timeout_close_delay_seconds_count %d\n", counts[0], counts[1], n, 0.5*float64(n), n)
 	}
 	read := func(t *testing.T, body string) reading {
-		r, err := parseReading([]byte(body))
+		r, err := parseReading([]byte(body), defaultMetricsNamespace)
 		require.NoError(t, err, "the leak metrics read whatever the histogram")
 		assert.Equal(t, map[string]float64{"netwheel_connections_open": 0}, r.values)
 		return r
@@ -276,7 +330,7 @@ func TestCloseDelayDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, note := closeDelayDiff(read(t, tt.before), read(t, tt.after))
+			got, note := closeDelayDiff(report.CloseDelayMetric, read(t, tt.before), read(t, tt.after))
 			if tt.wantNote != "" {
 				assert.Nil(t, got)
 				assert.Contains(t, note, "server's own close delay (netwheel_timeout_close_delay_seconds) not reported: ")

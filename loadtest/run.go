@@ -232,7 +232,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 
 	var rc *remoteCheck
 	if o.metrics != "" {
-		if rc, err = startRemoteCheck(ctx, o.metrics); err != nil {
+		if rc, err = startRemoteCheck(ctx, o.metrics, o.metricsNS); err != nil {
 			return nil, err
 		}
 		if o.shardN > 1 {

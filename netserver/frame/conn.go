@@ -2,34 +2,62 @@ package frame
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Conn is a small client of the framed protocol over a net.Conn. Send
 // numbers and sends DATA; Recv returns the peer's DATA payloads in order,
-// each once, acknowledging them and answering PINGs with PONGs as it goes.
-// It keeps no copy of what it sends and does not retransmit: over TCP
-// nothing is lost, and netwheel's server retransmits only to peers that
-// stop acknowledging.
+// each once; Next, underneath it, returns every frame the peer sent. As the
+// bytes arrive, the Conn acknowledges DATA (one cumulative ACK per read of
+// the connection), answers PINGs with PONGs and records the peer's ACKs,
+// unless SetReplies says otherwise. It keeps no copy of what it sends and
+// does not retransmit: over TCP nothing is lost, and netwheel's server
+// retransmits only to peers that stop acknowledging.
 //
-// Recv must be called from one goroutine at a time; Send, Ping and Close
-// may be called from any goroutine, also while Recv runs (writes are
-// serialized, so frames never interleave).
+// Ownership: one goroutine at a time reads (Next, Recv, ReadTime): it owns
+// dec, buf, reply and the fields marked "reader". Send, SendAll, Ping and
+// Close may be called from any goroutine, also while a read runs: wmu
+// serializes every write, so frames never interleave, and guards sendNext,
+// out and werr. acked and replies are atomic.
 type Conn struct {
 	nc  net.Conn
 	dec *Decoder
-	buf []byte // Recv's read buffer
 
-	wmu      sync.Mutex // guards sendNext, out and writes to nc
+	buf       []byte    // reader: the read buffer
+	reply     []byte    // reader: the ACK and PONGs owed for one read
+	scanned   int       // reader: bytes at the front of dec's undecoded input the scan has done
+	scanStop  bool      // reader: the scan met a CLOSE, a gap or a malformed frame; no more replies
+	arrived   uint64    // reader: DATA 1..arrived has arrived (as scanned)
+	delivered uint64    // reader: DATA 1..delivered has been returned by Next
+	retx      bool      // reader: the DATA Next returned last was a retransmission
+	readAt    time.Time // reader: when the last read of nc returned
+	rerr      error     // reader: a read error that came with bytes, returned once they are taken
+	perr      error     // reader: a DATA out of sequence, returned from then on
+
+	wmu      sync.Mutex
 	sendNext uint64
 	out      []byte
+	werr     error // the first write error; nothing is written after it
 
-	recvNext uint64        // Recv's: the next DATA sequence number expected
-	acked    atomic.Uint64 // the highest sequence number the peer acknowledged
+	acked   atomic.Uint64 // the highest sequence number the peer acknowledged
+	replies atomic.Uint32 // a Reply
 }
+
+// Reply is a set of the answers a Conn writes on its own as frames arrive.
+type Reply uint8
+
+// Replies. A Conn starts with ReplyAll, which is what the protocol asks of
+// a peer; anything less is for tests of a server's timeouts.
+const (
+	ReplyAck  Reply = 1 << iota // acknowledge DATA
+	ReplyPong                   // answer PING with PONG
+	ReplyAll  = ReplyAck | ReplyPong
+)
 
 // CloseError is what Recv returns when the peer sent CLOSE.
 type CloseError struct {
@@ -41,7 +69,8 @@ func (e *CloseError) Error() string {
 	return fmt.Sprintf("frame: the peer closed: %s (%d): %s", e.Code, uint16(e.Code), e.Reason)
 }
 
-// Dial connects to a framed server at addr (host:port).
+// Dial connects to a framed server at addr (host:port) and returns a Conn
+// over the connection that accepts frames up to DefaultMax.
 func Dial(ctx context.Context, addr string) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -52,105 +81,245 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 }
 
 // NewConn speaks the framed protocol over nc, accepting frames of length at
-// most max (0 means DefaultMax).
+// most max (0 means DefaultMax). The Conn owns nc from now on: read and
+// write it only through the Conn (but see NetConn). It allocates a 16 KiB
+// read buffer.
 func NewConn(nc net.Conn, max int) *Conn {
-	return &Conn{nc: nc, dec: NewDecoder(max), buf: make([]byte, 16<<10), sendNext: 1, recvNext: 1}
+	c := &Conn{nc: nc, dec: NewDecoder(max), buf: make([]byte, 16<<10), sendNext: 1}
+	c.replies.Store(uint32(ReplyAll))
+	return c
 }
 
-// NetConn returns the underlying connection (to set deadlines, say).
+// NetConn returns the underlying connection, to set deadlines or socket
+// options. A deadline passed makes Next, Recv or a write return an error
+// that satisfies errors.Is(err, os.ErrDeadlineExceeded). Next and Recv may
+// be called again after a read deadline (no frame is lost); after a
+// failed write the Conn writes nothing more (see SendAll). Writing to the
+// connection directly bypasses the Conn: it is not serialized with the
+// Conn's writes, and DATA written that way does not advance Send's
+// sequence numbers. It is for tests that must send what the protocol
+// forbids (a frame cut off, a bad type), on a connection the Conn then
+// only reads.
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
+// SetReplies sets which answers the Conn writes on its own from now on,
+// as reads bring frames: ReplyAll (the default) acknowledges DATA and
+// answers PINGs. Without ReplyAck the peer's DATA goes unacknowledged (a
+// netwheel server then retransmits it and gives up); without ReplyPong its
+// PINGs go unanswered (its keepalive then closes the connection). Any
+// goroutine; O(1).
+func (c *Conn) SetReplies(r Reply) { c.replies.Store(uint32(r)) }
+
 // Send sends payload as the next DATA frame and returns its sequence
-// number.
-func (c *Conn) Send(payload []byte) (uint64, error) {
+// number, as SendAll does. Any goroutine.
+func (c *Conn) Send(payload []byte) (uint64, error) { return c.SendAll(payload) }
+
+// SendAll sends each payload as the next DATA frame, all in one write, and
+// returns the sequence number of the first (the others follow it); none
+// sends nothing. It copies the payloads into the Conn's write buffer, which
+// grows to the largest batch sent; it does not allocate after that. It
+// blocks until the write is done, so it is paced by the peer's reading. A
+// failed write (a deadline passed, the connection broke) is returned now
+// and by every later write: part of a frame may have been written, and
+// anything after it would be garbage to the peer. Any goroutine.
+func (c *Conn) SendAll(payloads ...[]byte) (first uint64, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	seq := c.sendNext
-	c.out = AppendData(c.out[:0], seq, payload)
-	if _, err := c.nc.Write(c.out); err != nil {
+	first = c.sendNext
+	if len(payloads) == 0 {
+		return first, nil
+	}
+	c.out = c.out[:0]
+	for i, p := range payloads {
+		c.out = AppendData(c.out, first+uint64(i), p)
+	}
+	if err := c.writeLocked(c.out); err != nil {
 		return 0, err
 	}
-	c.sendNext++
-	return seq, nil
+	c.sendNext += uint64(len(payloads))
+	return first, nil
 }
 
-// Ping sends a PING; the peer's PONG is taken by Recv.
+// Ping sends a PING; the peer's PONG comes out of Next (Recv skips it).
+// Any goroutine.
 func (c *Conn) Ping(nonce uint64) error {
-	return c.write(func(b []byte) []byte { return AppendPing(b, nonce) })
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.out = AppendPing(c.out[:0], nonce)
+	return c.writeLocked(c.out)
 }
 
 // Acked reports the highest sequence number of the DATA the peer has
-// acknowledged so far (as seen by Recv).
+// acknowledged so far, as far as reads have brought its ACKs. Any
+// goroutine; O(1).
 func (c *Conn) Acked() uint64 { return c.acked.Load() }
 
 // Close says goodbye with CLOSE (code and reason; CodeNormal for an
-// orderly close) and closes the connection.
+// orderly close) and closes the connection, which ends a Next or Recv
+// blocked in a read with net.ErrClosed. The CLOSE write blocks like any
+// other: set a write deadline (NetConn) first if the peer may not be
+// reading. It returns the error of closing the connection, else that of
+// the write. Any goroutine.
 func (c *Conn) Close(code Code, reason string) error {
-	werr := c.write(func(b []byte) []byte { return AppendClose(b, code, reason) })
+	c.wmu.Lock()
+	c.out = AppendClose(c.out[:0], code, reason)
+	werr := c.writeLocked(c.out)
+	c.wmu.Unlock()
 	if err := c.nc.Close(); err != nil {
 		return err
 	}
 	return werr
 }
 
-func (c *Conn) write(appendFrame func([]byte) []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.out = appendFrame(c.out[:0])
-	_, err := c.nc.Write(c.out)
-	return err
+// writeLocked writes b whole, unless an earlier write failed; wmu is held.
+func (c *Conn) writeLocked(b []byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if _, err := c.nc.Write(b); err != nil {
+		c.werr = err
+		return err
+	}
+	return nil
 }
 
-// Recv returns the next DATA payload from the peer, in order, each once
-// (a retransmission is acknowledged again and skipped). It acknowledges
-// DATA (cumulatively, once per read), answers PINGs, records ACKs (Acked),
-// and returns a *CloseError when the peer sends CLOSE. The payload is valid
-// until the next Recv.
+// Recv returns the next new DATA payload from the peer, in order, each once
+// (a retransmission is skipped), and a *CloseError when the peer sends
+// CLOSE; it skips the other frames, which the Conn has handled already (see
+// Next). The payload is valid until the next Recv or Next. One reading
+// goroutine at a time.
 func (c *Conn) Recv() ([]byte, error) {
 	for {
-		var reply []byte
-		for {
-			f, ok, err := c.dec.Next()
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			switch f.Type {
-			case TypeData:
-				switch {
-				case f.Seq == c.recvNext:
-					c.recvNext++
-					if err := c.write(func(b []byte) []byte { return AppendAck(append(b, reply...), f.Seq) }); err != nil {
-						return nil, err
-					}
-					return f.Payload, nil
-				case f.Seq < c.recvNext:
-					reply = AppendAck(reply, c.recvNext-1)
-				default:
-					return nil, fmt.Errorf("frame: DATA %d after %d: %w", f.Seq, c.recvNext-1, ErrMalformed)
-				}
-			case TypeAck:
-				for a := c.acked.Load(); f.Seq > a && !c.acked.CompareAndSwap(a, f.Seq); a = c.acked.Load() {
-				}
-			case TypePing:
-				reply = AppendPong(reply, f.Nonce)
-			case TypeClose:
-				return nil, &CloseError{Code: f.Code, Reason: string(f.Reason)}
-			}
-		}
-		if len(reply) > 0 {
-			if err := c.write(func(b []byte) []byte { return append(b, reply...) }); err != nil {
-				return nil, err
-			}
-		}
-		n, err := c.nc.Read(c.buf)
-		if n > 0 {
-			c.dec.Feed(c.buf[:n])
-		}
-		if err != nil && n == 0 {
+		f, err := c.Next()
+		if err != nil {
 			return nil, err
 		}
+		switch {
+		case f.Type == TypeData && !c.retx:
+			return f.Payload, nil
+		case f.Type == TypeClose:
+			return nil, &CloseError{Code: f.Code, Reason: string(f.Reason)}
+		}
+	}
+}
+
+// Next returns the next frame from the peer, whatever its type, reading
+// the connection when no whole frame is buffered. By then the Conn has
+// done its part for it when the read brought it (see SetReplies): DATA
+// acknowledged, PING answered, ACK recorded (Acked). DATA comes in order; a
+// retransmission (a sequence number Next returned before) is returned
+// again, and a DATA that skips one is an error wrapping ErrMalformed. After
+// the peer's CLOSE the Conn writes no more replies, and Next goes on
+// reading (the peer closes next: io.EOF). A malformed frame is an error
+// from then on; a read error is returned as it is (io.EOF, net.ErrClosed
+// after Close, a deadline), once the frames read before it are taken. The
+// frame's Payload and Reason are valid until the next Next or Recv.
+//
+// One reading goroutine at a time. It does not allocate once its buffers
+// have grown to the largest frame and the largest reply; it reads the
+// clock once per read (ReadTime), and writes at most once per read (the
+// replies owed, in one write; a failed reply write is not returned here,
+// but by the next Send, since the read side then tells how the connection
+// ended).
+func (c *Conn) Next() (Frame, error) {
+	for {
+		if c.perr != nil {
+			return Frame{}, c.perr
+		}
+		before := c.dec.Buffered()
+		f, ok, err := c.dec.Next()
+		if err != nil {
+			return Frame{}, err
+		}
+		if ok {
+			c.scanned = max(c.scanned-(before-c.dec.Buffered()), 0)
+			if f.Type == TypeData {
+				switch {
+				case f.Seq == c.delivered+1:
+					c.delivered, c.retx = f.Seq, false
+				case f.Seq <= c.delivered:
+					c.retx = true
+				default:
+					c.perr = fmt.Errorf("frame: DATA %d after %d: %w", f.Seq, c.delivered, ErrMalformed)
+					return Frame{}, c.perr
+				}
+			}
+			return f, nil
+		}
+		if err := c.rerr; err != nil {
+			c.rerr = nil
+			return Frame{}, err
+		}
+		n, err := c.nc.Read(c.buf)
+		c.readAt = time.Now()
+		if n > 0 {
+			c.dec.Feed(c.buf[:n])
+			c.scan()
+		}
+		if err != nil {
+			if n == 0 {
+				return Frame{}, err
+			}
+			c.rerr = err
+		}
+	}
+}
+
+// ReadTime returns when the read that completed the frame Next (or Recv)
+// returned last came back: the frame's arrival, as far as this process can
+// tell, for measuring round trips. The reading goroutine; O(1).
+func (c *Conn) ReadTime() time.Time { return c.readAt }
+
+// scan does the protocol's work for the whole frames a read has just
+// completed, before Next hands them out: it records ACKs and writes, in one
+// write, the PONGs and the cumulative ACK the frames call for.
+func (c *Conn) scan() {
+	if c.scanStop {
+		return
+	}
+	in := c.dec.buf[c.dec.off:]
+	want := Reply(c.replies.Load())
+	data := false
+	c.reply = c.reply[:0]
+scan:
+	for c.scanned < len(in) {
+		f, n, err := Parse(in[c.scanned:], c.dec.max)
+		if err != nil {
+			if !errors.Is(err, ErrShort) {
+				c.scanStop = true // Next reports it
+			}
+			break
+		}
+		switch f.Type {
+		case TypeData:
+			if f.Seq > c.arrived+1 {
+				c.scanStop = true // a gap: Next reports it
+				break scan
+			}
+			if f.Seq == c.arrived+1 {
+				c.arrived++
+			}
+			data = true // a retransmission is acknowledged again
+		case TypeAck:
+			for a := c.acked.Load(); f.Seq > a && !c.acked.CompareAndSwap(a, f.Seq); a = c.acked.Load() {
+			}
+		case TypePing:
+			if want&ReplyPong != 0 {
+				c.reply = AppendPong(c.reply, f.Nonce)
+			}
+		case TypeClose:
+			// The peer closes next: a write now would only draw a reset.
+			c.scanStop = true
+			return
+		}
+		c.scanned += n
+	}
+	if data && want&ReplyAck != 0 {
+		c.reply = AppendAck(c.reply, c.arrived)
+	}
+	if len(c.reply) > 0 {
+		c.wmu.Lock()
+		_ = c.writeLocked(c.reply) // kept for the next Send; the read side tells how it ended
+		c.wmu.Unlock()
 	}
 }

@@ -523,7 +523,8 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	r.emit(res)
 }
 
-// message appends message seq (1-based) in the client's protocol.
+// message appends message seq (1-based) in the client's protocol, for
+// the writes that bypass the frame.Conn (nonreader's flood).
 func (r *run) message(dst []byte, seq uint64) []byte {
 	if r.cfg.Proto == Framed {
 		return frame.AppendData(dst, seq, r.payload)
@@ -558,8 +559,7 @@ func wait(ctx context.Context, cl *client, t time.Time) bool {
 }
 
 func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res *report.ConnResult) {
-	cl.answerPings.Store(true)
-	cl.ack = true
+	cl.replies(frame.ReplyAll)
 	var p pacer.Pacer
 	var sentAt atomic.Int64 // closed loop: send time of the outstanding message
 	// latency of echo k arriving at at: closed loop, from the send of the
@@ -576,11 +576,10 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	go cl.read()
 	end := r.start.Add(r.cfg.Duration)
 	var sent uint64
-	var buf []byte
 	if r.cfg.Closed {
 		for time.Now().Before(end) {
 			sentAt.Store(time.Now().UnixNano())
-			if err := cl.write(r.message(buf[:0], sent+1)); err != nil {
+			if err := cl.send(r.payload, 1); err != nil {
 				res.Err = "write"
 				break
 			}
@@ -603,11 +602,7 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 				break
 			}
 			due := min(p.Due(time.Since(p.At(0))+p.Offset(0)), total)
-			buf = buf[:0]
-			for s := sent + 1; s <= due; s++ {
-				buf = r.message(buf, s)
-			}
-			if err := cl.write(buf); err != nil {
+			if err := cl.send(r.payload, int(due-sent)); err != nil { // the ones due, in one write
 				res.Err = "write"
 				break
 			}
@@ -663,7 +658,7 @@ func startForOnce(cl *client) chan struct{} {
 // waits for its echo; it returns the send time.
 func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *report.ConnResult) (time.Time, bool) {
 	t := time.Now()
-	if err := cl.write(r.message(nil, 1)); err != nil {
+	if err := cl.send(r.payload, 1); err != nil {
 		res.Err = "write"
 		return t, false
 	}
@@ -694,8 +689,7 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 // It reports false (with res.Err set if the server closed it) if the
 // connection ended first.
 func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.ConnResult) (chan struct{}, bool) {
-	cl.ack = true
-	cl.answerPings.Store(true) // the server may probe while we wait; we are alive until the send
+	cl.replies(frame.ReplyAll) // the server may probe while we wait; we are alive until the send
 	got := startForOnce(cl)
 	select {
 	case <-r.quiet.released:
@@ -759,12 +753,12 @@ func (r *run) silent(ctx context.Context, cl *client, i, n int, res *report.Conn
 	if !ok {
 		return
 	}
-	cl.answerPings.Store(false)
+	cl.replies(frame.ReplyAck) // PINGs unanswered from now on
 	if _, ok := r.sendOnce(ctx, cl, got, res); !ok {
 		return
 	}
 	time.Sleep(5 * time.Millisecond) // let the reader's ACK go out; it is the last byte
-	last := time.Unix(0, cl.lastWrite.Load())
+	last := cl.lastWrite()
 	r.expectClose(ctx, cl, res, "dead_peer", last.Add(r.cfg.Timeouts.DeadPeerAfter()))
 }
 
@@ -778,8 +772,7 @@ func (r *run) survivorWindow() time.Duration {
 // survivor answers pings and sends a message between the keepalive time and
 // the idle timeout, so that it is probed but never idle.
 func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.answerPings.Store(true)
-	cl.ack = true
+	cl.replies(frame.ReplyAll)
 	res.Survivor = true
 	t := r.cfg.Timeouts
 	every := 2 * max(t.KeepaliveTime, 10*time.Millisecond)
@@ -799,7 +792,7 @@ func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) 
 			break
 		}
 		seq++
-		if err := cl.write(r.message(nil, seq)); err != nil {
+		if err := cl.send(r.payload, 1); err != nil {
 			res.Err = "write"
 			break
 		}
@@ -812,7 +805,7 @@ func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) 
 // retransmit never acknowledges: the server must resend its echo on the
 // RFC 6298 ladder and give up.
 func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.answerPings.Store(true)
+	cl.replies(frame.ReplyPong) // DATA never acknowledged
 	var arrivals []time.Time
 	var mu sync.Mutex
 	cl.onData = func(seq uint64, _ []byte, at time.Time) bool {
@@ -839,12 +832,14 @@ func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult
 }
 
 // slowloris starts a frame and trickles it, never finishing: the frame
-// deadline must close it.
+// deadline must close it. It writes to the socket, not through the
+// frame.Conn, which sends only whole frames; the reader only watches for
+// the server's CLOSE.
 func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult) {
 	go cl.read()
 	msg := frame.AppendData(nil, 1, r.payload)
 	t0 := time.Now()
-	if err := cl.write(msg[:frame.HeaderSize]); err != nil {
+	if _, err := cl.c.Write(msg[:frame.HeaderSize]); err != nil {
 		res.Err = "write"
 		return
 	}
@@ -855,7 +850,7 @@ func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult)
 		if !wait(ctx, cl, next) {
 			return
 		}
-		if cl.write(msg[i:i+1]) != nil {
+		if _, err := cl.c.Write(msg[i : i+1]); err != nil {
 			return
 		}
 	}
@@ -902,8 +897,8 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 			}
 			res.Connect = dt
 			cl := newClient(c, r.cfg.Proto, r.ctr)
-			cl.size, cl.ack = r.cfg.Size, true
-			cl.answerPings.Store(true)
+			cl.size = r.cfg.Size
+			cl.replies(frame.ReplyAll)
 			if _, ok := r.once(ctx, cl, &res); ok {
 				rec.flush([]int64{int64(time.Since(at))})
 			}

@@ -3,6 +3,7 @@ package attack
 import (
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,62 +13,96 @@ import (
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
-// client is one connection's reader and its shared state. The reader
-// goroutine (read) owns buf and the parse state; the role's goroutine writes
-// through write. Fields under "set before read starts" are read-only after.
+// client is one connection's reader and its shared state. Framed, the
+// protocol is frame.Conn's: it sends the DATA, acknowledges the server's,
+// answers its PINGs (as SetReplies allows) and decodes its CLOSE; the
+// reader goroutine (read) takes the frames out of it to count and time the
+// echoes. Raw, the reader counts echo bytes. Roles that send what the
+// protocol forbids write to c, the socket, directly (hostile.go).
 //
-// Ownership: end, endAt, closeCode are written by the reader before it
-// closes done and read by others only after <-done. lastWrite is atomic
-// (both goroutines write). closing and answerPings are atomic (set by the
-// role, read by the reader). answered is atomic (written once by the
-// reader, read by the role).
+// Ownership: the reader goroutine owns fc's reading side and the raw
+// parse state. end, endAt, closeCode are written by the reader before it
+// closes done and read by others only after <-done. answered, pings,
+// pongs are written by the reader, read by the role (atomic); closing is
+// set by the role, read by the reader. ps and out are the role
+// goroutine's (send).
 type client struct {
-	c     net.Conn
+	c     net.Conn    // the socket, as w wraps it
+	w     *wire       // stamps writes and, for the splitter, cuts them
+	fc    *frame.Conn // framed: the protocol over c; nil when raw
 	proto Proto
 	ctr   *Counters
 
 	// set before read starts
-	ack    bool
 	size   int                                                 // raw: message size
 	onEcho func(k uint64, at time.Time)                        // k-th echo (1-based) arrived
 	onData func(seq uint64, p []byte, at time.Time) (dup bool) // framed: every DATA, before echo counting; p is valid during the call
 	onRaw  func(b []byte)                                      // raw: every byte that arrived, in order; b is valid during the call
-	// control, if set, takes the ACKs and PONGs the reader would write, so
-	// that the role's goroutine sends them in its own way (the splitter
-	// cuts them like its messages); b is the reader's and valid during the
-	// call.
-	control func(b []byte)
 
-	lastWrite   atomic.Int64 // unix nanos of the start of the last write that completed
-	answered    atomic.Int64 // unix nanos when the server first answered: framed, its first ACK; raw, the first whole echo
-	answerPings atomic.Bool  // answer the server's PINGs with PONG
-	closing     atomic.Bool
-	pings       atomic.Int64
-	pongs       atomic.Int64
-	done        chan struct{}
+	answered atomic.Int64 // unix nanos when the server first answered: framed, its first ACK; raw, the first whole echo
+	closing  atomic.Bool
+	pings    atomic.Int64
+	pongs    atomic.Int64
+	done     chan struct{}
 
-	wmu sync.Mutex // serializes writes, so frames never interleave
+	ps  [][]byte // send's: the payloads of one batch
+	out []byte   // send's: raw, the bytes of one batch
 
 	end       string
 	endAt     time.Time
 	closeCode frame.Code
 }
 
+// newClient returns a client over c. Framed, it answers nothing until its
+// role says what (replies): each role chooses how polite it is.
 func newClient(c net.Conn, proto Proto, ctr *Counters) *client {
-	return &client{c: c, proto: proto, ctr: ctr, done: make(chan struct{})}
+	w := &wire{Conn: c}
+	cl := &client{c: w, w: w, proto: proto, ctr: ctr, done: make(chan struct{})}
+	if proto == Framed {
+		cl.fc = frame.NewConn(w, frame.DefaultMax)
+		cl.fc.SetReplies(0)
+	}
+	return cl
 }
 
-// write writes b whole; any goroutine.
-func (cl *client) write(b []byte) error {
-	cl.wmu.Lock()
-	t := time.Now() // before the write: a close measured from it can only look late, never early
-	_, err := cl.c.Write(b)
-	cl.wmu.Unlock()
-	if err == nil {
-		cl.lastWrite.Store(t.UnixNano())
+// replies sets what a framed connection answers on its own (ACKs, PONGs);
+// raw connections answer nothing. Any goroutine.
+func (cl *client) replies(r frame.Reply) {
+	if cl.fc != nil {
+		cl.fc.SetReplies(r)
 	}
+}
+
+// send sends n messages of payload p in one write: framed, DATA frames
+// numbered on from the last (frame.Conn numbers them); raw, p n times. The
+// role's goroutine; allocation-free once its buffers have grown.
+func (cl *client) send(p []byte, n int) error {
+	for len(cl.ps) < n {
+		cl.ps = append(cl.ps, p)
+	}
+	ps := cl.ps[:n]
+	for i := range ps {
+		ps[i] = p
+	}
+	return cl.sendAll(ps)
+}
+
+// sendAll sends the messages ps in one write. The role's goroutine.
+func (cl *client) sendAll(ps [][]byte) error {
+	if cl.fc != nil {
+		_, err := cl.fc.SendAll(ps...)
+		return err
+	}
+	cl.out = cl.out[:0]
+	for _, p := range ps {
+		cl.out = append(cl.out, p...)
+	}
+	_, err := cl.c.Write(cl.out)
 	return err
 }
+
+// lastWrite returns the start of the last write that completed.
+func (cl *client) lastWrite() time.Time { return time.Unix(0, cl.w.lastWrite.Load()) }
 
 // shut closes the connection from the client side (if the server has not)
 // and waits for the reader. Framed connections say goodbye with CLOSE.
@@ -78,11 +113,12 @@ func (cl *client) shut() {
 	default:
 	}
 	cl.closing.Store(true)
-	if cl.proto == Framed {
+	if cl.fc != nil {
 		_ = cl.c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_ = cl.write(frame.AppendClose(nil, frame.CodeNormal, "load test done"))
+		_ = cl.fc.Close(frame.CodeNormal, "load test done")
+	} else {
+		_ = cl.c.Close()
 	}
-	_ = cl.c.Close()
 	<-cl.done
 }
 
@@ -100,114 +136,178 @@ func (cl *client) closedByServer() bool {
 	return cl.end != "client" && cl.end != ""
 }
 
-// read is the reader goroutine: it parses the server's frames (or counts raw
-// echo bytes), answers pings and acks as configured, and records how the
-// connection ended.
+// read is the reader goroutine: it takes the server's frames out of the
+// frame.Conn (or counts raw echo bytes), counts and times the echoes, and
+// records how the connection ended.
 func (cl *client) read() {
 	defer close(cl.done)
 	defer cl.ctr.Open.Add(-1)
+	if cl.fc != nil {
+		cl.readFramed()
+	} else {
+		cl.readRaw()
+	}
+	_ = cl.c.Close()
+}
+
+func (cl *client) readFramed() {
+	var echoes uint64
+	for {
+		f, err := cl.fc.Next()
+		now := cl.fc.ReadTime()
+		if err != nil {
+			if protocolError(err) {
+				cl.ctr.Errors.Add(1)
+				cl.finish("protocol_error", now)
+				return
+			}
+			cl.ended(err, now)
+			return
+		}
+		switch f.Type {
+		case frame.TypeData:
+			dup := false
+			if cl.onData != nil {
+				dup = cl.onData(f.Seq, f.Payload, now)
+			}
+			if !dup && f.Seq == echoes+1 {
+				echoes++
+				cl.ctr.Recv.Add(1)
+				if cl.onEcho != nil {
+					cl.onEcho(echoes, now)
+				}
+			}
+		case frame.TypePing:
+			cl.pings.Add(1)
+		case frame.TypePong:
+			cl.pongs.Add(1)
+		case frame.TypeAck:
+			cl.answered.CompareAndSwap(0, now.UnixNano())
+		case frame.TypeClose:
+			if cl.closeCode == 0 {
+				cl.closeCode, cl.endAt = f.Code, now
+			}
+		}
+	}
+}
+
+// protocolError reports whether err is the server's stream breaking the
+// protocol rather than the connection ending.
+func protocolError(err error) bool {
+	return errors.Is(err, frame.ErrMalformed) || errors.Is(err, frame.ErrType) || errors.Is(err, frame.ErrTooLarge)
+}
+
+func (cl *client) readRaw() {
 	buf := make([]byte, 16<<10)
-	dec := frame.NewDecoder(frame.DefaultMax)
-	var echoes, rawBytes, maxSeq, acked uint64
-	var out []byte
+	var echoes, rawBytes uint64
 	for {
 		n, err := cl.c.Read(buf)
 		now := time.Now()
 		if n > 0 {
-			if cl.proto == Raw {
-				rawBytes += uint64(n)
-				if cl.onRaw != nil {
-					cl.onRaw(buf[:n])
+			rawBytes += uint64(n)
+			if cl.onRaw != nil {
+				cl.onRaw(buf[:n])
+			}
+			for k := rawBytes / uint64(cl.size); echoes < k; {
+				if echoes == 0 {
+					cl.answered.CompareAndSwap(0, now.UnixNano())
 				}
-				for k := rawBytes / uint64(cl.size); echoes < k; {
-					if echoes == 0 {
-						cl.answered.CompareAndSwap(0, now.UnixNano())
-					}
-					echoes++
-					cl.ctr.Recv.Add(1)
-					if cl.onEcho != nil {
-						cl.onEcho(echoes, now)
-					}
-				}
-			} else {
-				dec.Feed(buf[:n])
-				out = out[:0]
-				for {
-					f, ok, perr := dec.Next()
-					if perr != nil {
-						cl.ctr.Errors.Add(1)
-						cl.finish("protocol_error", now)
-						_ = cl.c.Close()
-						return
-					}
-					if !ok {
-						break
-					}
-					switch f.Type {
-					case frame.TypeData:
-						dup := false
-						if cl.onData != nil {
-							dup = cl.onData(f.Seq, f.Payload, now)
-						}
-						if f.Seq > maxSeq {
-							maxSeq = f.Seq
-						}
-						if !dup && f.Seq == echoes+1 {
-							echoes++
-							cl.ctr.Recv.Add(1)
-							if cl.onEcho != nil {
-								cl.onEcho(echoes, now)
-							}
-						}
-					case frame.TypePing:
-						cl.pings.Add(1)
-						if cl.answerPings.Load() {
-							out = frame.AppendPong(out, f.Nonce)
-						}
-					case frame.TypePong:
-						cl.pongs.Add(1)
-					case frame.TypeAck:
-						cl.answered.CompareAndSwap(0, now.UnixNano())
-					case frame.TypeClose:
-						if cl.closeCode == 0 {
-							cl.closeCode = f.Code
-							cl.endAt = now
-						}
-					}
-				}
-				if cl.ack && maxSeq > acked {
-					out = frame.AppendAck(out, maxSeq)
-					acked = maxSeq
-				}
-				if len(out) > 0 && cl.closeCode == 0 {
-					if cl.control != nil {
-						cl.control(out)
-					} else {
-						_ = cl.write(out)
-					}
+				echoes++
+				cl.ctr.Recv.Add(1)
+				if cl.onEcho != nil {
+					cl.onEcho(echoes, now)
 				}
 			}
 		}
 		if err != nil {
-			switch {
-			case cl.closeCode != 0:
-				cl.finish(cl.closeCode.String(), cl.endAt)
-			case cl.closing.Load():
-				cl.finish("client", now)
-			case errors.Is(err, io.EOF):
-				cl.finish("eof", now)
-			case errors.Is(err, syscall.ECONNRESET):
-				cl.finish("reset", now)
-			default:
-				cl.finish("read_error", now)
-			}
-			_ = cl.c.Close()
+			cl.ended(err, now)
 			return
 		}
+	}
+}
+
+// ended records how the connection ended, given the read error that ended
+// it at now: the server's CLOSE code if one came, else ours, EOF, a reset
+// or another error.
+func (cl *client) ended(err error, now time.Time) {
+	switch {
+	case cl.closeCode != 0:
+		cl.finish(cl.closeCode.String(), cl.endAt)
+	case cl.closing.Load():
+		cl.finish("client", now)
+	case errors.Is(err, io.EOF):
+		cl.finish("eof", now)
+	case errors.Is(err, syscall.ECONNRESET):
+		cl.finish("reset", now)
+	default:
+		cl.finish("read_error", now)
 	}
 }
 
 func (cl *client) finish(end string, at time.Time) {
 	cl.end, cl.endAt = end, at
 	cl.ctr.end(end)
+}
+
+// wire is a connection's socket as the client writes to it: each write
+// that completes stamps its start (lastWrite: a close measured from it can
+// only look late, never early), and with a cutter every write goes out in
+// pieces. Reads pass through.
+type wire struct {
+	net.Conn
+	lastWrite atomic.Int64 // unix nanos
+	cut       *cutter      // nil: writes go out whole
+}
+
+func (w *wire) Write(b []byte) (int, error) {
+	if w.cut != nil {
+		return w.cut.write(w, b)
+	}
+	return w.write(b)
+}
+
+func (w *wire) write(b []byte) (int, error) {
+	t := time.Now()
+	n, err := w.Conn.Write(b)
+	if err == nil {
+		w.lastWrite.Store(t.UnixNano())
+	}
+	return n, err
+}
+
+// cutter cuts a splitter connection's writes at random byte boundaries
+// (cuts), sleeping now and then between pieces, and counts what it wrote.
+// Its writes may come from the role's goroutine and the reader's (the
+// frame.Conn's ACKs and PONGs): mu serializes them, rng, bytes and writes.
+type cutter struct {
+	mu     sync.Mutex
+	rng    *rand.Rand
+	bytes  uint64
+	writes uint64
+}
+
+func (c *cutter) write(w *wire, b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	done := 0
+	for _, k := range cuts(c.rng, len(b)) {
+		n, err := w.write(b[done : done+k])
+		done += n
+		c.bytes += uint64(n)
+		c.writes++
+		if err != nil {
+			return done, err
+		}
+		if c.rng.IntN(16) == 0 {
+			time.Sleep(time.Duration(50+c.rng.IntN(450)) * time.Microsecond)
+		}
+	}
+	return done, nil
+}
+
+// counts returns the bytes and writes so far.
+func (c *cutter) counts() (bytes, writes uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes, c.writes
 }

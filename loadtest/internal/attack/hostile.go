@@ -225,34 +225,21 @@ func (r *run) pingflood(ctx context.Context, cl *client, role string, res *repor
 }
 
 // splitter sends polite echo traffic, paced at Rate, with every write cut
-// at random byte boundaries (its ACKs and PONGs too), and checks every
-// echo byte for byte. Latency runs from each message's scheduled instant,
-// as for echo, so a message held back to be joined with the next counts
-// the wait.
+// at random byte boundaries (its ACKs and PONGs too, which the frame.Conn
+// writes through the same cutting wire), and checks every echo byte for
+// byte. Latency runs from each message's scheduled instant, as for echo,
+// so a message held back to be joined with the next counts the wait.
 func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder, res *report.ConnResult) {
 	res.Survivor = true // polite, however cut: the server must keep it
 	seed := rand.Uint64()
-	rng := rand.New(rand.NewPCG(seed, uint64(i)))
 	size := r.cfg.Size
-	if tc, ok := cl.c.(interface{ SetNoDelay(bool) error }); ok {
+	if tc, ok := cl.w.Conn.(interface{ SetNoDelay(bool) error }); ok {
 		_ = tc.SetNoDelay(true) // every piece its own segment
 	}
-
-	// The reader hands its ACKs and PONGs over; this goroutine sends them.
-	var ctlMu sync.Mutex
-	var ctl []byte
-	ctlReady := make(chan struct{}, 1)
-	cl.control = func(b []byte) {
-		ctlMu.Lock()
-		ctl = append(ctl, b...)
-		ctlMu.Unlock()
-		select {
-		case ctlReady <- struct{}{}:
-		default:
-		}
-	}
-	cl.ack = true
-	cl.answerPings.Store(true)
+	cut := &cutter{rng: rand.New(rand.NewPCG(seed, uint64(i)))}
+	cl.w.cut = cut // before any write
+	rng := rand.New(rand.NewPCG(seed, uint64(i)+1<<32))
+	cl.replies(frame.ReplyAll)
 
 	// Checkers: the reader's until it is done.
 	var checked, mismatched func() uint64
@@ -273,69 +260,20 @@ func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder,
 	go cl.read()
 
 	res.Misbehaved = time.Now()
-	writeCut := func(b []byte) error {
-		for _, k := range cuts(rng, len(b)) {
-			if err := cl.write(b[:k]); err != nil {
-				return err
-			}
-			b = b[k:]
-			res.Bytes += uint64(k)
-			res.Writes++
-			if rng.IntN(16) == 0 {
-				time.Sleep(time.Duration(50+rng.IntN(450)) * time.Microsecond)
-			}
-		}
-		return nil
-	}
-	takeCtl := func(dst []byte) []byte {
-		ctlMu.Lock()
-		dst = append(dst, ctl...)
-		ctl = ctl[:0]
-		ctlMu.Unlock()
-		return dst
-	}
-	flushCtl := func() error {
-		b := takeCtl(nil)
-		if len(b) == 0 {
-			return nil
-		}
-		return writeCut(b)
-	}
 	total := p.Count(time.Until(r.start.Add(r.cfg.Duration)))
 	var sent uint64
-	var buf []byte
+	var batch [][]byte
 	var err error
-send:
 	for sent < total && err == nil {
 		j := min(uint64(joined(rng)), total-sent)
-		tm := time.NewTimer(time.Until(p.At(sent + j - 1)))
-		for waiting := true; waiting; {
-			select {
-			case <-tm.C:
-				waiting = false
-			case <-ctlReady:
-				if err = flushCtl(); err != nil {
-					tm.Stop()
-					break send
-				}
-			case <-cl.done:
-				tm.Stop()
-				break send
-			case <-ctx.Done():
-				tm.Stop()
-				break send
-			}
+		if !wait(ctx, cl, p.At(sent+j-1)) {
+			break
 		}
-		buf = takeCtl(buf[:0])
+		batch = batch[:0]
 		for k := sent + 1; k <= sent+j; k++ {
-			pl := payload(seed, k, size)
-			if r.cfg.Proto == Framed {
-				buf = frame.AppendData(buf, k, pl)
-			} else {
-				buf = append(buf, pl...)
-			}
+			batch = append(batch, payload(seed, k, size))
 		}
-		if err = writeCut(buf); err == nil {
+		if err = cl.sendAll(batch); err == nil {
 			sent += j
 			r.ctr.Sent.Add(int64(j))
 		}
@@ -343,11 +281,9 @@ send:
 	if err != nil {
 		res.Err = "write"
 	}
-	// Wait for the outstanding echoes, still sending the ACKs.
+	// Wait for the outstanding echoes (the reader still acknowledges them).
 	for drainEnd := time.Now().Add(r.cfg.Drain); e.recv.Load() < sent && time.Now().Before(drainEnd); {
 		select {
-		case <-ctlReady:
-			_ = flushCtl()
 		case <-e.got:
 		case <-cl.done:
 			drainEnd = time.Now()
@@ -356,12 +292,12 @@ send:
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	_ = flushCtl() // the last ACK
 	if cl.closedByServer() && res.Err == "" {
 		res.Err = "closed_by_server"
 	}
 	cl.shut() // the reader is done: the checkers and the batch are ours
 	e.flush()
+	res.Bytes, res.Writes = cut.counts()
 	res.Sent, res.Recv, res.Mismatch = sent, checked(), mismatched()
 	if res.Recv < res.Sent {
 		res.Lost = res.Sent - res.Recv
@@ -376,7 +312,7 @@ func (r *run) garbage(ctx context.Context, cl *client, role string, res *report.
 	cl.size = len(b) // raw: the whole echo counts as one
 	go cl.read()
 	res.Misbehaved = time.Now()
-	if err := cl.write(b); err != nil {
+	if _, err := cl.c.Write(b); err != nil { // to the socket: the frame.Conn sends only frames
 		res.ClosedAt, res.End = time.Now(), writeErrKind(err)
 	} else {
 		res.Bytes, res.Writes = uint64(len(b)), 1
@@ -416,8 +352,8 @@ func (r *run) connflood(ctx context.Context) {
 			}
 			res.Connect, res.Misbehaved = dt, res.OpenedAt
 			cl := newClient(c, r.cfg.Proto, r.ctr)
-			cl.size, cl.ack = r.cfg.Size, true
-			cl.answerPings.Store(true)
+			cl.size = r.cfg.Size
+			cl.replies(frame.ReplyAll)
 			go cl.read()
 			select {
 			case <-dialed.released:
