@@ -70,16 +70,14 @@ type options struct {
 const defaultSpread = time.Second
 
 // quietBounds returns the barrier bound and the spread window for the
-// quiet connections: the barrier waits at most 10 s, and with an idle
-// timeout at most a quarter of it, so that barrier and spread together
-// stay within half the timeout (the server's idle timer runs from the open).
+// quiet connections: the barrier waits at most 10 s (the connections send
+// a keep-alive every third of the idle timeout while they wait, since the
+// server's idle timer runs from the open), and with an idle timeout the
+// window is at most a quarter of it unless given.
 func quietBounds(idle, spread time.Duration, spreadSet bool) (barrier, window time.Duration) {
 	barrier, window = 10*time.Second, spread
-	if idle > 0 {
-		barrier = min(barrier, idle/4)
-		if !spreadSet {
-			window = min(window, idle/4)
-		}
+	if idle > 0 && !spreadSet {
+		window = min(window, idle/4)
 	}
 	return barrier, window
 }

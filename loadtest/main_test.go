@@ -123,10 +123,10 @@ func TestQuietBounds(t *testing.T) {
 		spreadSet           bool
 		wantBarrier, wantSp time.Duration
 	}{
-		{name: "long idle: default spread and 10s barrier", idle: 20 * time.Second, spread: time.Second, wantBarrier: 5 * time.Second, wantSp: time.Second},
+		{name: "long idle: default spread and 10s barrier", idle: 20 * time.Second, spread: time.Second, wantBarrier: 10 * time.Second, wantSp: time.Second},
 		{name: "huge idle: barrier capped at 10s", idle: time.Hour, spread: time.Second, wantBarrier: 10 * time.Second, wantSp: time.Second},
-		{name: "short idle caps the default spread", idle: 400 * time.Millisecond, spread: time.Second, wantBarrier: 100 * time.Millisecond, wantSp: 100 * time.Millisecond},
-		{name: "explicit spread is kept", idle: 400 * time.Millisecond, spread: 150 * time.Millisecond, spreadSet: true, wantBarrier: 100 * time.Millisecond, wantSp: 150 * time.Millisecond},
+		{name: "short idle caps the default spread, not the barrier (keep-alives)", idle: 400 * time.Millisecond, spread: time.Second, wantBarrier: 10 * time.Second, wantSp: 100 * time.Millisecond},
+		{name: "explicit spread is kept", idle: 400 * time.Millisecond, spread: 150 * time.Millisecond, spreadSet: true, wantBarrier: 10 * time.Second, wantSp: 150 * time.Millisecond},
 		{name: "no idle timeout", idle: 0, spread: time.Second, wantBarrier: 10 * time.Second, wantSp: time.Second},
 	}
 	for _, tt := range tests {
@@ -139,7 +139,7 @@ func TestQuietBounds(t *testing.T) {
 	o, err := parseFlags([]string{"-scenario", "idle", "-idle", "20s"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, time.Second, o.spread, "-idle-spread defaults to 1s")
-	assert.Equal(t, 5*time.Second, o.barrier)
+	assert.Equal(t, 10*time.Second, o.barrier)
 }
 
 func TestMedian(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -282,6 +283,9 @@ func sendAt(release time.Time, spread time.Duration, i, n int) time.Time {
 	return release.Add(time.Duration(float64(spread) * float64(i) / float64(n)))
 }
 
+// testDialDelay, set only by tests, delays connection i of scenario's dial.
+var testDialDelay func(scenario string, i int) time.Duration
+
 // isQuiet reports whether connection i of scenario s waits at the barrier
 // and sends its last message on the spread schedule.
 func isQuiet(s string, i int) bool {
@@ -477,6 +481,9 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	if role == Nonreader || role == RoleNotReading {
 		rcvBuf = nonreaderRcvBuf
 	}
+	if testDialDelay != nil {
+		time.Sleep(testDialDelay(scenario, i))
+	}
 	c, dt, err := r.dial(ctx, rcvBuf)
 	res.OpenedAt = time.Now()
 	if isQuiet(scenario, i) {
@@ -641,10 +648,13 @@ func (r *run) once(ctx context.Context, cl *client, res *report.ConnResult) (tim
 }
 
 // startForOnce starts cl's reader for sendOnce; the returned channel
-// receives when the echo arrives.
+// receives when the echo of message cl.answerFrom (or a later one) arrives.
 func startForOnce(cl *client) chan struct{} {
 	got := make(chan struct{}, 1)
-	cl.onEcho = func(uint64, time.Time) {
+	cl.onEcho = func(k uint64, _ time.Time) {
+		if k < max(cl.answerFrom.Load(), 1) {
+			return // a keep-alive's echo (see quietStart)
+		}
 		select {
 		case got <- struct{}{}:
 		default:
@@ -654,9 +664,11 @@ func startForOnce(cl *client) chan struct{} {
 	return got
 }
 
-// sendOnce sends message 1 on a connection started by startForOnce and
-// waits for its echo; it returns the send time.
+// sendOnce sends message 1 (after the connection's keep-alives, if any) on
+// a connection started by startForOnce and waits for its echo; it returns
+// the send time.
 func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *report.ConnResult) (time.Time, bool) {
+	cl.answerFrom.Store(uint64(cl.keepalives) + 1)
 	t := time.Now()
 	if err := cl.send(r.payload, 1); err != nil {
 		res.Err = "write"
@@ -686,23 +698,65 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 
 // quietStart starts a quiet connection's reader, answering pings until its
 // send, waits at the barrier and then until its turn in the spread window.
+// While it waits at the barrier it sends a keep-alive message every third
+// of the idle timeout (cl.keepalives counts them), so that the wait for the
+// slowest dials cannot outlast the server's idle timeout, which runs from
+// the open; their echoes do not count as the answer to the last message.
 // It reports false (with res.Err set if the server closed it) if the
 // connection ended first.
 func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.ConnResult) (chan struct{}, bool) {
-	cl.replies(frame.ReplyAll) // the server may probe while we wait; we are alive until the send
+	cl.replies(frame.ReplyAll)          // the server may probe while we wait; we are alive until the send
+	cl.answerFrom.Store(math.MaxUint64) // nothing answers the last message before it is sent
 	got := startForOnce(cl)
-	select {
-	case <-r.quiet.released:
-	case <-cl.done:
-	case <-ctx.Done():
+	var keep <-chan time.Time
+	if every := r.cfg.Timeouts.Idle / 3; every > 0 {
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		keep = tk.C
 	}
-	if isDone(cl) || ctx.Err() != nil {
+	keepAlive := func() error {
+		if err := cl.send(r.payload, 1); err != nil {
+			select {
+			case <-cl.done: // the server closed it: quietEnded says so
+			case <-time.After(100 * time.Millisecond):
+				res.Err = "write"
+				r.ctr.Errors.Add(1)
+			}
+			return err
+		}
+		cl.keepalives++
+		r.ctr.Sent.Add(1)
+		return nil
+	}
+	if !keepUntil(ctx, cl, r.quiet.released, keep, keepAlive) {
 		return r.quietEnded(cl, res)
 	}
-	if !wait(ctx, cl, sendAt(r.quiet.at, r.cfg.IdleSpread, i, n)) {
+	at := time.NewTimer(time.Until(sendAt(r.quiet.at, r.cfg.IdleSpread, i, n)))
+	defer at.Stop()
+	if !keepUntil(ctx, cl, at.C, keep, keepAlive) {
 		return r.quietEnded(cl, res)
 	}
 	return got, true
+}
+
+// keepUntil waits until until delivers, calling keepAlive at every tick of
+// keep (nil: never). It reports false if the connection or ctx ended first,
+// or a keep-alive could not be sent.
+func keepUntil[T any](ctx context.Context, cl *client, until <-chan T, keep <-chan time.Time, keepAlive func() error) bool {
+	for {
+		select {
+		case <-until:
+			return !isDone(cl) && ctx.Err() == nil
+		case <-cl.done:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-keep:
+			if keepAlive() != nil {
+				return false // the reader sees how the connection ended
+			}
+		}
+	}
 }
 
 func (r *run) quietEnded(cl *client, res *report.ConnResult) (chan struct{}, bool) {

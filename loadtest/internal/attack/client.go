@@ -39,14 +39,16 @@ type client struct {
 	onData func(seq uint64, p []byte, at time.Time) (dup bool) // framed: every DATA, before echo counting; p is valid during the call
 	onRaw  func(b []byte)                                      // raw: every byte that arrived, in order; b is valid during the call
 
-	answered atomic.Int64 // unix nanos when the server first answered: framed, its first ACK; raw, the first whole echo
-	closing  atomic.Bool
-	pings    atomic.Int64
-	pongs    atomic.Int64
-	done     chan struct{}
+	answered   atomic.Int64  // unix nanos when the server first answered message answerFrom or later: framed, an ACK of it; raw, its whole echo
+	answerFrom atomic.Uint64 // the message (1-based) whose answer answered and onEcho's waiters look for; 0 means 1
+	closing    atomic.Bool
+	pings      atomic.Int64
+	pongs      atomic.Int64
+	done       chan struct{}
 
-	ps  [][]byte // send's: the payloads of one batch
-	out []byte   // send's: raw, the bytes of one batch
+	keepalives int      // quiet roles': keep-alive messages sent while waiting at the barrier
+	ps         [][]byte // send's: the payloads of one batch
+	out        []byte   // send's: raw, the bytes of one batch
 
 	end       string
 	endAt     time.Time
@@ -122,8 +124,8 @@ func (cl *client) shut() {
 	<-cl.done
 }
 
-// answeredAt returns when the server first answered a message (framed: its
-// first ACK; raw: the first whole echo), or the zero time.
+// answeredAt returns when the server first answered message answerFrom or a
+// later one (framed: an ACK of it; raw: its whole echo), or the zero time.
 func (cl *client) answeredAt() time.Time {
 	if ns := cl.answered.Load(); ns != 0 {
 		return time.Unix(0, ns)
@@ -182,7 +184,9 @@ func (cl *client) readFramed() {
 		case frame.TypePong:
 			cl.pongs.Add(1)
 		case frame.TypeAck:
-			cl.answered.CompareAndSwap(0, now.UnixNano())
+			if f.Seq >= max(cl.answerFrom.Load(), 1) {
+				cl.answered.CompareAndSwap(0, now.UnixNano())
+			}
 		case frame.TypeClose:
 			if cl.closeCode == 0 {
 				cl.closeCode, cl.endAt = f.Code, now
@@ -209,10 +213,10 @@ func (cl *client) readRaw() {
 				cl.onRaw(buf[:n])
 			}
 			for k := rawBytes / uint64(cl.size); echoes < k; {
-				if echoes == 0 {
+				echoes++
+				if echoes >= max(cl.answerFrom.Load(), 1) {
 					cl.answered.CompareAndSwap(0, now.UnixNano())
 				}
-				echoes++
 				cl.ctr.Recv.Add(1)
 				if cl.onEcho != nil {
 					cl.onEcho(echoes, now)

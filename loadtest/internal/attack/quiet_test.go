@@ -194,3 +194,43 @@ func TestRun_IdleOpensAllThenSpreadsSends(t *testing.T) {
 	}
 	assert.InDelta(t, conns/2, firstHalf, conns/5)
 }
+
+// TestRun_QuietKeptAliveAtTheBarrier: a quiet connection that waits at the
+// barrier longer than the server's idle timeout (here for one slow dial)
+// keeps itself open with keep-alive messages, and its last message, its
+// expected close and the answer it records are those of the message sent
+// after the release, not of a keep-alive.
+func TestRun_QuietKeptAliveAtTheBarrier(t *testing.T) {
+	const conns = 8
+	const idle = 300 * time.Millisecond
+	const slow = 4 * idle
+	srv := startIdleServer(t, idle)
+	testDialDelay = func(_ string, i int) time.Duration {
+		if i == conns-1 {
+			return slow
+		}
+		return 0
+	}
+	t.Cleanup(func() { testDialDelay = nil })
+	cfg := Config{Addr: srv.ln.Addr().String(), Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
+		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: 50 * time.Millisecond, DialConcurrency: conns,
+		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
+	var mu sync.Mutex
+	var results []report.ConnResult
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := Run(ctx, cfg, &Counters{}, func(r report.ConnResult) { mu.Lock(); results = append(results, r); mu.Unlock() })
+	require.NoError(t, err)
+	require.Len(t, results, conns)
+	require.False(t, out.Barrier.TimedOut)
+	require.GreaterOrEqual(t, out.Barrier.Wait, slow, "the barrier waited for the slow dial")
+	for _, r := range results {
+		require.Empty(t, r.Err, "closed while it waited at the barrier")
+		require.Equal(t, "idle", r.Expect)
+		send := r.ExpectedAt.Add(-idle)
+		assert.False(t, send.Before(start.Add(slow)), "the last message goes after the release")
+		assert.False(t, r.AckedAt.Before(send), "the answer recorded is the last message's, not a keep-alive's")
+		assert.GreaterOrEqual(t, r.ClosedAt.Sub(send), idle-time.Millisecond, "never closed before idle after the last message")
+	}
+}
