@@ -124,10 +124,13 @@ type Conn struct {
 	events     atomic.Uint32
 	hookReason atomic.Uint32
 	queued     atomic.Bool
-	// asyncBytes counts the bytes handed to SendAsync and not yet sent:
-	// queued output too, bounded with it by Limits.OutputHard. Any
-	// goroutine adds; the loop subtracts.
+	// asyncBytes counts the bytes handed to SendAsync and not yet sent,
+	// which Limits.OutputHard bounds. Any goroutine adds; the loop
+	// subtracts. overAsync is set by the first SendAsync refused for it,
+	// which hands the close to the loop, so that the refusals that follow
+	// hand over nothing.
 	asyncBytes atomic.Int32
+	overAsync  atomic.Bool
 	next       *Conn
 
 	// need is how many inbound bytes the frame under way needs before it
@@ -317,7 +320,9 @@ func (c *Conn) SendAsync(msg []byte) error {
 	n := int32(min(len(msg), limit+1))
 	if pending := int(c.asyncBytes.Add(n)); pending > limit {
 		c.asyncBytes.Add(-n)
-		_ = c.l.enqueue(asyncTask{c: c, kind: asyncOverOutput, pending: pending})
+		if !c.overAsync.Swap(true) {
+			_ = c.l.enqueue(asyncTask{c: c, kind: asyncOverOutput, pending: pending})
+		}
 		return fmt.Errorf("%w: %d bytes handed to SendAsync and not yet sent, limit %d", ErrOutputLimit, pending, limit)
 	}
 	return c.l.enqueue(asyncTask{c: c, kind: asyncSend, msg: append([]byte(nil), msg...), n: n})

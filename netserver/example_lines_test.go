@@ -264,6 +264,10 @@ func TestConn_SendAsyncBoundedByOutputLimit(t *testing.T) {
 	}
 	assert.ErrorIs(t, err, netserver.ErrOutputLimit)
 	assert.Equal(t, 4, sent, "64 KiB handed over, the next 16 KiB refused")
+	for range 10_000 { // a producer that retries while the loop is busy
+		require.ErrorIs(t, conn.SendAsync(msg), netserver.ErrOutputLimit)
+	}
+	assert.LessOrEqual(t, conn.AsyncQueued(), sent+1, "the refusals hand over one close, not a task each")
 	close(h.release)
 	require.Eventually(t, func() bool { return s.Stats().Closed["output_limit"] == 1 }, 5*time.Second, time.Millisecond)
 }

@@ -13,3 +13,11 @@ func (s *Server) Peeks() int64 {
 // Loop identifies the event loop c runs on: connections on the same loop
 // return the same value.
 func (c *Conn) Loop() any { return c.l }
+
+// AsyncQueued reports how many SendAsync and CloseAsync calls wait in c's
+// loop's inbox.
+func (c *Conn) AsyncQueued() int {
+	c.l.inboxMu.Lock()
+	defer c.l.inboxMu.Unlock()
+	return len(c.l.inbox)
+}
