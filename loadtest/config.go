@@ -155,7 +155,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.Var((*byteSize)(&o.memAllowance), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "with -addr: the server's `PID` on this host; its RSS (/proc/PID/status) is sampled during hostile scenarios (otherwise -metrics' process_resident_memory_bytes)")
 	fs.IntVar(&o.dialConc, "dial-concurrency", 128, "dials in flight at once")
-	fs.DurationVar(&o.spread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, or a quarter of -idle), then send their last message\n"+
+	fs.DurationVar(&o.spread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, keeping themselves open meanwhile), then send their last message\n"+
 		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
 	fs.StringVar(&o.metrics, "metrics", "", "with -addr: the server's Prometheus endpoint `URL`: http://HOST:PORT/PATH, or HOST:PORT for http://HOST:PORT/metrics;\n"+
 		"read before and after the run to check that no connection, timer, open file or goroutine leaked (loopback or -addr's host only)")

@@ -699,7 +699,8 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 // quietStart starts a quiet connection's reader, answering pings until its
 // send, waits at the barrier and then until its turn in the spread window.
 // While it waits at the barrier it sends a keep-alive message every third
-// of the idle timeout (cl.keepalives counts them), so that the wait for the
+// of the idle timeout, or keepAliveMax if that is shorter (cl.keepalives
+// counts them), so that the wait for the
 // slowest dials cannot outlast the server's idle timeout, which runs from
 // the open; their echoes do not count as the answer to the last message.
 // It reports false (with res.Err set if the server closed it) if the
@@ -709,7 +710,7 @@ func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.
 	cl.answerFrom.Store(math.MaxUint64) // nothing answers the last message before it is sent
 	got := startForOnce(cl)
 	var keep <-chan time.Time
-	if every := r.cfg.Timeouts.Idle / 3; every > 0 {
+	if every := min(r.cfg.Timeouts.Idle/3, keepAliveMax); every > 0 {
 		tk := time.NewTicker(every)
 		defer tk.Stop()
 		keep = tk.C
@@ -719,8 +720,10 @@ func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.
 			select {
 			case <-cl.done: // the server closed it: quietEnded says so
 			case <-time.After(100 * time.Millisecond):
-				res.Err = "write"
-				r.ctr.Errors.Add(1)
+				if !isDone(cl) {
+					res.Err = "write"
+					r.ctr.Errors.Add(1)
+				}
 			}
 			return err
 		}
@@ -738,6 +741,11 @@ func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.
 	}
 	return got, true
 }
+
+// keepAliveMax bounds the interval of a quiet connection's keep-alives, so
+// that a server's shorter timeouts the harness does not know of (a
+// handshake timeout, say) do not close it while it waits.
+const keepAliveMax = 5 * time.Second
 
 // keepUntil waits until until delivers, calling keepAlive at every tick of
 // keep (nil: never). It reports false if the connection or ctx ended first,
@@ -760,7 +768,7 @@ func keepUntil[T any](ctx context.Context, cl *client, until <-chan T, keep <-ch
 }
 
 func (r *run) quietEnded(cl *client, res *report.ConnResult) (chan struct{}, bool) {
-	if isDone(cl) {
+	if isDone(cl) && res.Err == "" {
 		res.Err = "closed_before_send"
 		r.ctr.Errors.Add(1)
 	}
@@ -823,6 +831,29 @@ func (r *run) survivorWindow() time.Duration {
 	return max(r.cfg.Duration, t.DeadPeerAfter()+t.Slack+500*time.Millisecond)
 }
 
+// survivorEnd returns when a survivor that started at start may leave: the
+// survivor window after its start, and, if there are quiet connections, not
+// before the silent half, released from the barrier and spread over
+// IdleSpread, must have been closed. ok is false while the barrier holds
+// (the end is not known yet).
+func (r *run) survivorEnd(start time.Time) (end time.Time, ok bool) {
+	end = start.Add(r.survivorWindow())
+	if r.quiet == nil {
+		return end, true
+	}
+	select {
+	case <-r.quiet.released:
+	default:
+		return end, false
+	}
+	t := r.cfg.Timeouts
+	silentEnd := r.quiet.at.Add(r.cfg.IdleSpread + t.DeadPeerAfter() + t.Slack + 500*time.Millisecond)
+	if silentEnd.After(end) {
+		end = silentEnd
+	}
+	return end, true
+}
+
 // survivor answers pings and sends a message between the keepalive time and
 // the idle timeout, so that it is probed but never idle.
 func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) {
@@ -839,9 +870,12 @@ func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) 
 	var recv atomic.Uint64
 	cl.onEcho = func(k uint64, _ time.Time) { recv.Store(k) }
 	go cl.read()
-	end := time.Now().Add(r.survivorWindow())
+	start := time.Now()
 	var seq uint64
-	for next := time.Now(); next.Before(end); next = next.Add(every) {
+	for next := start; ; next = next.Add(every) {
+		if end, ok := r.survivorEnd(start); ok && !next.Before(end) {
+			break
+		}
 		if !wait(ctx, cl, next) {
 			break
 		}
@@ -852,6 +886,7 @@ func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) 
 		}
 		r.ctr.Sent.Add(1)
 	}
+	end, _ := r.survivorEnd(start)
 	wait(ctx, cl, end)
 	res.Sent, res.Recv = seq, recv.Load()
 }

@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -233,4 +234,53 @@ func TestRun_QuietKeptAliveAtTheBarrier(t *testing.T) {
 		assert.False(t, r.AckedAt.Before(send), "the answer recorded is the last message's, not a keep-alive's")
 		assert.GreaterOrEqual(t, r.ClosedAt.Sub(send), idle-time.Millisecond, "never closed before idle after the last message")
 	}
+}
+
+// TestSurvivorEnd: keepalive's survivors stay until the silent half,
+// released from the barrier however late, must have been closed, and no
+// end is known while the barrier holds.
+func TestSurvivorEnd(t *testing.T) {
+	to := report.Timeouts{KeepaliveTime: 500 * time.Millisecond, KeepaliveTimeout: 500 * time.Millisecond, KeepaliveCount: 1, Slack: 300 * time.Millisecond}
+	r := &run{cfg: Config{Duration: time.Second, IdleSpread: 200 * time.Millisecond, Timeouts: to}, quiet: newBarrier(1, time.Hour)}
+	start := time.Unix(1000, 0)
+	_, ok := r.survivorEnd(start)
+	assert.False(t, ok, "the barrier holds: the silent half has not sent yet")
+	r.quiet.arrive()
+	<-r.quiet.released
+	end, ok := r.survivorEnd(start)
+	require.True(t, ok)
+	silent := r.quiet.at.Add(200*time.Millisecond + time.Second + 300*time.Millisecond + 500*time.Millisecond)
+	assert.Equal(t, silent, end, "released long after the survivor's start: the silent half's close decides")
+	r.quiet = nil
+	end, ok = r.survivorEnd(start)
+	require.True(t, ok)
+	assert.Equal(t, start.Add(r.survivorWindow()), end, "no quiet connections: the survivor window")
+}
+
+// TestStartForOnce_WaitsForTheLastMessage: the echoes of keep-alives do not
+// signal sendOnce; only the echo of message answerFrom or a later one does.
+func TestStartForOnce_WaitsForTheLastMessage(t *testing.T) {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	cl := newClient(a, Raw, &Counters{})
+	cl.size = 4
+	cl.answerFrom.Store(math.MaxUint64) // keep-alives under way
+	got := startForOnce(cl)
+	_, err := b.Write([]byte("kkkkKKKK")) // two keep-alives echoed
+	require.NoError(t, err)
+	cl.answerFrom.Store(3) // the last message is the third
+	select {
+	case <-got:
+		t.Fatal("a keep-alive's echo taken for the last message's")
+	case <-time.After(20 * time.Millisecond):
+	}
+	assert.True(t, cl.answeredAt().IsZero(), "no answer recorded for a keep-alive")
+	_, err = b.Write([]byte("LAST"))
+	require.NoError(t, err)
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the last message's echo did not signal")
+	}
+	assert.False(t, cl.answeredAt().IsZero())
 }
