@@ -123,14 +123,11 @@ type Conn struct {
 	// hand-off
 	events     atomic.Uint32
 	hookReason atomic.Uint32
-	queued     atomic.Bool
+	flags      atomic.Uint32 // flagQueued, flagOverAsync
 	// asyncBytes counts the bytes handed to SendAsync and not yet sent,
 	// which Limits.OutputHard bounds. Any goroutine adds; the loop
-	// subtracts. overAsync is set by the first SendAsync refused for it,
-	// which hands the close to the loop, so that the refusals that follow
-	// hand over nothing.
+	// subtracts.
 	asyncBytes atomic.Int32
-	overAsync  atomic.Bool
 	next       *Conn
 
 	// need is how many inbound bytes the frame under way needs before it
@@ -320,7 +317,7 @@ func (c *Conn) SendAsync(msg []byte) error {
 	n := int32(min(len(msg), limit+1))
 	if pending := int(c.asyncBytes.Add(n)); pending > limit {
 		c.asyncBytes.Add(-n)
-		if !c.overAsync.Swap(true) {
+		if c.flags.Or(flagOverAsync)&flagOverAsync == 0 {
 			_ = c.l.enqueue(asyncTask{c: c, kind: asyncOverOutput, pending: pending})
 		}
 		return fmt.Errorf("%w: %d bytes handed to SendAsync and not yet sent, limit %d", ErrOutputLimit, pending, limit)
@@ -455,10 +452,20 @@ func (c *Conn) Context() any { return c.ctx }
 // SetContext attaches a value of the handler's to the connection.
 func (c *Conn) SetContext(v any) { c.ctx = v }
 
+// Bits of Conn.flags.
+const (
+	// flagQueued: c is on its loop's list of connections with events
+	// (post sets it, the loop clears it as it takes c off).
+	flagQueued = 1 << iota
+	// flagOverAsync: a SendAsync refused for the output limit has handed
+	// the close to the loop; the refusals that follow hand over nothing.
+	flagOverAsync
+)
+
 // post hands events to the event loop. Any goroutine; allocation-free.
 func (c *Conn) post(ev uint32) {
 	c.events.Or(ev)
-	if c.queued.CompareAndSwap(false, true) {
+	if c.flags.Or(flagQueued)&flagQueued == 0 {
 		l := c.l
 		for {
 			h := l.head.Load()

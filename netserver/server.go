@@ -547,7 +547,7 @@ func (l *loop) runExpiries(context.Context) error {
 	for c != nil {
 		next := c.next
 		c.next = nil
-		c.queued.Store(false)
+		c.flags.And(^uint32(flagQueued))
 		ev := c.events.Swap(0)
 		if !c.closed && !c.closing {
 			l.s.expiries.Add(1)
