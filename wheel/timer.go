@@ -330,7 +330,7 @@ func (t *Timer) arm(want uint64) bool {
 // t, and whatever embeds it, can be collected) within a second of the call:
 // a Stop wakes the wheel's goroutine if it would sleep longer, and after
 // such a wake-up the goroutine comes back within a second for the stops
-// that follow, so that under churn it wakes once or twice a second.
+// that follow, so that under churn it wakes one to four times a second.
 func (t *Timer) Stop() bool {
 	if t.w == nil {
 		return false
