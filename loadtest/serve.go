@@ -109,12 +109,13 @@ func serveMetrics(addr string, srv baseline.Server) (func(), error) {
 
 // startServe starts `loadtest serve` for kind in a child process, serving
 // at most life, and returns once it listens.
-func startServe(ctx context.Context, kind string, runArgs []string, life time.Duration) (*serverProc, error) {
+func startServe(ctx context.Context, kind string, runArgs []string, life time.Duration, serveArgs ...string) (*serverProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
-	args := append([]string{"serve", "-server", kind, "-for", life.String(), "--"}, runArgs...)
+	args := append(append([]string{"serve", "-server", kind, "-for", life.String()}, serveArgs...), "--")
+	args = append(args, runArgs...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
 	setParentDeathSignal(cmd)

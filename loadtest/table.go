@@ -245,12 +245,28 @@ func progressLine(phase string, f *tableFigures) string {
 
 // startTableServer starts kind in a process of its own with the given idle
 // timeout: netwheel is cmd/echo; the others are `loadtest serve`, serving
-// at most life.
-func (t *tableOptions) startTableServer(ctx context.Context, kind string, idle, life time.Duration) (*serverProc, error) {
-	if kind == kindNetwheel {
-		return startEcho(ctx, t.echoBin, idle)
+// at most life. With metrics set, the server serves its metrics there
+// (the baselines then measure their close delay).
+func (t *tableOptions) startTableServer(ctx context.Context, kind string, idle, life time.Duration, metrics string) (*serverProc, error) {
+	var extra []string
+	if metrics != "" {
+		extra = []string{"-metrics", metrics}
 	}
-	return startServe(ctx, kind, []string{"-proto", "raw", "-idle", idle.String()}, life)
+	if kind == kindNetwheel {
+		return startEcho(ctx, t.echoBin, idle, extra...)
+	}
+	return startServe(ctx, kind, []string{"-proto", "raw", "-idle", idle.String()}, life, extra...)
+}
+
+// freeLoopbackAddr returns a loopback address with a port free a moment
+// ago, for a child server's metrics.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("loadtest: a port for the server's metrics: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // runPhase runs one phase against a fresh server process of kind and
@@ -261,15 +277,25 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 	if phase == phaseReap {
 		idle = t.idleTimeout
 	}
+	metrics := ""
+	if phase == phaseReap && kind != baseline.KindGnet { // bare gnet closes nothing: no close delay to serve
+		if metrics, err = freeLoopbackAddr(); err != nil {
+			return nil, err
+		}
+	}
 	var o *options
 	life := 10 * time.Minute
 	if phase != phaseRSS {
-		if o, err = parseFlags(t.phaseArgs(phase, "127.0.0.1:1"), io.Discard); err != nil {
+		args := t.phaseArgs(phase, "127.0.0.1:1")
+		if metrics != "" {
+			args = append(args, "-metrics", metrics)
+		}
+		if o, err = parseFlags(args, io.Discard); err != nil {
 			return nil, err
 		}
 		life = hardBound(o) + time.Minute
 	}
-	p, err := t.startTableServer(ctx, kind, idle, life)
+	p, err := t.startTableServer(ctx, kind, idle, life, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +361,11 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 			f.reapP50, f.reapP99, f.reapMax = float64(s.ReapError.Quantile(0.5)), float64(s.ReapError.Quantile(0.99)), float64(s.ReapError.Max())
 			if a := s.ReapErrorAck; a != nil && a.Count() > 0 {
 				f.reapAckP99 = float64(a.Quantile(0.99))
+			}
+			if cd := res.CloseDelay; cd != nil {
+				if q, ok := cd.Quantile(0.99); ok {
+					f.reapOwnP99 = q * 1e9
+				}
 			}
 			if s.NeverReaped > 0 {
 				notes = append(notes, fmt.Sprintf("%d of %d idle connections not closed within %s of their deadline", s.NeverReaped, s.Expected, o.timeouts.Slack))

@@ -99,7 +99,7 @@ func fabricated() [][]tableFigures {
 		x.closedRate, x.fixedP99, x.fixedRate, x.cpu = rate, p99, 40_000, cpu
 		x.reapExpected = 8000
 		if reaps {
-			x.reapClosed, x.reapP50, x.reapP99, x.reapMax, x.reapAckP99 = 8000, 1.82e6, 3.58e6, 4.12e6, 1.25e6
+			x.reapClosed, x.reapP50, x.reapP99, x.reapMax, x.reapAckP99, x.reapOwnP99 = 8000, 1.82e6, 3.58e6, 4.12e6, 1.25e6, 2.5e6
 		}
 		x.rssStart, x.rssOpen, x.rssConns = 12<<20, rssOpen, 8000
 		return x
@@ -144,6 +144,7 @@ func TestRenderTable(t *testing.T) {
 	assert.Equal(t, []string{"3.58 / 3.58 ms", "never"}, row("  error p99"))
 	assert.Equal(t, []string{"4.12 / 4.12 ms", "never"}, row("  error max"))
 	assert.Equal(t, []string{"1.25 / 1.25 ms", "never"}, row("  error p99 from the echo"))
+	assert.Equal(t, []string{"2.50 / 2.50 ms", "never"}, row("  server's own close delay p99"))
 	assert.Equal(t, []string{"36.0 / 33.0 MiB", "14.0 / 14.0 MiB"}, row("RSS with 8000 open"))
 	// (36-12) MiB / 8000 = 3.072 KiB; (33-12) MiB / 8000 = 2.688 KiB; gnet 0.256 KiB.
 	assert.Equal(t, []string{"3.07 / 2.69 KiB", "0.26 / 0.26 KiB"}, row("  per conn above start"))
@@ -306,6 +307,15 @@ func TestCompareTable(t *testing.T) {
 			// Each connection's echo comes after its send, so its error
 			// from the echo is the smaller: a lower bound.
 			assert.LessOrEqual(t, number(ack, "ms"), number(row("  error p99")[i], "ms")+0.01, kind)
+		}
+		if own := row("  server's own close delay p99")[i]; kind == "gnet" {
+			assert.Equal(t, "never", own, "gnet has no timers")
+		} else {
+			// Read from the server's metrics: every timer server reports
+			// its own close delay, a bucket bound within the slack.
+			v := number(own, "ms")
+			assert.Positive(t, v, kind)
+			assert.Less(t, v, 500.0, kind)
 		}
 	}
 	assert.Equal(t, []string{"-", "-", "-", "-", "-"}, rowIn(ratios, "reap error p99: none from gnet"))
