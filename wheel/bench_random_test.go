@@ -50,11 +50,13 @@ type floorCAS struct {
 // least any update of a shared timer costs in Go (an atomic store is a
 // locked exchange on amd64); impl=floor-cas loads that word and
 // compare-and-swaps it, as a lock-free update that depends on the old
-// value does; impl=stdlib resets a time.AfterFunc timer.
+// value does; impl=floor-cas-call does the same in a method that is not
+// inlined, as Reset is not (its inlining cost is over the budget);
+// impl=stdlib resets a time.AfterFunc timer.
 func BenchmarkTimer_ResetRandom(b *testing.B) {
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 7)
-	for _, impl := range []string{"wheel", "floor", "floor-atomic", "floor-cas", "stdlib"} {
+	for _, impl := range []string{"wheel", "floor", "floor-atomic", "floor-cas", "floor-cas-call", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			switch impl {
@@ -100,6 +102,13 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				for b.Loop() {
 					r := rs[seq[i&(benchSeqLen-1)]]
 					r.word.CompareAndSwap(r.word.Load(), uint64(i))
+					i++
+				}
+			case "floor-cas-call":
+				rs := newFloorCAS(n)
+				b.ReportAllocs()
+				for b.Loop() {
+					rs[seq[i&(benchSeqLen-1)]].set(uint64(i))
 					i++
 				}
 			case "stdlib":
@@ -290,4 +299,20 @@ func TestWheel_BurstLateness(t *testing.T) {
 		}
 	}
 	t.Errorf("lateness over p50 1.5 ticks or p99 a tick plus 1 ms in three bursts: %v", results)
+}
+
+// set stores v in r's word with a load and a compare-and-swap, and reports
+// whether it held v already: impl=floor-cas-call's update, not inlined.
+//
+//go:noinline
+func (r *floorCAS) set(v uint64) bool {
+	for {
+		old := r.word.Load()
+		if old == v {
+			return true
+		}
+		if r.word.CompareAndSwap(old, v) {
+			return false
+		}
+	}
 }
