@@ -12,11 +12,12 @@ import (
 
 // releaseDelay bounds how long a stopped timer stays referenced by the
 // wheel. The driver takes in the inbox (where a stop waits) within
-// takeEvery of a wake-up that finds something there; a Stop wakes it if it sleeps with
-// no wake-up planned within releaseDelay (sleepLong), and after a wake-up that took in stops it sleeps
-// no longer than releaseDelay, so that the stops that follow need not wake
-// it: under churn it wakes once or twice a releaseDelay, and a wheel that
-// nobody stops sleeps until its next timer.
+// takeEvery of a wake-up that finds something there; a Stop wakes it if it
+// sleeps with no wake-up planned within releaseDelay (sleepLong), and after
+// a wake-up that took in stops it sleeps no longer than releaseDelay, so
+// that the stops that follow need not wake it: under churn it wakes one to
+// four times a releaseDelay, and a wheel that nobody stops sleeps until its
+// next timer.
 const releaseDelay = int64(time.Second)
 
 // takeEvery and takeLead say when the driver takes in the inbox (see
@@ -66,10 +67,7 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	// (it was still queued, so the arming pushed nothing): stops are
 	// coming, and the next sleep is short so that they need not wake us.
 	woken := w.stopWoke.Swap(false)
-	coarse, stops := w.takeIn(now, woken)
-	if coarse > 0 {
-		w.lastActive = nowTick // timers armed from the coarse clock
-	}
+	stops := w.takeIn(now, woken)
 	w.expire(now)
 
 	// Tell pushers and stoppers when we wake, then look at the inbox again
@@ -93,12 +91,8 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	}
 	until, precise := plan()
 	w.publishSleep(now, until)
-	coarse, more := w.takeIn(now, false)
-	if more > 0 {
+	if w.takeIn(now, false) > 0 {
 		stopped = true
-	}
-	if coarse > 0 {
-		w.lastActive = nowTick
 	}
 	if u, p := plan(); u < until {
 		until, precise = u, p
@@ -180,19 +174,24 @@ func (w *Wheel) slotTime(tick uint64, late bool) int64 {
 }
 
 // takeIn takes in the inbox (see drain) when it must, or when force is
-// set, and returns what drain returns. It must when takeEvery has passed
-// since the last take, or when a pending timer pushed since then falls due
-// within takeLead (inMin, lowered by wakeBefore); otherwise what waits there
-// waits, and the driver plans to come back for it (takeAt). inMin is reset
-// before the inbox is taken, so a deadline pushed meanwhile is at worst
-// counted twice.
-func (w *Wheel) takeIn(now int64, force bool) (coarse, stops int) {
+// set, and returns how many stopped timers it took in. Timers armed from
+// the coarse clock among them are a sign that the clock is being read
+// (lastActive). It must take when takeEvery has passed since the last take,
+// or when a pending timer pushed since then falls due within takeLead
+// (inMin, lowered by wakeBefore); otherwise what waits there waits, and the
+// driver plans to come back for it (takeAt). inMin is reset before the
+// inbox is taken, so a deadline pushed meanwhile is at worst counted twice.
+func (w *Wheel) takeIn(now int64, force bool) (stops int) {
 	if !force && now-w.lastTake < int64(takeEvery) && w.tickTime(w.inMin.Load()) > satAdd(now, int64(takeLead)) {
-		return 0, 0
+		return 0
 	}
 	w.inMin.Store(maxWhen)
 	w.lastTake = now
-	return w.drain(now)
+	coarse, stops := w.drain(now)
+	if coarse > 0 {
+		w.lastActive = w.tickOf(now) // timers armed from the coarse clock
+	}
+	return stops
 }
 
 // takeAt returns when the driver must next take in the inbox

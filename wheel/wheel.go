@@ -42,9 +42,10 @@ import (
 //
 // Ownership: clock, sleepUntil, inMin, sleepLong, stopWoke, wakeups and
 // count are shared and accessed only atomically; the inbox's heads too. The
-// configuration fields are written by New and only read afterwards. Everything under "owned by the
-// driver" is touched only by the wheel's goroutine (or, for a manual wheel,
-// by ManualClock.Advance, which holds the clock's mutex).
+// configuration fields are written by New and only read afterwards.
+// Everything under "owned by the driver" is touched only by the wheel's
+// goroutine (or, for a manual wheel, by ManualClock.Advance, which holds
+// the clock's mutex).
 type Wheel struct {
 	// Read on every Reset; nothing written often shares its cache line.
 	clock     atomic.Uint64
@@ -182,9 +183,9 @@ func (w *Wheel) Stop() {
 // (so that Reset and Stop share no counter): within a quarter second while
 // it is awake or woken, within a second for a stop, and at its next planned
 // wake-up for an arming due after it. An arming stopped before it was
-// taken in is never counted. On a manual wheel Len first takes in what is waiting, so
-// it is exact (except when called from a callback during Advance). It costs
-// one atomic load on the real clock.
+// taken in is never counted. On a manual wheel Len first takes in what is
+// waiting, so it is exact (except when called from a callback during
+// Advance). It costs one atomic load on the real clock.
 func (w *Wheel) Len() int {
 	if m := w.manual; m != nil && m.mu.TryLock() {
 		if w.clock.Load()&clockStopped == 0 {
@@ -229,8 +230,8 @@ func (w *Wheel) Now() time.Duration {
 // instants, see ResetFrom, read no clock and need no such wake-ups), for
 // its occupied slots (and 2 ms before a timer falls due, to sleep the rest
 // precisely), and, while timers are being armed or stopped, up to four
-// times a second, to take them in from its inbox and release the stopped. It costs one atomic load. A manual wheel has no goroutine and
-// reports 0.
+// times a second, to take them in from its inbox and release the stopped.
+// It costs one atomic load. A manual wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
 // Elapsed reports the exact time since the wheel started, on the clock that
@@ -338,8 +339,8 @@ func (w *Wheel) wakeBefore(when uint64) {
 // released tells the driver that a timer was stopped: it wakes the driver
 // if its sleep may last longer than releaseDelay, so that the stopped timer
 // (on the inbox, or queued there by an arming it cancels) is let go within
-// releaseDelay. Pairs with the driver storing sleepLong before it takes the
-// inbox for the last time.
+// releaseDelay. Pairs with the driver storing sleepLong before it looks at
+// the inbox for the last time.
 func (w *Wheel) released() {
 	if w.sleepLong.Load() {
 		w.stopWoke.Store(true)
