@@ -700,9 +700,9 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 // send, waits at the barrier and then until its turn in the spread window.
 // While it waits at the barrier it sends a keep-alive message every third
 // of the idle timeout, or keepAliveMax if that is shorter (cl.keepalives
-// counts them), so that the wait for the
-// slowest dials cannot outlast the server's idle timeout, which runs from
-// the open; their echoes do not count as the answer to the last message.
+// counts them), so that the wait for the slowest dials cannot outlast the
+// server's idle timeout, which runs from the open; their echoes do not
+// count as the answer to the last message.
 // It reports false (with res.Err set if the server closed it) if the
 // connection ended first.
 func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.ConnResult) (chan struct{}, bool) {

@@ -148,13 +148,7 @@ func TestRun_IdleOpensAllThenSpreadsSends(t *testing.T) {
 	cfg := Config{Addr: srv.ln.Addr().String(), Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
 		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: spread, DialConcurrency: 8,
 		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
-	var mu sync.Mutex
-	var results []report.ConnResult
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := Run(ctx, cfg, &Counters{}, func(r report.ConnResult) { mu.Lock(); results = append(results, r); mu.Unlock() })
-	require.NoError(t, err)
-	require.Len(t, results, conns)
+	out, results := runCollect(t, cfg, conns)
 
 	assert.Equal(t, Barrier{Waiting: conns, Arrived: conns, Wait: out.Barrier.Wait}, out.Barrier, "released by the last arrival")
 	// The client's view: every dial completed before the first message was
@@ -196,16 +190,38 @@ func TestRun_IdleOpensAllThenSpreadsSends(t *testing.T) {
 	assert.InDelta(t, conns/2, firstHalf, conns/5)
 }
 
+// runCollect runs cfg, requires it to end without error with a result for
+// each of its conns connections, and returns the outcome and the results.
+func runCollect(t *testing.T, cfg Config, conns int) (Outcome, []report.ConnResult) {
+	t.Helper()
+	var mu sync.Mutex
+	var results []report.ConnResult
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := Run(ctx, cfg, &Counters{}, func(r report.ConnResult) { mu.Lock(); results = append(results, r); mu.Unlock() })
+	require.NoError(t, err)
+	require.Len(t, results, conns)
+	return out, results
+}
+
 // TestRun_QuietKeptAliveAtTheBarrier: a quiet connection that waits at the
 // barrier longer than the server's idle timeout (here for one slow dial)
 // keeps itself open with keep-alive messages, and its last message, its
 // expected close and the answer it records are those of the message sent
 // after the release, not of a keep-alive.
 func TestRun_QuietKeptAliveAtTheBarrier(t *testing.T) {
-	const conns = 8
 	const idle = 300 * time.Millisecond
-	const slow = 4 * idle
 	srv := startIdleServer(t, idle)
+	testQuietKeptAlive(t, srv.ln.Addr().String(), Raw, idle)
+}
+
+// testQuietKeptAlive runs 8 idle connections against the server at addr,
+// whose idle timeout is idle, with the last one's dial held back 4 idle
+// timeouts, and checks what TestRun_QuietKeptAliveAtTheBarrier says.
+func testQuietKeptAlive(t *testing.T, addr string, proto Proto, idle time.Duration) {
+	t.Helper()
+	const conns = 8
+	slow := 4 * idle
 	testDialDelay = func(_ string, i int) time.Duration {
 		if i == conns-1 {
 			return slow
@@ -213,17 +229,11 @@ func TestRun_QuietKeptAliveAtTheBarrier(t *testing.T) {
 		return 0
 	}
 	t.Cleanup(func() { testDialDelay = nil })
-	cfg := Config{Addr: srv.ln.Addr().String(), Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
+	cfg := Config{Addr: addr, Proto: proto, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
 		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: 50 * time.Millisecond, DialConcurrency: conns,
 		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
-	var mu sync.Mutex
-	var results []report.ConnResult
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	start := time.Now()
-	out, err := Run(ctx, cfg, &Counters{}, func(r report.ConnResult) { mu.Lock(); results = append(results, r); mu.Unlock() })
-	require.NoError(t, err)
-	require.Len(t, results, conns)
+	out, results := runCollect(t, cfg, conns)
 	require.False(t, out.Barrier.TimedOut)
 	require.GreaterOrEqual(t, out.Barrier.Wait, slow, "the barrier waited for the slow dial")
 	for _, r := range results {
