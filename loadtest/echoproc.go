@@ -61,9 +61,9 @@ func echoArgs(idle time.Duration) []string {
 	return []string{"-addr", "127.0.0.1:0", "-proto", "raw", "-idle-timeout", idle.String()}
 }
 
-// startEcho starts the cmd/echo binary bin with echoArgs(idle) and extra, and returns
-// once it serves. Its log (stderr) is read for the address and otherwise
-// dropped, but for the last lines, which an error quotes.
+// startEcho starts the cmd/echo binary bin with echoArgs(idle) and extra,
+// and returns once it serves. Its log (stderr) is read for the address and
+// otherwise dropped, but for the last lines, which an error quotes.
 func startEcho(ctx context.Context, bin string, idle time.Duration, extra ...string) (*serverProc, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("loadtest: cmd/echo binary: %w", err)
