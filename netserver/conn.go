@@ -123,7 +123,7 @@ type Conn struct {
 	// hand-off
 	events     atomic.Uint32
 	hookReason atomic.Uint32
-	flags      atomic.Uint32 // flagQueued, flagOverAsync
+	flags      atomic.Uint32 // flagQueued, flagOverAsync, flagCloseAsync
 	// asyncBytes counts the bytes handed to SendAsync and not yet sent,
 	// which Limits.OutputHard bounds. Any goroutine adds; the loop
 	// subtracts.
@@ -327,9 +327,18 @@ func (c *Conn) SendAsync(msg []byte) error {
 
 // CloseAsync is CloseWith from any goroutine: the close runs on the
 // connection's event loop, after the SendAsync calls made before it (a
-// lock, and a wake-up as SendAsync). It returns ErrClosed if the server has
-// stopped.
+// lock, and a wake-up as SendAsync). Only the first call hands a close
+// over; later ones change nothing, as the first reason stays. It returns
+// ErrClosed if the server has stopped.
 func (c *Conn) CloseAsync(r Reason) error {
+	if c.flags.Or(flagCloseAsync)&flagCloseAsync != 0 {
+		select {
+		case <-c.s.done:
+			return ErrClosed
+		default:
+			return nil
+		}
+	}
 	return c.l.enqueue(asyncTask{c: c, kind: asyncClose, reason: r})
 }
 
@@ -460,6 +469,8 @@ const (
 	// flagOverAsync: a SendAsync refused for the output limit has handed
 	// the close to the loop; the refusals that follow hand over nothing.
 	flagOverAsync
+	// flagCloseAsync: a CloseAsync has handed its close to the loop.
+	flagCloseAsync
 )
 
 // post hands events to the event loop. Any goroutine; allocation-free.

@@ -268,6 +268,10 @@ func TestConn_SendAsyncBoundedByOutputLimit(t *testing.T) {
 		require.ErrorIs(t, conn.SendAsync(msg), netserver.ErrOutputLimit)
 	}
 	assert.LessOrEqual(t, conn.AsyncQueued(), sent+1, "the refusals hand over one close, not a task each")
+	for range 10_000 {
+		require.NoError(t, conn.CloseAsync(netserver.ReasonApplication))
+	}
+	assert.LessOrEqual(t, conn.AsyncQueued(), sent+2, "repeated CloseAsync calls hand over one close")
 	close(h.release)
 	require.Eventually(t, func() bool { return s.Stats().Closed["output_limit"] == 1 }, 5*time.Second, time.Millisecond)
 }
