@@ -8,12 +8,15 @@
 package attack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"os"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -219,6 +222,7 @@ type run struct {
 	payload []byte
 
 	quiet *barrier // nil without quiet connections
+	turns *turns   // the quiet connections' turns to send; nil without them
 }
 
 // barrier holds the quiet connections until all have dialed (successfully
@@ -235,6 +239,7 @@ type barrier struct {
 	at       time.Time
 	timedOut bool
 	timer    *time.Timer
+	collect  bool // run a garbage collection just before the release; set before any arrive
 }
 
 // newBarrier returns a barrier awaiting n arrivals, released at the latest
@@ -269,6 +274,15 @@ func (b *barrier) release(timedOut bool) {
 		return
 	default:
 	}
+	if b.collect {
+		// Collect now, while every quiet connection waits: the heap has
+		// just grown by their buffers, and a collection triggered in the
+		// spread window would pause this client's reads and sends for tens
+		// of milliseconds and be charged to the server's reaps. After this
+		// one the heap's goal is twice what the connections hold, which the
+		// allocation-free echo path does not reach before they close.
+		runtime.GC()
+	}
 	b.at, b.timedOut = time.Now(), timedOut
 	b.timer.Stop()
 	close(b.released)
@@ -281,6 +295,74 @@ func sendAt(release time.Time, spread time.Duration, i, n int) time.Time {
 		return release
 	}
 	return release.Add(time.Duration(float64(spread) * float64(i) / float64(n)))
+}
+
+// turns lets the quiet connections go one at a time, each at its sendAt
+// in the spread window, rather than all at the barrier's release: 8 000
+// goroutines woken at once queue the first senders' readers behind them
+// for tens of milliseconds, which the reap figures would charge to the
+// server. One goroutine (run) closes each connection's channel at its
+// time.
+//
+// Ownership: ch and order are written by newTurns and only read after.
+type turns struct {
+	b     *barrier
+	ch    map[string][]chan struct{} // scenario -> connection -> its turn (nil: not quiet)
+	order []turn                     // every quiet connection's turn, earliest first
+}
+
+type turn struct {
+	off time.Duration // from the release
+	ch  chan struct{}
+}
+
+// newTurns returns the turns of cfg's quiet connections, released from b
+// and spread over cfg.IdleSpread.
+func newTurns(b *barrier, cfg Config) *turns {
+	t := &turns{b: b, ch: map[string][]chan struct{}{}}
+	for _, s := range cfg.Scenarios {
+		n := cfg.Conns[s]
+		for i := range n {
+			if !isQuiet(s, i) {
+				continue
+			}
+			if t.ch[s] == nil {
+				t.ch[s] = make([]chan struct{}, n)
+			}
+			c := make(chan struct{})
+			t.ch[s][i] = c
+			var zero time.Time
+			t.order = append(t.order, turn{off: sendAt(zero, cfg.IdleSpread, i, n).Sub(zero), ch: c})
+		}
+	}
+	slices.SortStableFunc(t.order, func(a, b turn) int { return cmp.Compare(a.off, b.off) })
+	return t
+}
+
+// of returns the channel closed at quiet connection i of scenario s's turn.
+func (t *turns) of(s string, i int) <-chan struct{} { return t.ch[s][i] }
+
+// run waits for the release and closes each turn's channel at its time; it
+// returns when all are closed or ctx ends.
+func (t *turns) run(ctx context.Context) {
+	select {
+	case <-t.b.released:
+	case <-ctx.Done():
+		return
+	}
+	tm := time.NewTimer(time.Hour)
+	defer tm.Stop()
+	for _, u := range t.order {
+		if d := time.Until(t.b.at.Add(u.off)); d > 0 {
+			tm.Reset(d)
+			select {
+			case <-tm.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(u.ch)
+	}
 }
 
 // testDialDelay, set only by tests, delays connection i of scenario's dial.
@@ -343,10 +425,13 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 			}
 		}
 	}
+	var wg sync.WaitGroup
 	if quiet > 0 {
 		r.quiet = newBarrier(quiet, cfg.BarrierTimeout)
+		r.quiet.collect = true
+		r.turns = newTurns(r.quiet, cfg)
+		wg.Go(func() { r.turns.run(ctx) })
 	}
-	var wg sync.WaitGroup
 	flood := false
 	for _, s := range cfg.Scenarios {
 		n := cfg.Conns[s]
@@ -501,11 +586,11 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	case Echo:
 		r.echo(ctx, cl, i, n, rec, &res)
 	case Idle:
-		r.idle(ctx, cl, i, n, &res)
+		r.idle(ctx, cl, i, &res)
 	case "survivor":
 		r.survivor(ctx, cl, &res)
 	case "silent":
-		r.silent(ctx, cl, i, n, &res)
+		r.silent(ctx, cl, i, &res)
 	case Retransmit:
 		r.retransmit(ctx, cl, &res)
 	case Slowloris:
@@ -697,7 +782,8 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 }
 
 // quietStart starts a quiet connection's reader, answering pings until its
-// send, waits at the barrier and then until its turn in the spread window.
+// send, and waits until turn is closed: its turn in the spread window, after
+// the barrier.
 // While it waits at the barrier it sends a keep-alive message every third
 // of the idle timeout, or keepAliveMax if that is shorter (cl.keepalives
 // counts them), so that the wait for the slowest dials cannot outlast the
@@ -705,7 +791,7 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 // count as the answer to the last message.
 // It reports false (with res.Err set if the server closed it) if the
 // connection ended first.
-func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.ConnResult) (chan struct{}, bool) {
+func (r *run) quietStart(ctx context.Context, cl *client, turn <-chan struct{}, res *report.ConnResult) (chan struct{}, bool) {
 	cl.replies(frame.ReplyAll)          // the server may probe while we wait; we are alive until the send
 	cl.answerFrom.Store(math.MaxUint64) // nothing answers the last message before it is sent
 	got := startForOnce(cl)
@@ -731,12 +817,7 @@ func (r *run) quietStart(ctx context.Context, cl *client, i, n int, res *report.
 		r.ctr.Sent.Add(1)
 		return nil
 	}
-	if !keepUntil(ctx, cl, r.quiet.released, keep, keepAlive) {
-		return r.quietEnded(cl, res)
-	}
-	at := time.NewTimer(time.Until(sendAt(r.quiet.at, r.cfg.IdleSpread, i, n)))
-	defer at.Stop()
-	if !keepUntil(ctx, cl, at.C, keep, keepAlive) {
+	if !keepUntil(ctx, cl, turn, keep, keepAlive) {
 		return r.quietEnded(cl, res)
 	}
 	return got, true
@@ -790,8 +871,8 @@ func isDone(cl *client) bool {
 // seen the message earlier); the arrival of the server's answer (framed:
 // its ACK; raw: the echo) is recorded too, a later reference that leaves
 // out the message's delivery and the server's read queue.
-func (r *run) idle(ctx context.Context, cl *client, i, n int, res *report.ConnResult) {
-	got, ok := r.quietStart(ctx, cl, i, n, res)
+func (r *run) idle(ctx context.Context, cl *client, i int, res *report.ConnResult) {
+	got, ok := r.quietStart(ctx, cl, r.turns.of(Idle, i), res)
 	if !ok {
 		return
 	}
@@ -810,8 +891,8 @@ func (r *run) idle(ctx context.Context, cl *client, i, n int, res *report.ConnRe
 // silent: waits at the barrier like idle, then one echo (acknowledged) on
 // the spread schedule, then not a byte: keepalive must close it. Until its
 // send it answers pings, so the wait does not kill it.
-func (r *run) silent(ctx context.Context, cl *client, i, n int, res *report.ConnResult) {
-	got, ok := r.quietStart(ctx, cl, i, n, res)
+func (r *run) silent(ctx context.Context, cl *client, i int, res *report.ConnResult) {
+	got, ok := r.quietStart(ctx, cl, r.turns.of(Keepalive, i), res)
 	if !ok {
 		return
 	}

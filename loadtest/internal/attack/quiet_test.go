@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -81,6 +82,80 @@ func TestBarrier_NoneToWaitFor(t *testing.T) {
 	b := newBarrier(0, time.Hour)
 	<-b.released
 	assert.False(t, b.timedOut)
+}
+
+func TestTurns_Order(t *testing.T) {
+	cfg := Config{Scenarios: []string{Idle, Keepalive}, Conns: map[string]int{Idle: 4, Keepalive: 4}, IdleSpread: time.Second}
+	tu := newTurns(newBarrier(0, time.Hour), cfg)
+	offs := make([]time.Duration, len(tu.order))
+	for k, u := range tu.order {
+		offs[k] = u.off
+	}
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{0, 250 * ms, 250 * ms, 500 * ms, 750 * ms, 750 * ms}, offs,
+		"four idle connections and keepalive's silent half (1 and 3 of 4), earliest first")
+	assert.Nil(t, tu.of(Keepalive, 2), "a survivor has no turn")
+	assert.NotNil(t, tu.of(Keepalive, 3))
+	assert.Equal(t, tu.order[1].ch, tu.ch[Idle][1], "equal offsets keep the scenarios' order")
+}
+
+// TestTurns_OneAtATime checks that the release lets go only the
+// connections whose turn has come: the others are not woken (their
+// channels stay open) until theirs.
+func TestTurns_OneAtATime(t *testing.T) {
+	b := newBarrier(1, time.Hour)
+	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}, IdleSpread: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tu.run(ctx); close(done) }()
+	select {
+	case <-tu.of(Idle, 0):
+		t.Fatal("a turn came before the release")
+	case <-time.After(10 * time.Millisecond):
+	}
+	b.arrive()
+	<-tu.of(Idle, 0) // the first turn is at the release
+	select {
+	case <-tu.of(Idle, 1):
+		t.Fatal("the second connection, due 20 minutes after the release, was let go with the first")
+	case <-time.After(10 * time.Millisecond):
+	}
+	cancel()
+	<-done
+	select {
+	case <-tu.of(Idle, 2):
+		t.Fatal("a turn was given after the context ended")
+	default:
+	}
+}
+
+func TestTurns_SpreadZeroReleasesAll(t *testing.T) {
+	b := newBarrier(1, time.Hour)
+	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}})
+	done := make(chan struct{})
+	go func() { tu.run(context.Background()); close(done) }()
+	b.arrive()
+	<-done
+	for i := range 3 {
+		<-tu.of(Idle, i)
+	}
+}
+
+func TestBarrier_CollectsBeforeRelease(t *testing.T) {
+	var before, after runtime.MemStats
+	b := newBarrier(1, time.Hour)
+	b.collect = true
+	runtime.ReadMemStats(&before)
+	b.arrive()
+	<-b.released
+	runtime.ReadMemStats(&after)
+	assert.Greater(t, after.NumGC, before.NumGC, "the release ran a garbage collection")
+}
+
+func TestRawReadBuf(t *testing.T) {
+	assert.Equal(t, 4<<10, rawReadBuf(64), "small messages: 4 KiB")
+	assert.Equal(t, 8<<10, rawReadBuf(2<<10), "four messages")
+	assert.Equal(t, 16<<10, rawReadBuf(1<<20), "at most 16 KiB")
 }
 
 // idleServer is a raw echo server that closes a connection idle for idle,
