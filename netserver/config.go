@@ -135,7 +135,12 @@ type Config struct {
 	// SilentShutdown makes Shutdown close framed connections without
 	// sending them a CLOSE frame first.
 	SilentShutdown bool
-	// Logger receives structured logs; nil discards them.
+	// Logger receives structured logs; nil discards them. Each close is
+	// logged with its reason: at debug level when the connection ended
+	// normally (ReasonPeerClosed, ReasonIdle, ReasonMaxAge,
+	// ReasonServerClosed, ReasonShutdown), at info for a timeout that
+	// found the peer gone or too slow, at warn for a broken protocol, a
+	// limit crossed or an error.
 	Logger *slog.Logger
 	// Registerer, if not nil, also receives the server's Prometheus
 	// metrics (MetricsHandler serves them either way).

@@ -1,6 +1,7 @@
 package netserver
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,4 +31,27 @@ func TestLoop_TakeExpiredInPostOrder(t *testing.T) {
 	}
 	assert.Equal(t, evClose|evOutput, conns[2].events.Load())
 	assert.Nil(t, l.takeExpired(), "the list is empty once taken")
+}
+
+func TestCloseLevel(t *testing.T) {
+	tests := []struct {
+		name    string
+		reasons []Reason
+		want    slog.Level
+	}{
+		{name: "a normal end", want: slog.LevelDebug,
+			reasons: []Reason{ReasonPeerClosed, ReasonIdle, ReasonMaxAge, ReasonServerClosed, ReasonShutdown, ReasonApplication}},
+		{name: "a peer gone or too slow", want: slog.LevelInfo,
+			reasons: []Reason{ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake, ReasonWriteStall, ReasonGiveUp}},
+		{name: "a broken protocol, a limit or an error", want: slog.LevelWarn,
+			reasons: []Reason{ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError,
+				ReasonOutputLimit, ReasonUnackedLimit, ReasonPingFlood}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, r := range tt.reasons {
+				assert.Equal(t, tt.want, closeLevel(r), r.String())
+			}
+		})
+	}
 }

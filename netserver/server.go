@@ -997,15 +997,7 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 		c.l.out = c.l.out[:0]
 	}
 	s.open.Add(-1)
-	level := slog.LevelDebug
-	switch c.reason {
-	case ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake,
-		ReasonMaxAge, ReasonWriteStall, ReasonGiveUp:
-		level = slog.LevelInfo
-	case ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError, ReasonOutputLimit, ReasonUnackedLimit,
-		ReasonPingFlood:
-		level = slog.LevelWarn
-	}
+	level := closeLevel(c.reason)
 	if s.log.Enabled(context.Background(), level) {
 		attrs := []any{"remote", remote(c), "reason", c.reason.String()}
 		switch {
@@ -1045,3 +1037,21 @@ func (g gnetLogger) Errorf(f string, a ...any) {
 	g.l.Error("gnet: " + msg)
 }
 func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error("gnet: fatal: " + fmt.Sprintf(f, a...)) }
+
+// closeLevel is the level a close for r is logged at: debug for the ends
+// of a connection's normal life (the peer closed, it was idle, it reached
+// its maximum age, the server closed it or shut down), which the metrics
+// count and which would otherwise cost a line per connection when many
+// idle connections are reaped at once; info for a timeout that finds a
+// peer gone or too slow; warn for a peer that broke the protocol or a
+// limit, and for errors.
+func closeLevel(r Reason) slog.Level {
+	switch r {
+	case ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake, ReasonWriteStall, ReasonGiveUp:
+		return slog.LevelInfo
+	case ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError, ReasonOutputLimit, ReasonUnackedLimit,
+		ReasonPingFlood:
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
+}

@@ -312,7 +312,8 @@ func (s *flagSet) usage(w io.Writer) {
 
 echo is netwheel's echo server: every byte (raw) or DATA frame (framed) it
 receives is sent back, and every connection gets the timeouts below from one
-timing wheel. Expired connections are closed, logged and counted by reason.
+timing wheel. Expired connections are closed and counted by reason, and
+logged (idle and max-age closes at debug level, being routine).
 With no flags, no peer can hold a connection open forever: the handshake,
 idle, write-stall and (framed) frame and keepalive timeouts, the output
 limits and -max-conns are on by default.
