@@ -51,6 +51,7 @@ type tableOptions struct {
 	spreadSet  bool // -idle-spread given: passed on; otherwise the harness's default
 	dialConc   int
 	echoBin    string
+	phaseList  string // -phases
 }
 
 // tableFlags registers the table's flags on fs, with issue 14's defaults,
@@ -76,6 +77,8 @@ func tableFlags(fs *flag.FlagSet) (t *tableOptions, names []string) {
 	fs.IntVar(&t.dialConc, "dial-concurrency", 128, "table: dials in flight at once, so that no SYN backlog overflows")
 	fs.StringVar(&t.echoBin, "echo-bin", "", "table: the cmd/echo binary to measure as netwheel (default: go build it from the module here)")
 	fs.StringVar(&t.refName, "reference", baseline.KindGnet, "table: the server the ratios are to")
+	fs.StringVar(&t.phaseList, "phases", strings.Join(tablePhases, ","), "table: comma-separated phases to run, of "+strings.Join(tablePhases, ", ")+
+		" (their rows alone are printed)")
 	fs.VisitAll(func(f *flag.Flag) {
 		if !before[f.Name] {
 			names = append(names, f.Name)
@@ -98,6 +101,18 @@ func checkTable(t *tableOptions, servers string, rounds int, pause time.Duration
 		}
 		t.servers = append(t.servers, k)
 	}
+	t.phases = nil
+	for _, ph := range strings.Split(t.phaseList, ",") {
+		ph = strings.TrimSpace(ph)
+		switch {
+		case !slices.Contains(tablePhases, ph):
+			return fmt.Errorf("%w: -phases: %q: want %s", errUsage, ph, strings.Join(tablePhases, ", "))
+		case slices.Contains(t.phases, ph):
+			return fmt.Errorf("%w: -phases: %s given twice", errUsage, ph)
+		}
+		t.phases = append(t.phases, ph)
+	}
+	t.phases = slices.DeleteFunc(slices.Clone(tablePhases), func(ph string) bool { return !slices.Contains(t.phases, ph) })
 	t.reference = slices.Index(t.servers, t.refName)
 	t.rounds, t.pause, t.spreadSet = rounds, pause, set["idle-spread"]
 	switch {
@@ -123,7 +138,7 @@ func checkTable(t *tableOptions, servers string, rounds int, pause time.Duration
 	}
 	// The harness's own checks of every phase's flags (rate, size, spread
 	// against the idle timeout), before any server starts.
-	for _, ph := range tablePhases {
+	for _, ph := range t.phases {
 		if ph == phaseRSS {
 			continue
 		}
@@ -202,7 +217,7 @@ func compareTable(ctx context.Context, t *tableOptions, stdout, stderr io.Writer
 	var notes []string
 	for r := range t.rounds {
 		order := roundOrder(len(t.servers), r)
-		for _, ph := range tablePhases {
+		for _, ph := range t.phases {
 			for _, i := range order {
 				if err := ctx.Err(); err != nil {
 					return err

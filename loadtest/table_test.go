@@ -156,17 +156,36 @@ func TestRenderTable(t *testing.T) {
 	// 30.3/4.1 = 7.39, 13.8/4.4 = 3.14.
 	assert.Equal(t, []string{"5.26 [3.14-7.39]", "1"}, row("p99 at the fixed rate"))
 	assert.Equal(t, []string{"1.13 [1.04-1.21]", "1"}, row("server CPU at the fixed rate"))
-	assert.Equal(t, []string{"-", "-"}, row("reap error p99: none from gnet"))
+	assert.NotContains(t, out, "reap error p99: none", "the reaps have no ratio to a server without timers")
 	assert.Equal(t, []string{"2.46 [2.36-2.57]", "1"}, row("RSS with 8000 open"))
 	assert.Equal(t, []string{"+2.62 [+2.43, +2.82]", "0"}, row("RSS per conn minus gnet's, KiB"))
+	assert.Contains(t, out, "Per-round figures, median [min-max] over rounds:")
+	assert.Equal(t, []string{"3.58 [3.58-3.58] ms", "never"}, row("reap error p99"))
+	assert.Equal(t, []string{"1.25 [1.25-1.25] ms", "never"}, row("reap error p99 from the echo"))
+	assert.Equal(t, []string{"2.50 [2.50-2.50] ms", "never"}, row("server's own close delay p99"))
 	assert.Contains(t, out, "Notes:\n  round 2, reap phase, gnet: a note\n")
 
 	b.Reset()
 	s.reference = 0
 	renderTable(&b, s, fabricated(), nil)
 	assert.Contains(t, b.String(), "Per-round ratio to netwheel")
-	assert.Regexp(t, `reap error p99 +1 +-\n`, b.String(), "the reference reaps; the other never does")
+	assert.Regexp(t, `\nreap error p99 +3\.58 \[3\.58-3\.58\] ms +never\n`, b.String(), "the reaps are each server's own figures, whatever the reference")
 	assert.NotContains(t, b.String(), "Notes:")
+}
+
+func TestRenderTable_Phases(t *testing.T) {
+	s := tableSpec{idleConns: 8000, idleTimeout: 3 * time.Second, rounds: 2, servers: []string{"netwheel", "gnet"}, reference: 1,
+		netwheelArgs: "-proto raw", phases: []string{phaseReap}}
+	var b bytes.Buffer
+	renderTable(&b, s, fabricated(), nil)
+	out := b.String()
+	t.Log("\n" + out)
+	assert.Contains(t, out, "Phases: reap: idle timeout 3s.\n")
+	assert.Contains(t, out, "8000 idle reaped: error p50")
+	assert.Contains(t, out, "Per-round figures, median [min-max] over rounds:")
+	for _, gone := range []string{"closed loop", "fixed rate", "RSS", "Per-round ratio"} {
+		assert.NotContains(t, out, gone, "a phase not run has no rows")
+	}
 }
 
 func TestEchoAddr(t *testing.T) {
@@ -225,6 +244,8 @@ func TestCompareTable_Errors(t *testing.T) {
 		{name: "spread beyond half the idle timeout", args: []string{"-idle-spread", "2s"}, want: "-idle-spread"},
 		{name: "more connections than open files", args: []string{"-conns-rss", "1000000"}, want: "open files"},
 		{name: "echo-bin without netwheel", args: []string{"-servers", "gnet,nbio", "-echo-bin", "/bin/true"}, want: "-echo-bin"},
+		{name: "unknown phase", args: []string{"-phases", "reap,warmup"}, want: "warmup"},
+		{name: "phase twice", args: []string{"-phases", "reap,reap"}, want: "twice"},
 		{name: "table flag with run flags", args: []string{"-conns-idle", "5", "--", "-proto", "raw"}, want: "-conns-idle"},
 	}
 	for _, tt := range tests {
@@ -318,7 +339,15 @@ func TestCompareTable(t *testing.T) {
 			assert.Less(t, v, 500.0, kind)
 		}
 	}
-	assert.Equal(t, []string{"-", "-", "-", "-", "-"}, rowIn(ratios, "reap error p99: none from gnet"))
+	for _, r := range []string{"reap error p99", "reap error p99 from the echo", "server's own close delay p99"} {
+		for i, c := range rowIn(ratios, r) {
+			if servers[i] == "gnet" {
+				assert.Equal(t, "never", c, "gnet has no timers")
+				continue
+			}
+			assert.Regexp(t, `^\d+\.\d\d \[\d+\.\d\d-\d+\.\d\d\] ms$`, c, "%s: %s", r, servers[i])
+		}
+	}
 	for _, r := range []string{"msgs/s, closed loop", "p99 at the fixed rate", "server CPU at the fixed rate", "RSS with 100 open"} {
 		for i, c := range rowIn(ratios, r) {
 			if servers[i] == "gnet" {

@@ -77,16 +77,19 @@ const (
 	noRatio   = iota
 	ratioTo   // value / the reference's
 	diffOfRef // value - the reference's
+	absolute  // the value itself: a figure the reference may not have (the reaps)
 )
 
 // tableRow is one figure of the table for every server and round.
 type tableRow struct {
+	phase   string // the phase that measures it
 	label   string
 	value   func(*tableFigures) float64 // NaN: none
 	format  func(float64) string
 	unit    string // after the per-round figures of a cell
-	compare int    // noRatio, ratioTo or diffOfRef
-	// ratioLabel labels the row's comparison in the ratio table.
+	compare int    // noRatio, ratioTo, diffOfRef or absolute
+	// ratioLabel labels the row's comparison in the ratio table, or its
+	// summary over rounds (absolute).
 	ratioLabel string
 	// missing is what a cell says for a server without the figure
 	// ("never" for reaps), "-" if empty.
@@ -105,6 +108,7 @@ type tableSpec struct {
 	rssConns     int
 	rssHold      time.Duration
 	trafficIdle  time.Duration
+	phases       []string // the phases run, in tablePhases' order
 	size, rounds int
 	servers      []string
 	reference    int // index in servers
@@ -127,31 +131,36 @@ func scaled(div float64, prec int) func(float64) string {
 	return func(v float64) string { return strconv.FormatFloat(v/div, 'f', prec, 64) }
 }
 
-// tableRows returns the table's rows, in print order.
+// tableRows returns the rows of the phases s ran (all with none named), in
+// print order.
 func tableRows(s tableSpec) []tableRow {
 	ms := scaled(1e6, 2)
-	return []tableRow{
-		{label: fmt.Sprintf("msgs/s, %d conns, closed loop", s.closedConns), value: func(f *tableFigures) float64 { return f.closedRate },
+	all := []tableRow{
+		{phase: phaseClosed, label: fmt.Sprintf("msgs/s, %d conns, closed loop", s.closedConns), value: func(f *tableFigures) float64 { return f.closedRate },
 			format: kilo, compare: ratioTo, ratioLabel: "msgs/s, closed loop"},
-		{label: fmt.Sprintf("p99, %d conns at %s msg/s each", s.fixedConns, strconv.FormatFloat(s.fixedRate, 'f', -1, 64)),
+		{phase: phaseFixed, label: fmt.Sprintf("p99, %d conns at %s msg/s each", s.fixedConns, strconv.FormatFloat(s.fixedRate, 'f', -1, 64)),
 			value: func(f *tableFigures) float64 { return f.fixedP99 }, format: ms, unit: "ms", compare: ratioTo, ratioLabel: "p99 at the fixed rate"},
-		{label: "server CPU at that fixed rate", value: func(f *tableFigures) float64 { return f.cpu }, format: fixed(2), unit: "s",
+		{phase: phaseFixed, label: "server CPU at that fixed rate", value: func(f *tableFigures) float64 { return f.cpu }, format: fixed(2), unit: "s",
 			compare: ratioTo, ratioLabel: "server CPU at the fixed rate"},
-		{label: fmt.Sprintf("%d idle reaped: error p50", s.idleConns), value: reapFigure(func(f *tableFigures) float64 { return f.reapP50 }),
+		{phase: phaseReap, label: fmt.Sprintf("%d idle reaped: error p50", s.idleConns), value: reapFigure(func(f *tableFigures) float64 { return f.reapP50 }),
 			format: ms, unit: "ms", missing: "never"},
-		{label: "  error p99", value: reapFigure(func(f *tableFigures) float64 { return f.reapP99 }), format: ms, unit: "ms", missing: "never",
-			compare: ratioTo, ratioLabel: "reap error p99"},
-		{label: "  error max", value: reapFigure(func(f *tableFigures) float64 { return f.reapMax }), format: ms, unit: "ms", missing: "never"},
-		{label: "  error p99 from the echo", value: reapFigure(func(f *tableFigures) float64 { return f.reapAckP99 }), format: ms, unit: "ms",
-			missing: "never"},
-		{label: "  server's own close delay p99", value: reapFigure(func(f *tableFigures) float64 { return f.reapOwnP99 }), format: ms, unit: "ms",
-			missing: "never"},
-		{label: "RSS at start", value: func(f *tableFigures) float64 { return f.rssStart }, format: scaled(1<<20, 1), unit: "MiB"},
-		{label: fmt.Sprintf("RSS with %d open", s.rssConns), value: func(f *tableFigures) float64 { return f.rssOpen }, format: scaled(1<<20, 1),
+		{phase: phaseReap, label: "  error p99", value: reapFigure(func(f *tableFigures) float64 { return f.reapP99 }), format: ms, unit: "ms", missing: "never",
+			compare: absolute, ratioLabel: "reap error p99"},
+		{phase: phaseReap, label: "  error max", value: reapFigure(func(f *tableFigures) float64 { return f.reapMax }), format: ms, unit: "ms", missing: "never"},
+		{phase: phaseReap, label: "  error p99 from the echo", value: reapFigure(func(f *tableFigures) float64 { return f.reapAckP99 }), format: ms, unit: "ms",
+			missing: "never", compare: absolute, ratioLabel: "reap error p99 from the echo"},
+		{phase: phaseReap, label: "  server's own close delay p99", value: reapFigure(func(f *tableFigures) float64 { return f.reapOwnP99 }), format: ms, unit: "ms",
+			missing: "never", compare: absolute, ratioLabel: "server's own close delay p99"},
+		{phase: phaseRSS, label: "RSS at start", value: func(f *tableFigures) float64 { return f.rssStart }, format: scaled(1<<20, 1), unit: "MiB"},
+		{phase: phaseRSS, label: fmt.Sprintf("RSS with %d open", s.rssConns), value: func(f *tableFigures) float64 { return f.rssOpen }, format: scaled(1<<20, 1),
 			unit: "MiB", compare: ratioTo, ratioLabel: fmt.Sprintf("RSS with %d open", s.rssConns)},
-		{label: "  per conn above start", value: func(f *tableFigures) float64 { return f.rssPerConn() }, format: scaled(1<<10, 2),
+		{phase: phaseRSS, label: "  per conn above start", value: func(f *tableFigures) float64 { return f.rssPerConn() }, format: scaled(1<<10, 2),
 			unit: "KiB", compare: diffOfRef, ratioLabel: "RSS per conn minus the reference's"},
 	}
+	if len(s.phases) == 0 {
+		return all
+	}
+	return slices.DeleteFunc(all, func(r tableRow) bool { return !slices.Contains(s.phases, r.phase) })
 }
 
 // cell renders one server's figures of a row over the rounds: each
@@ -215,12 +224,15 @@ func spread(xs []float64) (med, lo, hi float64, ok bool) {
 
 // ratioCell renders a server's per-round comparisons to the reference:
 // "median [min-max]" for ratios, "+median [min, max]" for differences
-// (in the row's unit), "-" for none.
+// (in the row's unit), "median [min-max] unit" for a row's own figures
+// (absolute), "-" for none.
 func ratioCell(r tableRow, xs []float64) string {
 	med, lo, hi, ok := spread(xs)
 	switch {
 	case !ok:
 		return "-"
+	case r.compare == absolute:
+		return fmt.Sprintf("%s [%s-%s] %s", r.format(med), r.format(lo), r.format(hi), r.unit)
 	case r.compare == diffOfRef:
 		f := func(v float64) string {
 			s := r.format(v)
@@ -263,8 +275,23 @@ func renderTable(w io.Writer, s tableSpec, figs [][]tableFigures, notes []string
 	}
 	ref := s.servers[s.reference]
 	fmt.Fprintf(w, "Raw echo on loopback, each server in a process of its own, %s; each cell: %s.\n", rounds, roundsCell)
-	fmt.Fprintf(w, "Closed loop for %s; fixed rate for %s; reap: idle timeout %s; RSS read %s after the last of %d connections echoed a message.\n",
-		s.closedFor, s.fixedFor, s.idleTimeout, s.rssHold, s.rssConns)
+	var what []string
+	for _, ph := range tablePhases {
+		if len(s.phases) > 0 && !slices.Contains(s.phases, ph) {
+			continue
+		}
+		switch ph {
+		case phaseClosed:
+			what = append(what, "closed loop for "+s.closedFor.String())
+		case phaseFixed:
+			what = append(what, "fixed rate for "+s.fixedFor.String())
+		case phaseRSS:
+			what = append(what, fmt.Sprintf("RSS read %s after the last of %d connections echoed a message", s.rssHold, s.rssConns))
+		case phaseReap:
+			what = append(what, "reap: idle timeout "+s.idleTimeout.String())
+		}
+	}
+	fmt.Fprintf(w, "Phases: %s.\n", strings.Join(what, "; "))
 	fmt.Fprintf(w, "%d-byte messages. The servers' idle timeout outside the reap phase: %s.\n", s.size, s.trafficIdle)
 	for _, k := range s.servers {
 		switch t := serverTitles[k]; k {
@@ -285,9 +312,11 @@ func renderTable(w io.Writer, s tableSpec, figs [][]tableFigures, notes []string
 		}
 		grid = append(grid, line)
 	}
-	grid = append(grid, []string{""}, []string{"Per-round ratio to " + ref + ", median [min-max] over rounds:"})
+	if slices.ContainsFunc(rows, func(r tableRow) bool { return r.compare == ratioTo || r.compare == diffOfRef }) {
+		grid = append(grid, []string{""}, []string{"Per-round ratio to " + ref + ", median [min-max] over rounds:"})
+	}
 	for _, r := range rows {
-		if r.compare == noRatio {
+		if r.compare == noRatio || r.compare == absolute {
 			continue
 		}
 		refs := series(r, figs[s.reference])
@@ -311,6 +340,24 @@ func renderTable(w io.Writer, s tableSpec, figs [][]tableFigures, notes []string
 			line = append(line, ratioCell(r, perRound(series(r, figs[i]), refs, r.compare)))
 		}
 		grid = append(grid, line)
+	}
+	if slices.ContainsFunc(rows, func(r tableRow) bool { return r.compare == absolute }) {
+		grid = append(grid, []string{""}, []string{"Per-round figures, median [min-max] over rounds:"})
+		for _, r := range rows {
+			if r.compare != absolute {
+				continue
+			}
+			line := []string{r.ratioLabel}
+			for i := range s.servers {
+				xs := slices.DeleteFunc(series(r, figs[i]), math.IsNaN)
+				c := ratioCell(r, xs)
+				if c == "-" && r.missing != "" {
+					c = r.missing
+				}
+				line = append(line, c)
+			}
+			grid = append(grid, line)
+		}
 	}
 	writeGrid(w, grid)
 	if len(notes) > 0 {
