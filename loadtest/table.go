@@ -193,7 +193,11 @@ func compareTable(ctx context.Context, t *tableOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if most := max(t.closedConns, t.fixedConns, t.idleConns, t.rssConns); uint64(most)+100 > fdLimit {
+	most := 0
+	for _, ph := range t.phases {
+		most = max(most, map[string]int{phaseClosed: t.closedConns, phaseFixed: t.fixedConns, phaseReap: t.idleConns, phaseRSS: t.rssConns}[ph])
+	}
+	if uint64(most)+100 > fdLimit {
 		return fmt.Errorf("%w: %d connections need as many open files in this process; the limit is %d", errUsage, most, fdLimit)
 	}
 	if slices.Contains(t.servers, kindNetwheel) && t.echoBin == "" {

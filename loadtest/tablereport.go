@@ -276,7 +276,7 @@ func renderTable(w io.Writer, s tableSpec, figs [][]tableFigures, notes []string
 	ref := s.servers[s.reference]
 	fmt.Fprintf(w, "Raw echo on loopback, each server in a process of its own, %s; each cell: %s.\n", rounds, roundsCell)
 	var what []string
-	for _, ph := range tablePhases {
+	for _, ph := range []string{phaseClosed, phaseFixed, phaseReap, phaseRSS} { // the rows' order
 		if len(s.phases) > 0 && !slices.Contains(s.phases, ph) {
 			continue
 		}

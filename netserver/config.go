@@ -138,7 +138,7 @@ type Config struct {
 	// Logger receives structured logs; nil discards them. Each close is
 	// logged with its reason: at debug level when the connection ended
 	// normally (ReasonPeerClosed, ReasonIdle, ReasonMaxAge,
-	// ReasonServerClosed, ReasonShutdown), at info for a timeout that
+	// ReasonServerClosed, ReasonShutdown, ReasonApplication), at info for a timeout that
 	// found the peer gone or too slow, at warn for a broken protocol, a
 	// limit crossed or an error.
 	Logger *slog.Logger

@@ -47,11 +47,16 @@ func TestCloseLevel(t *testing.T) {
 			reasons: []Reason{ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError,
 				ReasonOutputLimit, ReasonUnackedLimit, ReasonPingFlood}},
 	}
+	listed := map[Reason]bool{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, r := range tt.reasons {
+				listed[r] = true
 				assert.Equal(t, tt.want, closeLevel(r), r.String())
 			}
 		})
+	}
+	for _, r := range Reasons() {
+		assert.True(t, listed[r], "%s: its level is not stated here", r)
 	}
 }

@@ -225,12 +225,14 @@ type run struct {
 	turns *turns   // the quiet connections' turns to send; nil without them
 }
 
-// barrier holds the quiet connections until all have dialed (successfully
-// or not) or the timeout passes, then releases them together. arrive may be
-// called from any goroutine, once per connection; released is closed once.
+// barrier waits until every connection has dialed (successfully or not) or
+// the timeout passes, then closes released (the quiet connections' turns
+// then let them go one at a time, see turns). arrive may be called from any
+// goroutine, once per connection; released is closed once.
 //
 // Ownership: left and arrived are guarded by mu; at and timedOut are
-// written under mu before released is closed and read after <-released.
+// written under mu before released is closed and read after <-released;
+// before is set by newBarrier.
 type barrier struct {
 	mu       sync.Mutex
 	left     int
@@ -239,13 +241,14 @@ type barrier struct {
 	at       time.Time
 	timedOut bool
 	timer    *time.Timer
-	collect  bool // run a garbage collection just before the release; set before any arrive
+	before   func() // nil, or run under mu just before the release
 }
 
 // newBarrier returns a barrier awaiting n arrivals, released at the latest
-// after timeout.
-func newBarrier(n int, timeout time.Duration) *barrier {
-	b := &barrier{left: n, released: make(chan struct{})}
+// after timeout. before, if not nil, runs just before the release, its
+// time counted in the wait (Barrier.Wait).
+func newBarrier(n int, timeout time.Duration, before func()) *barrier {
+	b := &barrier{left: n, released: make(chan struct{}), before: before}
 	b.mu.Lock()
 	b.timer = time.AfterFunc(timeout, func() { b.release(true) })
 	b.mu.Unlock()
@@ -274,14 +277,8 @@ func (b *barrier) release(timedOut bool) {
 		return
 	default:
 	}
-	if b.collect {
-		// Collect now, while every quiet connection waits: the heap has
-		// just grown by their buffers, and a collection triggered in the
-		// spread window would pause this client's reads and sends for tens
-		// of milliseconds and be charged to the server's reaps. After this
-		// one the heap's goal is twice what the connections hold, which the
-		// allocation-free echo path does not reach before they close.
-		runtime.GC()
+	if b.before != nil {
+		b.before()
 	}
 	b.at, b.timedOut = time.Now(), timedOut
 	b.timer.Stop()
@@ -339,8 +336,24 @@ func newTurns(b *barrier, cfg Config) *turns {
 	return t
 }
 
-// of returns the channel closed at quiet connection i of scenario s's turn.
-func (t *turns) of(s string, i int) <-chan struct{} { return t.ch[s][i] }
+// of returns the channel closed at quiet connection i of scenario s's turn;
+// nil (which blocks forever) if that connection is not quiet.
+func (t *turns) of(s string, i int) <-chan struct{} {
+	if cs := t.ch[s]; i >= 0 && i < len(cs) {
+		return cs[i]
+	}
+	return nil
+}
+
+// collectGarbage runs before the quiet barrier's release: the heap has
+// just grown by the connections' buffers, and a collection triggered in the
+// spread window would pause this client's reads and sends for tens of
+// milliseconds and be charged to the server's reaps. After this one the
+// heap's goal is twice what the connections hold, which the allocation-free
+// echo path does not reach before they close. (Scenarios that run beside
+// the quiet ones, echo say, pause for it once; the barrier's wait counts
+// it.)
+func collectGarbage() { runtime.GC() }
 
 // run waits for the release and closes each turn's channel at its time; it
 // returns when all are closed or ctx ends.
@@ -425,12 +438,16 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 			}
 		}
 	}
-	var wg sync.WaitGroup
+	var wg, turnsWG sync.WaitGroup
+	stopTurns := func() {}
 	if quiet > 0 {
-		r.quiet = newBarrier(quiet, cfg.BarrierTimeout)
-		r.quiet.collect = true
+		r.quiet = newBarrier(quiet, cfg.BarrierTimeout, collectGarbage)
 		r.turns = newTurns(r.quiet, cfg)
-		wg.Go(func() { r.turns.run(ctx) })
+		// Its own context: once every connection has ended, turns left
+		// for connections that failed or ended early are not waited for.
+		tctx, stop := context.WithCancel(ctx)
+		turnsWG.Go(func() { r.turns.run(tctx) })
+		stopTurns = func() { stop(); turnsWG.Wait() }
 	}
 	flood := false
 	for _, s := range cfg.Scenarios {
@@ -453,6 +470,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		}
 	}
 	wg.Wait()
+	stopTurns()
 	if flood && ctx.Err() == nil {
 		r.connflood(ctx)
 	}

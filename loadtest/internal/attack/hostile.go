@@ -337,7 +337,7 @@ func (r *run) connflood(ctx context.Context) {
 	if n <= 0 {
 		return
 	}
-	dialed := newBarrier(n, r.cfg.BarrierTimeout)
+	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {

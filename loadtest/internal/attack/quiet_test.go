@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"net"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -46,7 +45,7 @@ func TestIsQuiet(t *testing.T) {
 }
 
 func TestBarrier_ReleasesOnLastArrival(t *testing.T) {
-	b := newBarrier(3, time.Hour)
+	b := newBarrier(3, time.Hour, nil)
 	b.arrive()
 	b.arrive()
 	select {
@@ -63,7 +62,7 @@ func TestBarrier_ReleasesOnLastArrival(t *testing.T) {
 
 func TestBarrier_ReleasesAtTimeout(t *testing.T) {
 	start := time.Now()
-	b := newBarrier(3, 20*time.Millisecond)
+	b := newBarrier(3, 20*time.Millisecond, nil)
 	b.arrive()
 	select {
 	case <-b.released:
@@ -79,14 +78,14 @@ func TestBarrier_ReleasesAtTimeout(t *testing.T) {
 }
 
 func TestBarrier_NoneToWaitFor(t *testing.T) {
-	b := newBarrier(0, time.Hour)
+	b := newBarrier(0, time.Hour, nil)
 	<-b.released
 	assert.False(t, b.timedOut)
 }
 
 func TestTurns_Order(t *testing.T) {
 	cfg := Config{Scenarios: []string{Idle, Keepalive}, Conns: map[string]int{Idle: 4, Keepalive: 4}, IdleSpread: time.Second}
-	tu := newTurns(newBarrier(0, time.Hour), cfg)
+	tu := newTurns(newBarrier(0, time.Hour, nil), cfg)
 	offs := make([]time.Duration, len(tu.order))
 	for k, u := range tu.order {
 		offs[k] = u.off
@@ -96,14 +95,25 @@ func TestTurns_Order(t *testing.T) {
 		"four idle connections and keepalive's silent half (1 and 3 of 4), earliest first")
 	assert.Nil(t, tu.of(Keepalive, 2), "a survivor has no turn")
 	assert.NotNil(t, tu.of(Keepalive, 3))
-	assert.Equal(t, tu.order[1].ch, tu.ch[Idle][1], "equal offsets keep the scenarios' order")
+	assert.Nil(t, tu.of(Echo, 0), "a scenario without quiet connections has no turns")
+	assert.Nil(t, tu.of(Idle, 4), "nor a connection beyond the scenario's")
+}
+
+// within fails the test unless c delivers within a generous bound.
+func within[T any](t *testing.T, c <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: not within 5 s", what)
+	}
 }
 
 // TestTurns_OneAtATime checks that the release lets go only the
 // connections whose turn has come: the others are not woken (their
 // channels stay open) until theirs.
 func TestTurns_OneAtATime(t *testing.T) {
-	b := newBarrier(1, time.Hour)
+	b := newBarrier(1, time.Hour, nil)
 	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}, IdleSpread: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -114,42 +124,78 @@ func TestTurns_OneAtATime(t *testing.T) {
 	case <-time.After(10 * time.Millisecond):
 	}
 	b.arrive()
-	<-tu.of(Idle, 0) // the first turn is at the release
+	within(t, tu.of(Idle, 0), "the first turn, at the release")
 	select {
 	case <-tu.of(Idle, 1):
 		t.Fatal("the second connection, due 20 minutes after the release, was let go with the first")
 	case <-time.After(10 * time.Millisecond):
 	}
 	cancel()
-	<-done
+	within(t, done, "run's return once the context ended")
+}
+
+func TestTurns_ContextEndsBeforeRelease(t *testing.T) {
+	b := newBarrier(1, time.Hour, nil)
+	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 2}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tu.run(ctx); close(done) }()
+	cancel()
+	within(t, done, "run's return")
 	select {
-	case <-tu.of(Idle, 2):
-		t.Fatal("a turn was given after the context ended")
+	case <-tu.of(Idle, 0):
+		t.Fatal("a turn was given though the barrier never released")
 	default:
 	}
 }
 
 func TestTurns_SpreadZeroReleasesAll(t *testing.T) {
-	b := newBarrier(1, time.Hour)
+	b := newBarrier(1, time.Hour, nil)
 	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}})
 	done := make(chan struct{})
 	go func() { tu.run(context.Background()); close(done) }()
 	b.arrive()
-	<-done
+	within(t, done, "run's return")
 	for i := range 3 {
-		<-tu.of(Idle, i)
+		within(t, tu.of(Idle, i), "a turn")
 	}
 }
 
-func TestBarrier_CollectsBeforeRelease(t *testing.T) {
-	var before, after runtime.MemStats
-	b := newBarrier(1, time.Hour)
-	b.collect = true
-	runtime.ReadMemStats(&before)
+// TestBarrier_BeforeRunsBeforeRelease: the quiet barrier's garbage
+// collection must be over before any connection is let go.
+func TestBarrier_BeforeRunsBeforeRelease(t *testing.T) {
+	var b *barrier
+	ran, open := false, false
+	b = newBarrier(1, time.Hour, func() {
+		ran = true
+		select {
+		case <-b.released:
+		default:
+			open = true
+		}
+	})
 	b.arrive()
-	<-b.released
-	runtime.ReadMemStats(&after)
-	assert.Greater(t, after.NumGC, before.NumGC, "the release ran a garbage collection")
+	within(t, b.released, "the release")
+	assert.True(t, ran, "before ran")
+	assert.True(t, open, "before ran while the barrier still held")
+}
+
+// TestRun_ReturnsWhenQuietDialsFail: the turns of quiet connections that
+// never opened are not waited for: Run returns once every connection has
+// ended, not at the end of the spread window.
+func TestRun_ReturnsWhenQuietDialsFail(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // dials are refused
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}, Size: 8,
+		IdleSpread: time.Hour, Timeouts: report.Timeouts{Idle: time.Hour, Slack: time.Second}}
+	start := time.Now()
+	_, results := runCollect(t, cfg, 3)
+	assert.Less(t, time.Since(start), 10*time.Second, "Run waited for the turns")
+	for _, r := range results {
+		assert.NotEmpty(t, r.DialErr, "the dial was refused")
+	}
 }
 
 func TestRawReadBuf(t *testing.T) {
@@ -326,7 +372,7 @@ func testQuietKeptAlive(t *testing.T, addr string, proto Proto, idle time.Durati
 // end is known while the barrier holds.
 func TestSurvivorEnd(t *testing.T) {
 	to := report.Timeouts{KeepaliveTime: 500 * time.Millisecond, KeepaliveTimeout: 500 * time.Millisecond, KeepaliveCount: 1, Slack: 300 * time.Millisecond}
-	r := &run{cfg: Config{Duration: time.Second, IdleSpread: 200 * time.Millisecond, Timeouts: to}, quiet: newBarrier(1, time.Hour)}
+	r := &run{cfg: Config{Duration: time.Second, IdleSpread: 200 * time.Millisecond, Timeouts: to}, quiet: newBarrier(1, time.Hour, nil)}
 	start := time.Unix(1000, 0)
 	_, ok := r.survivorEnd(start)
 	assert.False(t, ok, "the barrier holds: the silent half has not sent yet")
