@@ -1,0 +1,10 @@
+//go:build !linux
+
+package wire
+
+import "fmt"
+
+// Open fails with ErrUnsupported: the capture is Linux's.
+func Open(port uint16) (*Capture, error) {
+	return nil, fmt.Errorf("%w: not Linux", ErrUnsupported)
+}

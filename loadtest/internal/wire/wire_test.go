@@ -1,0 +1,77 @@
+package wire
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	p := make([]byte, 40)
+	p[0], p[9] = 0x45, 6                                // IPv4, 20-byte header, TCP
+	p[20], p[21], p[22], p[23] = 0x4d, 0x4d, 0xc3, 0x50 // 19789 -> 50000
+	p[33] = 0x11                                        // FIN, ACK
+	src, dst, fin, ok := parse(p)
+	require.True(t, ok)
+	assert.Equal(t, []uint16{19789, 50000}, []uint16{src, dst})
+	assert.True(t, fin)
+	p[33] = 0x10 // ACK alone
+	_, _, fin, _ = parse(p)
+	assert.False(t, fin)
+	p[9] = 17 // UDP
+	_, _, _, ok = parse(p)
+	assert.False(t, ok)
+	_, _, _, ok = parse(p[:30])
+	assert.False(t, ok, "too short")
+}
+
+func TestTake_Waits(t *testing.T) {
+	c := newCapture(1)
+	c.stop = func() {}
+	at := time.Unix(100, 0)
+	go func() { time.Sleep(5 * time.Millisecond); c.record(7, at) }()
+	got, ok := c.Take(7, 5*time.Second)
+	require.True(t, ok)
+	assert.Equal(t, at, got)
+	_, ok = c.Take(7, time.Millisecond)
+	assert.False(t, ok, "taken once")
+	c.Close()
+	_, ok = c.Take(8, time.Hour)
+	assert.False(t, ok, "a closed capture waits for nothing")
+}
+
+// TestCapture_ServerFIN closes a connection from the server side and checks
+// that the capture saw its FIN leave between the close call and the
+// client's end of file.
+func TestCapture_ServerFIN(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := Open(uint16(ln.Addr().(*net.TCPAddr).Port))
+	if errors.Is(err, ErrUnsupported) {
+		t.Skipf("no packet capture here (%v): the capture is tested where the privilege is", err)
+	}
+	require.NoError(t, err)
+	defer c.Close()
+	cl, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer cl.Close()
+	sc, err := ln.Accept()
+	require.NoError(t, err)
+	before := time.Now()
+	require.NoError(t, sc.Close())
+	_, err = cl.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
+	eof := time.Now()
+	fin, ok := c.Take(uint16(cl.LocalAddr().(*net.TCPAddr).Port), 5*time.Second)
+	require.True(t, ok, "the server's FIN was not captured")
+	assert.False(t, fin.Before(before.Add(-time.Millisecond)), "FIN %v before the close %v", fin, before)
+	assert.False(t, fin.After(eof), "FIN %v after the client's end of file %v", fin, eof)
+	_, ok = c.Take(uint16(ln.Addr().(*net.TCPAddr).Port), 10*time.Millisecond)
+	assert.False(t, ok, "the client's own FIN is not the server's")
+}
