@@ -35,6 +35,7 @@ type options struct {
 	size      int
 	duration  time.Duration
 	closed    bool
+	fins      bool // -fins: capture the server's FINs on the loopback
 	churnRate float64
 	timeouts  report.Timeouts
 	shardI    int // 0-based
@@ -142,6 +143,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
 	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
+	fs.BoolVar(&o.fins, "fins", false, "capture the server's FINs on the loopback interface and report the close error from their kernel timestamps too,\n"+
+		"which leaves out this client's delay to read the close (Linux; needs CAP_NET_RAW, else a note says it was not done)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "the server's connection limit (0: none): the embedded netwheel server's MaxConns, or what -addr's server enforces; connflood needs it")
 	fs.IntVar(&o.nonreaders, "nonreader-conns", 4, "nonreader: connections that send echo traffic as fast as the server takes it and never read")
 	fs.IntVar(&o.splitters, "splitter-conns", 20, "splitter: connections whose messages (at -rate, -size) are written cut at random byte boundaries and checked byte for byte")

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
@@ -229,6 +231,19 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
 		HostileBytes: o.hostileBytes, FloodHold: o.floodHold}
+	if o.fins {
+		c, note, err := openFINs(target)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			defer c.Close()
+			cfg.FINs = c
+		}
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
+	}
 
 	var rc *remoteCheck
 	if o.metrics != "" {
@@ -395,4 +410,29 @@ func endsLine(m map[string]int64) string {
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// openFINs starts the capture of the FINs the server at target sends on
+// the loopback; without the privilege or a loopback target it returns a
+// note saying why there is none.
+func openFINs(target string) (*fincap.Capture, string, error) {
+	if !isLoopback(target) {
+		return nil, "-fins: not done: the server is not on the loopback", nil
+	}
+	_, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, "", fmt.Errorf("loadtest: -fins: %w", err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, "", fmt.Errorf("loadtest: -fins: port %q: %w", port, err)
+	}
+	c, err := fincap.Open(uint16(n))
+	if errors.Is(err, fincap.ErrUnsupported) {
+		return nil, "-fins: not done: " + err.Error(), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("loadtest: -fins: %w", err)
+	}
+	return c, "", nil
 }

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/hist"
 	"github.com/netwheel/netwheel/loadtest/internal/pacer"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
@@ -99,6 +100,10 @@ type Config struct {
 	// flooding, as HostileBytes does: the caller has seen enough (the
 	// server's memory passed its bound). nil never stops them.
 	Stop <-chan struct{}
+	// FINs, if not nil, captures the server's FINs on the loopback: each
+	// connection the server was expected to close and closed gets its
+	// FIN's kernel timestamp (report.ConnResult.WireFinAt).
+	FINs *fincap.Capture
 	// FloodHold is how long connflood holds its connections after the last
 	// one dialed (0: 1 s). Keep it below the server's idle timeout, or the
 	// connections it keeps die idle.
@@ -629,6 +634,11 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	res.Pings = int(cl.pings.Load())
 	if cl.closedByServer() && res.Expect != "" {
 		res.ClosedAt = cl.endAt
+		if a, ok := cl.c.LocalAddr().(*net.TCPAddr); ok && r.cfg.FINs != nil {
+			// The FIN passed the kernel before the client read it; the
+			// wait is for the capture's goroutine to have read it too.
+			res.WireFinAt, _ = r.cfg.FINs.Take(uint16(a.Port), time.Second)
+		}
 	}
 	r.emit(res)
 }

@@ -118,6 +118,7 @@ func (s *Scenario) merge(o *Scenario) {
 	s.ReapError.Merge(o.ReapError)
 	s.ReapErrorAck.Merge(o.ReapErrorAck)
 	s.AckDelay.Merge(o.AckDelay)
+	s.ReapErrorWire.Merge(o.ReapErrorWire)
 	if o.Expect != "" {
 		s.Expect = o.Expect
 	}

@@ -79,6 +79,10 @@ type ConnResult struct {
 	Expect     string
 	ExpectedAt time.Time
 	ClosedAt   time.Time // when the server's close was seen; zero if it was not
+	// WireFinAt is, with a capture of the loopback (loadtest -wire), when
+	// the kernel passed the server's FIN to this connection: the server's
+	// close, without the client's delay to read it. Zero if not captured.
+	WireFinAt time.Time `json:",omitzero"`
 	// AckedAt is, for an idle connection, when the server's answer to its
 	// last message arrived (framed: the ACK; raw: the echo); zero if none.
 	// The server read the message between the send and AckedAt.
@@ -130,6 +134,10 @@ type Scenario struct {
 	// (even negative) by that much.
 	ReapErrorAck *hist.Histogram `json:"reap_error_ack,omitempty"` // ns, observed - (answer + idle)
 	AckDelay     *hist.Histogram `json:"ack_delay,omitempty"`      // ns, answer - send of the last message
+	// ReapErrorWire is the close error from the kernel's timestamp of the
+	// server's FIN (ConnResult.WireFinAt) instead of the client's read of
+	// it: the server's lateness alone, from the send.
+	ReapErrorWire *hist.Histogram `json:"reap_error_wire,omitempty"` // ns, FIN - expected close
 
 	Survivors int `json:"survivors,omitempty"` // expected to survive
 	Survived  int `json:"survived,omitempty"`
@@ -189,7 +197,7 @@ func NewScenario(name string) *Scenario {
 	return &Scenario{Name: name, DialErrors: map[string]int{}, Errors: map[string]int{},
 		Ends: map[string]int{}, WrongReason: map[string]int{}, RetxCount: map[int]int{},
 		Latency: &hist.Histogram{}, Connect: &hist.Histogram{}, ReapError: &hist.Histogram{},
-		ReapErrorAck: &hist.Histogram{}, AckDelay: &hist.Histogram{}, CloseAfter: &hist.Histogram{}}
+		ReapErrorAck: &hist.Histogram{}, AckDelay: &hist.Histogram{}, ReapErrorWire: &hist.Histogram{}, CloseAfter: &hist.Histogram{}}
 }
 
 // Add folds one connection's outcome into s; t says what lateness and
@@ -254,6 +262,9 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 			s.ReapError.Record(int64(e))
 			if e < -max(t.Tick, time.Millisecond) {
 				s.Early++
+			}
+			if !r.WireFinAt.IsZero() {
+				s.ReapErrorWire.Record(int64(r.WireFinAt.Sub(r.ExpectedAt)))
 			}
 			if r.Expect == "idle" && !r.AckedAt.IsZero() && t.Idle > 0 {
 				s.ReapErrorAck.Record(int64(r.ClosedAt.Sub(r.AckedAt.Add(t.Idle))))

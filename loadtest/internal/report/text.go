@@ -42,7 +42,7 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 		if s.RetxCount == nil {
 			s.RetxCount = n.RetxCount
 		}
-		for _, h := range []**hist.Histogram{&s.Latency, &s.Connect, &s.ReapError, &s.ReapErrorAck, &s.AckDelay, &s.CloseAfter} {
+		for _, h := range []**hist.Histogram{&s.Latency, &s.Connect, &s.ReapError, &s.ReapErrorAck, &s.AckDelay, &s.ReapErrorWire, &s.CloseAfter} {
 			if *h == nil {
 				*h = &hist.Histogram{}
 			}
@@ -215,6 +215,10 @@ func Text(w io.Writer, r *Result) {
 				p("  close error from the server's answer: p50 %s  p99 %s  max %s  min %s (%d connections)",
 					D(h.Quantile(0.5)), D(h.Quantile(0.99)), D(h.Max()), D(h.Min()), h.Count())
 				p("  last message to answer: p50 %s  p99 %s  max %s", D(s.AckDelay.Quantile(0.5)), D(s.AckDelay.Quantile(0.99)), D(s.AckDelay.Max()))
+			}
+			if h := s.ReapErrorWire; h != nil && h.Count() > 0 {
+				p("  close error on the wire (the server's FIN, kernel timestamp - expected): p50 %s  p99 %s  max %s  min %s (%d connections)",
+					D(h.Quantile(0.5)), D(h.Quantile(0.99)), D(h.Max()), D(h.Min()), h.Count())
 			}
 			if s.Name == delayUnder {
 				p("  %s", closeDelayText(r.CloseDelay, delayWhat))

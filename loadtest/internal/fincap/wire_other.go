@@ -1,6 +1,6 @@
 //go:build !linux
 
-package wire
+package fincap
 
 import "fmt"
 

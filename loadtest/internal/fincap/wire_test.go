@@ -1,4 +1,4 @@
-package wire
+package fincap
 
 import (
 	"errors"

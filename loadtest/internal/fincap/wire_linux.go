@@ -1,4 +1,4 @@
-package wire
+package fincap
 
 import (
 	"errors"
@@ -26,11 +26,11 @@ func Open(port uint16) (*Capture, error) {
 		return nil, fmt.Errorf("%w: a packet socket needs CAP_NET_RAW: %v", ErrUnsupported, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wire: packet socket: %w", err)
+		return nil, fmt.Errorf("fincap: packet socket: %w", err)
 	}
 	fail := func(what string, err error) (*Capture, error) {
 		unix.Close(fd)
-		return nil, fmt.Errorf("wire: %s: %w", what, err)
+		return nil, fmt.Errorf("fincap: %s: %w", what, err)
 	}
 	// In the kernel, keep only TCP segments with FIN from the server's
 	// port (offsets from the IP header), so that a busy loopback does not
@@ -119,7 +119,7 @@ func stamp(oob []byte) (time.Time, bool) {
 func loopback() (int, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
-		return 0, fmt.Errorf("wire: interfaces: %w", err)
+		return 0, fmt.Errorf("fincap: interfaces: %w", err)
 	}
 	for _, i := range ifs {
 		if i.Flags&net.FlagLoopback != 0 {
