@@ -164,7 +164,7 @@ func (t *tableOptions) phaseArgs(phase, addr string) []string {
 		args = append(args, "-scenario", "echo", "-conns", strconv.Itoa(t.fixedConns), "-duration", t.fixedFor.String(),
 			"-rate", strconv.FormatFloat(t.fixedRate, 'g', -1, 64), "-idle", t.trafficIdle.String())
 	case phaseReap:
-		args = append(args, "-scenario", "idle", "-conns", strconv.Itoa(t.idleConns), "-idle", t.idleTimeout.String())
+		args = append(args, "-scenario", "idle", "-conns", strconv.Itoa(t.idleConns), "-idle", t.idleTimeout.String(), "-fins")
 		if t.spreadSet {
 			args = append(args, "-idle-spread", t.idleSpread.String())
 		}
@@ -380,6 +380,9 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 			f.reapP50, f.reapP99, f.reapMax = float64(s.ReapError.Quantile(0.5)), float64(s.ReapError.Quantile(0.99)), float64(s.ReapError.Max())
 			if a := s.ReapErrorAck; a != nil && a.Count() > 0 {
 				f.reapAckP99 = float64(a.Quantile(0.99))
+			}
+			if w := s.ReapErrorWire; w != nil && w.Count() > 0 {
+				f.reapWireP99 = float64(w.Quantile(0.99))
 			}
 			if cd := res.CloseDelay; cd != nil {
 				if q, ok := cd.Quantile(0.99); ok {

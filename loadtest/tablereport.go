@@ -38,7 +38,12 @@ type tableFigures struct {
 	// (report.CloseDelayMetric, read from the server's metrics; a bucket's
 	// upper bound), ns: what the server does, whatever the client sharing
 	// its cores sees.
-	reapOwnP99               float64
+	reapOwnP99 float64
+	// reapWireP99 is the p99 of the close error from the kernel's
+	// timestamps of the server's FINs (loadtest -fins), ns: the reap's
+	// lateness without the client's delay to read the close. NaN without
+	// a capture.
+	reapWireP99              float64
 	reapClosed, reapExpected int
 	rssStart, rssOpen        float64 // bytes: before any connection, and with rssConns open
 	rssConns                 int
@@ -47,7 +52,7 @@ type tableFigures struct {
 // newTableFigures returns figures with nothing measured yet.
 func newTableFigures() tableFigures {
 	n := math.NaN()
-	return tableFigures{closedRate: n, fixedP99: n, fixedRate: n, cpu: n, reapP50: n, reapP99: n, reapMax: n, reapAckP99: n, reapOwnP99: n, rssStart: n, rssOpen: n}
+	return tableFigures{closedRate: n, fixedP99: n, fixedRate: n, cpu: n, reapP50: n, reapP99: n, reapMax: n, reapAckP99: n, reapOwnP99: n, reapWireP99: n, rssStart: n, rssOpen: n}
 }
 
 // rssPerConn is the server's RSS growth per open connection, bytes.
@@ -149,6 +154,8 @@ func tableRows(s tableSpec) []tableRow {
 		{phase: phaseReap, label: "  error max", value: reapFigure(func(f *tableFigures) float64 { return f.reapMax }), format: ms, unit: "ms", missing: "never"},
 		{phase: phaseReap, label: "  error p99 from the echo", value: reapFigure(func(f *tableFigures) float64 { return f.reapAckP99 }), format: ms, unit: "ms",
 			missing: "never", compare: absolute, ratioLabel: "reap error p99 from the echo"},
+		{phase: phaseReap, label: "  error p99 on the wire (FIN)", value: reapFigure(func(f *tableFigures) float64 { return f.reapWireP99 }), format: ms, unit: "ms",
+			compare: absolute, ratioLabel: "reap error p99 on the wire (FIN)"},
 		{phase: phaseReap, label: "  server's own close delay p99", value: reapFigure(func(f *tableFigures) float64 { return f.reapOwnP99 }), format: ms, unit: "ms",
 			missing: "never", compare: absolute, ratioLabel: "server's own close delay p99"},
 		{phase: phaseRSS, label: "RSS at start", value: func(f *tableFigures) float64 { return f.rssStart }, format: scaled(1<<20, 1), unit: "MiB"},
