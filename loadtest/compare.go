@@ -53,7 +53,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"open; then each server's per-round ratios to the reference (bare gnet), their median and spread, and for the\n"+
 			"reaps, which bare gnet never makes, each server's own median and spread over rounds. About five\n"+
 			"minutes at the defaults; for a quick look: -conns-closed 50 -conns-fixed 200 -conns-idle 200 -conns-rss 200 -rounds 1;\n"+
-			"for one phase over more rounds: -phases reap -rounds 8\n\n"+
+			"for one phase over more rounds: -phases reap -rounds 6\n\n"+
 			"With run flags after --, runs that echo scenario against each server in turn and prints msgs/s and ratios.\n"+
 			"Example: loadtest compare -separate -rounds 5 -- -proto raw -closed -conns 100 -duration 5s\n\nflags:\n")
 		fs.PrintDefaults()
