@@ -634,10 +634,13 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	res.Pings = int(cl.pings.Load())
 	if cl.closedByServer() && res.Expect != "" {
 		res.ClosedAt = cl.endAt
-		if a, ok := cl.c.LocalAddr().(*net.TCPAddr); ok && r.cfg.FINs != nil {
-			// The FIN passed the kernel before the client read it; the
-			// wait is for the capture's goroutine to have read it too.
-			res.WireFinAt, _ = r.cfg.FINs.Take(uint16(a.Port), time.Second)
+		// A close by FIN (a reset has none): it passed the kernel before
+		// the client read it; the wait is for the capture's goroutine to
+		// have read it too.
+		if a, ok := cl.c.LocalAddr().(*net.TCPAddr); ok && r.cfg.FINs != nil && (res.End == "eof" || res.End == res.Expect) {
+			if ip := a.IP.To4(); ip != nil {
+				res.WireFinAt, _ = r.cfg.FINs.Take(fincap.Client{IP: [4]byte(ip), Port: uint16(a.Port)}, res.OpenedAt, 200*time.Millisecond)
+			}
 		}
 	}
 	r.emit(res)

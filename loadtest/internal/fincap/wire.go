@@ -14,52 +14,64 @@ import (
 // one; errors.Is works on the error Open returns.
 var ErrUnsupported = errors.New("fincap: capture unsupported here")
 
-// Capture records the first FIN the server at port sent to each local
-// (client) port. Its methods may be called from any goroutine.
+// Capture records the FINs the server at port sent, by the client's
+// address and port. Its methods may be called from any goroutine.
 //
 // Ownership: fins, waiting and closed are guarded by mu.
 type Capture struct {
 	port uint16
 
 	mu      sync.Mutex
-	fins    map[uint16]time.Time     // client port -> the server's first FIN to it, not yet taken
-	waiting map[uint16]chan struct{} // client port -> closed when its FIN is recorded
+	fins    map[Client]time.Time     // the server's latest FIN to each client, not yet taken
+	waiting map[Client]chan struct{} // closed when a FIN to that client is recorded
 	closed  bool
 
 	stop func() // ends the reader and waits for it
 }
 
-func newCapture(port uint16) *Capture {
-	return &Capture{port: port, fins: map[uint16]time.Time{}, waiting: map[uint16]chan struct{}{}}
+// Client is a client's end of a connection: its IPv4 address and port.
+type Client struct {
+	IP   [4]byte
+	Port uint16
 }
 
-// record notes a FIN from the server to client port at t; one that comes
-// while an earlier one to the port waits to be taken is a retransmission,
-// and ignored.
-func (c *Capture) record(client uint16, t time.Time) {
+// retransmitWindow: a FIN to a client within this of the one recorded is
+// the same close retransmitted, not a new connection's.
+const retransmitWindow = 200 * time.Millisecond
+
+func newCapture(port uint16) *Capture {
+	return &Capture{port: port, fins: map[Client]time.Time{}, waiting: map[Client]chan struct{}{}}
+}
+
+// record notes a FIN from the server to cl at t. It replaces an earlier
+// one unless t is within retransmitWindow of it: a port reused by a later
+// connection gets that connection's FIN.
+func (c *Capture) record(cl Client, t time.Time) {
 	c.mu.Lock()
-	if _, ok := c.fins[client]; !ok {
-		c.fins[client] = t
-		if w, ok := c.waiting[client]; ok {
+	if old, ok := c.fins[cl]; !ok || t.Sub(old) > retransmitWindow {
+		c.fins[cl] = t
+		if w, ok := c.waiting[cl]; ok {
 			close(w)
-			delete(c.waiting, client)
+			delete(c.waiting, cl)
 		}
 	}
 	c.mu.Unlock()
 }
 
-// Take returns, and forgets, when the server's FIN to client port passed,
-// waiting up to timeout for the capture to read it; ok is false if none
-// came. One caller at a time per port.
-func (c *Capture) Take(client uint16, timeout time.Duration) (t time.Time, ok bool) {
+// Take returns, and forgets, when the server's FIN to cl passed, if that
+// was not before notBefore (the connection's open: an older FIN closed an
+// earlier connection from the same port), waiting up to timeout for the
+// capture to read it; ok is false if none came. One caller at a time per
+// client.
+func (c *Capture) Take(cl Client, notBefore time.Time, timeout time.Duration) (t time.Time, ok bool) {
 	c.mu.Lock()
-	if t, ok = c.fins[client]; ok || c.closed {
-		delete(c.fins, client)
+	if t, ok = c.fins[cl]; (ok && !t.Before(notBefore)) || c.closed {
+		delete(c.fins, cl)
 		c.mu.Unlock()
-		return t, ok
+		return t, ok && !t.Before(notBefore)
 	}
 	w := make(chan struct{})
-	c.waiting[client] = w
+	c.waiting[cl] = w
 	c.mu.Unlock()
 	tm := time.NewTimer(timeout)
 	defer tm.Stop()
@@ -69,12 +81,12 @@ func (c *Capture) Take(client uint16, timeout time.Duration) (t time.Time, ok bo
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.waiting[client] == w {
-		delete(c.waiting, client)
+	if c.waiting[cl] == w {
+		delete(c.waiting, cl)
 	}
-	t, ok = c.fins[client]
-	delete(c.fins, client)
-	return t, ok
+	t, ok = c.fins[cl]
+	delete(c.fins, cl)
+	return t, ok && !t.Before(notBefore)
 }
 
 // Close stops the capture and waits for its goroutine; waiting Takes
@@ -83,24 +95,24 @@ func (c *Capture) Close() {
 	c.stop()
 	c.mu.Lock()
 	c.closed = true
-	for p, w := range c.waiting {
+	for cl, w := range c.waiting {
 		close(w)
-		delete(c.waiting, p)
+		delete(c.waiting, cl)
 	}
 	c.mu.Unlock()
 }
 
-// parse reads an IPv4 packet p (no link header) and reports the TCP ports
-// and whether it carries FIN.
-func parse(p []byte) (src, dst uint16, fin, ok bool) {
+// parse reads an IPv4 packet p (no link header) and reports its source
+// port, its destination, and whether it carries FIN.
+func parse(p []byte) (src uint16, dst Client, fin, ok bool) {
 	if len(p) < 20 || p[0]>>4 != 4 || p[9] != 6 { // IPv4, TCP
-		return 0, 0, false, false
+		return 0, Client{}, false, false
 	}
 	ihl := int(p[0]&0x0f) * 4
 	if ihl < 20 || len(p) < ihl+14 {
-		return 0, 0, false, false
+		return 0, Client{}, false, false
 	}
 	t := p[ihl:]
-	src, dst = uint16(t[0])<<8|uint16(t[1]), uint16(t[2])<<8|uint16(t[3])
-	return src, dst, t[13]&0x01 != 0, true
+	dst = Client{IP: [4]byte(p[16:20]), Port: uint16(t[2])<<8 | uint16(t[3])}
+	return uint16(t[0])<<8 | uint16(t[1]), dst, t[13]&0x01 != 0, true
 }

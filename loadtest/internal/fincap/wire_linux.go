@@ -1,6 +1,7 @@
 package fincap
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -26,11 +27,13 @@ func Open(port uint16) (*Capture, error) {
 		return nil, fmt.Errorf("%w: a packet socket needs CAP_NET_RAW: %v", ErrUnsupported, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fincap: packet socket: %w", err)
+		return nil, fmt.Errorf("%w: packet socket: %v", ErrUnsupported, err)
 	}
+	// Any failure from here is a system that cannot capture so (a
+	// sandbox without socket filters, say): unsupported too.
 	fail := func(what string, err error) (*Capture, error) {
 		unix.Close(fd)
-		return nil, fmt.Errorf("fincap: %s: %w", what, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnsupported, what, err)
 	}
 	// In the kernel, keep only TCP segments with FIN from the server's
 	// port (offsets from the IP header), so that a busy loopback does not
@@ -53,7 +56,10 @@ func Open(port uint16) (*Capture, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		return fail("SO_TIMESTAMPNS", err)
 	}
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20) // best effort: room for bursts
+	// Room for a burst of FINs: beyond rmem_max where privileged.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	}
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000}); err != nil {
 		return fail("SO_RCVTIMEO", err)
 	}
@@ -110,7 +116,7 @@ func stamp(oob []byte) (time.Time, bool) {
 	for _, m := range msgs {
 		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
 			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
-			return time.Unix(ts.Sec, ts.Nsec), true
+			return time.Unix(ts.Unix()), true
 		}
 	}
 	return time.Time{}, false
@@ -129,4 +135,9 @@ func loopback() (int, error) {
 	return 0, fmt.Errorf("%w: no loopback interface", ErrUnsupported)
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
+// htons returns v in network byte order, as a number in this machine's.
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}

@@ -13,12 +13,14 @@ import (
 
 func TestParse(t *testing.T) {
 	p := make([]byte, 40)
-	p[0], p[9] = 0x45, 6                                // IPv4, 20-byte header, TCP
+	p[0], p[9] = 0x45, 6 // IPv4, 20-byte header, TCP
+	copy(p[16:20], []byte{127, 0, 0, 2})
 	p[20], p[21], p[22], p[23] = 0x4d, 0x4d, 0xc3, 0x50 // 19789 -> 50000
 	p[33] = 0x11                                        // FIN, ACK
 	src, dst, fin, ok := parse(p)
 	require.True(t, ok)
-	assert.Equal(t, []uint16{19789, 50000}, []uint16{src, dst})
+	assert.Equal(t, uint16(19789), src)
+	assert.Equal(t, Client{IP: [4]byte{127, 0, 0, 2}, Port: 50000}, dst)
 	assert.True(t, fin)
 	p[33] = 0x10 // ACK alone
 	_, _, fin, _ = parse(p)
@@ -30,18 +32,36 @@ func TestParse(t *testing.T) {
 	assert.False(t, ok, "too short")
 }
 
-func TestTake_Waits(t *testing.T) {
+func TestTake(t *testing.T) {
 	c := newCapture(1)
 	c.stop = func() {}
+	a := Client{IP: [4]byte{127, 0, 0, 1}, Port: 7}
+	b := Client{IP: [4]byte{127, 0, 0, 2}, Port: 7}
 	at := time.Unix(100, 0)
-	go func() { time.Sleep(5 * time.Millisecond); c.record(7, at) }()
-	got, ok := c.Take(7, 5*time.Second)
-	require.True(t, ok)
+	go func() { time.Sleep(5 * time.Millisecond); c.record(a, at) }()
+	got, ok := c.Take(a, at.Add(-time.Second), 5*time.Second)
+	require.True(t, ok, "a FIN recorded while Take waits")
 	assert.Equal(t, at, got)
-	_, ok = c.Take(7, time.Millisecond)
+	_, ok = c.Take(a, time.Time{}, time.Millisecond)
 	assert.False(t, ok, "taken once")
+
+	c.record(b, at)
+	_, ok = c.Take(a, time.Time{}, time.Millisecond)
+	assert.False(t, ok, "the same port from another address is another client")
+	_, ok = c.Take(b, at.Add(time.Second), time.Millisecond)
+	assert.False(t, ok, "a FIN from before the connection opened closed an earlier one")
+
+	c.record(a, at)
+	c.record(a, at.Add(50*time.Millisecond))
+	got, _ = c.Take(a, time.Time{}, time.Millisecond)
+	assert.Equal(t, at, got, "a retransmitted FIN does not replace the first")
+	c.record(a, at)
+	c.record(a, at.Add(time.Second))
+	got, _ = c.Take(a, time.Time{}, time.Millisecond)
+	assert.Equal(t, at.Add(time.Second), got, "a later connection's FIN replaces a stale one")
+
 	c.Close()
-	_, ok = c.Take(8, time.Hour)
+	_, ok = c.Take(Client{Port: 8}, time.Time{}, time.Hour)
 	assert.False(t, ok, "a closed capture waits for nothing")
 }
 
@@ -68,10 +88,10 @@ func TestCapture_ServerFIN(t *testing.T) {
 	_, err = cl.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF)
 	eof := time.Now()
-	fin, ok := c.Take(uint16(cl.LocalAddr().(*net.TCPAddr).Port), 5*time.Second)
+	fin, ok := c.Take(Client{IP: [4]byte{127, 0, 0, 1}, Port: uint16(cl.LocalAddr().(*net.TCPAddr).Port)}, before.Add(-time.Second), 5*time.Second)
 	require.True(t, ok, "the server's FIN was not captured")
 	assert.False(t, fin.Before(before.Add(-time.Millisecond)), "FIN %v before the close %v", fin, before)
 	assert.False(t, fin.After(eof), "FIN %v after the client's end of file %v", fin, eof)
-	_, ok = c.Take(uint16(ln.Addr().(*net.TCPAddr).Port), 10*time.Millisecond)
+	_, ok = c.Take(Client{IP: [4]byte{127, 0, 0, 1}, Port: uint16(ln.Addr().(*net.TCPAddr).Port)}, time.Time{}, 10*time.Millisecond)
 	assert.False(t, ok, "the client's own FIN is not the server's")
 }

@@ -79,7 +79,7 @@ type ConnResult struct {
 	Expect     string
 	ExpectedAt time.Time
 	ClosedAt   time.Time // when the server's close was seen; zero if it was not
-	// WireFinAt is, with a capture of the loopback (loadtest -wire), when
+	// WireFinAt is, with a capture of the loopback (loadtest -fins), when
 	// the kernel passed the server's FIN to this connection: the server's
 	// close, without the client's delay to read it. Zero if not captured.
 	WireFinAt time.Time `json:",omitzero"`
