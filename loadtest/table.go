@@ -153,18 +153,31 @@ func checkTable(t *tableOptions, servers string, rounds int, pause time.Duration
 	return nil
 }
 
+// conns returns how many connections a phase opens at once.
+func (t *tableOptions) conns(phase string) int {
+	switch phase {
+	case phaseClosed:
+		return t.closedConns
+	case phaseFixed:
+		return t.fixedConns
+	case phaseReap:
+		return t.idleConns
+	}
+	return t.rssConns
+}
+
 // phaseArgs returns the harness's run flags of a phase against addr.
 func (t *tableOptions) phaseArgs(phase, addr string) []string {
 	args := []string{"-addr", addr, "-proto", "raw", "-q", "-size", strconv.Itoa(t.size), "-dial-concurrency", strconv.Itoa(t.dialConc)}
 	switch phase {
 	case phaseClosed:
-		args = append(args, "-scenario", "echo", "-closed", "-conns", strconv.Itoa(t.closedConns), "-duration", t.closedFor.String(),
+		args = append(args, "-scenario", "echo", "-closed", "-conns", strconv.Itoa(t.conns(phase)), "-duration", t.closedFor.String(),
 			"-idle", t.trafficIdle.String())
 	case phaseFixed:
-		args = append(args, "-scenario", "echo", "-conns", strconv.Itoa(t.fixedConns), "-duration", t.fixedFor.String(),
+		args = append(args, "-scenario", "echo", "-conns", strconv.Itoa(t.conns(phase)), "-duration", t.fixedFor.String(),
 			"-rate", strconv.FormatFloat(t.fixedRate, 'g', -1, 64), "-idle", t.trafficIdle.String())
 	case phaseReap:
-		args = append(args, "-scenario", "idle", "-conns", strconv.Itoa(t.idleConns), "-idle", t.idleTimeout.String(), "-fins")
+		args = append(args, "-scenario", "idle", "-conns", strconv.Itoa(t.conns(phase)), "-idle", t.idleTimeout.String(), "-fins")
 		if t.spreadSet {
 			args = append(args, "-idle-spread", t.idleSpread.String())
 		}
@@ -195,7 +208,7 @@ func compareTable(ctx context.Context, t *tableOptions, stdout, stderr io.Writer
 	}
 	most := 0
 	for _, ph := range t.phases {
-		most = max(most, map[string]int{phaseClosed: t.closedConns, phaseFixed: t.fixedConns, phaseReap: t.idleConns, phaseRSS: t.rssConns}[ph])
+		most = max(most, t.conns(ph))
 	}
 	if uint64(most)+100 > fdLimit {
 		return fmt.Errorf("%w: %d connections need as many open files in this process; the limit is %d", errUsage, most, fdLimit)

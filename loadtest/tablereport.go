@@ -282,12 +282,13 @@ func renderTable(w io.Writer, s tableSpec, figs [][]tableFigures, notes []string
 	}
 	ref := s.servers[s.reference]
 	fmt.Fprintf(w, "Raw echo on loopback, each server in a process of its own, %s; each cell: %s.\n", rounds, roundsCell)
+	rows := tableRows(s)
 	var what []string
-	for _, ph := range []string{phaseClosed, phaseFixed, phaseReap, phaseRSS} { // the rows' order
-		if len(s.phases) > 0 && !slices.Contains(s.phases, ph) {
+	for i, r := range rows { // the phases run, in the rows' order
+		if i > 0 && rows[i-1].phase == r.phase {
 			continue
 		}
-		switch ph {
+		switch r.phase {
 		case phaseClosed:
 			what = append(what, "closed loop for "+s.closedFor.String())
 		case phaseFixed:
@@ -310,7 +311,6 @@ func renderTable(w io.Writer, s tableSpec, figs [][]tableFigures, notes []string
 	}
 	fmt.Fprintln(w)
 
-	rows := tableRows(s)
 	grid := [][]string{append([]string{""}, s.servers...)}
 	for _, r := range rows {
 		line := []string{r.label}

@@ -290,17 +290,17 @@ func (b *barrier) release(timedOut bool) {
 	close(b.released)
 }
 
-// sendAt is when quiet connection i of n sends its last message: spread
-// evenly over [release, release+spread).
-func sendAt(release time.Time, spread time.Duration, i, n int) time.Time {
+// sendOffset is how long after the release quiet connection i of n sends
+// its last message: spread evenly over [0, spread).
+func sendOffset(spread time.Duration, i, n int) time.Duration {
 	if n <= 0 {
-		return release
+		return 0
 	}
-	return release.Add(time.Duration(float64(spread) * float64(i) / float64(n)))
+	return time.Duration(float64(spread) * float64(i) / float64(n))
 }
 
-// turns lets the quiet connections go one at a time, each at its sendAt
-// in the spread window, rather than all at the barrier's release: 8 000
+// turns lets the quiet connections go one at a time, each at its
+// sendOffset in the spread window, rather than all at the barrier's release: 8 000
 // goroutines woken at once queue the first senders' readers behind them
 // for tens of milliseconds, which the reap figures would charge to the
 // server. One goroutine (run) closes each connection's channel at its
@@ -333,8 +333,7 @@ func newTurns(b *barrier, cfg Config) *turns {
 			}
 			c := make(chan struct{})
 			t.ch[s][i] = c
-			var zero time.Time
-			t.order = append(t.order, turn{off: sendAt(zero, cfg.IdleSpread, i, n).Sub(zero), ch: c})
+			t.order = append(t.order, turn{off: sendOffset(cfg.IdleSpread, i, n), ch: c})
 		}
 	}
 	slices.SortStableFunc(t.order, func(a, b turn) int { return cmp.Compare(a.off, b.off) })
@@ -862,7 +861,7 @@ const keepAliveMax = 5 * time.Second
 // keepUntil waits until until delivers, calling keepAlive at every tick of
 // keep (nil: never). It reports false if the connection or ctx ended first,
 // or a keep-alive could not be sent.
-func keepUntil[T any](ctx context.Context, cl *client, until <-chan T, keep <-chan time.Time, keepAlive func() error) bool {
+func keepUntil(ctx context.Context, cl *client, until <-chan struct{}, keep <-chan time.Time, keepAlive func() error) bool {
 	for {
 		select {
 		case <-until:

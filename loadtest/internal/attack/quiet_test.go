@@ -15,8 +15,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
-func TestSendAt_SpreadsEvenly(t *testing.T) {
-	base := time.Unix(1000, 0)
+func TestSendOffset_SpreadsEvenly(t *testing.T) {
 	tests := []struct {
 		name   string
 		spread time.Duration
@@ -32,7 +31,7 @@ func TestSendAt_SpreadsEvenly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, sendAt(base, tt.spread, tt.i, tt.n).Sub(base))
+			assert.Equal(t, tt.want, sendOffset(tt.spread, tt.i, tt.n))
 		})
 	}
 }

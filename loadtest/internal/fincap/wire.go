@@ -63,28 +63,25 @@ func (c *Capture) record(cl Client, t time.Time) {
 // earlier connection from the same port), waiting up to timeout for the
 // capture to read it; ok is false if none came. One caller at a time per
 // client.
-func (c *Capture) Take(cl Client, notBefore time.Time, timeout time.Duration) (t time.Time, ok bool) {
-	c.mu.Lock()
-	if t, ok = c.fins[cl]; (ok && !t.Before(notBefore)) || c.closed {
-		delete(c.fins, cl)
-		c.mu.Unlock()
-		return t, ok && !t.Before(notBefore)
-	}
-	w := make(chan struct{})
-	c.waiting[cl] = w
-	c.mu.Unlock()
-	tm := time.NewTimer(timeout)
-	defer tm.Stop()
-	select {
-	case <-w:
-	case <-tm.C:
-	}
+func (c *Capture) Take(cl Client, notBefore time.Time, timeout time.Duration) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.waiting[cl] == w {
-		delete(c.waiting, cl)
+	if t, ok := c.fins[cl]; (!ok || t.Before(notBefore)) && !c.closed {
+		w := make(chan struct{})
+		c.waiting[cl] = w
+		c.mu.Unlock()
+		tm := time.NewTimer(timeout)
+		select {
+		case <-w:
+		case <-tm.C:
+		}
+		tm.Stop()
+		c.mu.Lock()
+		if c.waiting[cl] == w {
+			delete(c.waiting, cl)
+		}
 	}
-	t, ok = c.fins[cl]
+	t, ok := c.fins[cl]
 	delete(c.fins, cl)
 	return t, ok && !t.Before(notBefore)
 }
