@@ -190,6 +190,40 @@ func TestRenderTable_Phases(t *testing.T) {
 	}
 }
 
+func TestSettleBefore(t *testing.T) {
+	tests := []struct {
+		name   string
+		phases []string
+		phase  string
+		want   time.Duration
+	}{
+		{name: "reap after other phases", phases: tablePhases, phase: phaseReap, want: 10 * time.Second},
+		{name: "reap after fixed alone", phases: []string{phaseFixed, phaseReap}, phase: phaseReap, want: 10 * time.Second},
+		{name: "reap alone", phases: []string{phaseReap}, phase: phaseReap, want: 0},
+		{name: "not before other phases", phases: tablePhases, phase: phaseFixed, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tableSpec{phases: tt.phases, reapSettle: 10 * time.Second}
+			assert.Equal(t, tt.want, s.settleBefore(tt.phase))
+		})
+	}
+}
+
+func TestRenderTable_SettleInHeading(t *testing.T) {
+	s := tableSpec{fixedConns: 8000, fixedRate: 5, fixedFor: 10 * time.Second, idleConns: 8000, idleTimeout: 3 * time.Second,
+		rounds: 2, servers: []string{"netwheel", "gnet"}, reference: 1, netwheelArgs: "-proto raw",
+		phases: []string{phaseFixed, phaseReap}, reapSettle: 10 * time.Second}
+	var b bytes.Buffer
+	renderTable(&b, s, fabricated(), nil)
+	assert.Contains(t, b.String(), "Phases: fixed rate for 10s; reap (after 10s at rest): idle timeout 3s.\n")
+
+	b.Reset()
+	s.phases = []string{phaseReap}
+	renderTable(&b, s, fabricated(), nil)
+	assert.Contains(t, b.String(), "Phases: reap: idle timeout 3s.\n", "no rest before a reap phase that runs alone")
+}
+
 func TestEchoAddr(t *testing.T) {
 	tests := []struct {
 		name, line, want string
@@ -248,6 +282,7 @@ func TestCompareTable_Errors(t *testing.T) {
 		{name: "echo-bin without netwheel", args: []string{"-servers", "gnet,nbio", "-echo-bin", "/bin/true"}, want: "-echo-bin"},
 		{name: "unknown phase", args: []string{"-phases", "reap,warmup"}, want: "warmup"},
 		{name: "phase twice", args: []string{"-phases", "reap,reap"}, want: "twice"},
+		{name: "negative rest", args: []string{"-settle-reap", "-1s"}, want: "-settle-reap"},
 		{name: "table flag with run flags", args: []string{"-conns-idle", "5", "--", "-proto", "raw"}, want: "-conns-idle"},
 	}
 	for _, tt := range tests {
@@ -279,7 +314,7 @@ func TestCompareTable(t *testing.T) {
 		"-conns-closed", "8", "-duration-closed", "300ms",
 		// Enough messages for the CPU time, read in 10 ms ticks.
 		"-conns-fixed", "100", "-rate-fixed", "50", "-duration-fixed", "1s",
-		"-conns-idle", "40", "-idle-timeout", "600ms", "-conns-rss", "100", "-hold-rss", "100ms"}, &out, &progress))
+		"-conns-idle", "40", "-idle-timeout", "600ms", "-conns-rss", "100", "-hold-rss", "100ms", "-settle-reap", "50ms"}, &out, &progress))
 	t.Log("\n" + out.String() + "\n" + progress.String())
 	main, ratios, found := strings.Cut(out.String(), "Per-round ratio to gnet")
 	require.True(t, found, "no ratio table")
@@ -370,7 +405,8 @@ func TestCompareTable(t *testing.T) {
 		}
 	}
 	assert.Regexp(t, `^[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]$`, rowIn(ratios, "RSS per conn minus gnet's, KiB")[0])
-	assert.Equal(t, 20, strings.Count(progress.String(), "round 1/1 "), "four phases, five servers:\n%s", progress.String())
+	assert.Equal(t, 1, strings.Count(progress.String(), "round 1/1 reap   resting 50ms first\n"), "one rest, before the reap phase:\n%s", progress.String())
+	assert.Equal(t, 21, strings.Count(progress.String(), "round 1/1 "), "four phases, five servers, and the rest:\n%s", progress.String())
 }
 
 func TestStartEcho_MissingBinary(t *testing.T) {
