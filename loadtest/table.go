@@ -72,8 +72,8 @@ func tableFlags(fs *flag.FlagSet) (t *tableOptions, names []string) {
 		"(default the harness's: a quarter of -idle-timeout, at most 1s; 0 given: all at once)")
 	fs.IntVar(&t.rssConns, "conns-rss", 8000, "table: connections open when the server's RSS is read")
 	fs.DurationVar(&t.rssHold, "hold-rss", time.Second, "table: how long after the last connection echoed its message the RSS is read")
-	fs.DurationVar(&t.reapSettle, "settle-reap", 10*time.Second, "table: rest before each round's reap phase when other phases ran before it, so that\n"+
-		"the reaps are not measured while the machine recovers from the load before them (0: none)")
+	fs.DurationVar(&t.settleReap, "settle-reap", 10*time.Second, "table: rest before each round's reap phase (before its first server's run) when other phases ran\n"+
+		"before it, so that the reaps are not measured while the machine recovers from the load before them (0: none)")
 	fs.DurationVar(&t.trafficIdle, "idle-timeout-traffic", 5*time.Minute, "table: the servers' idle timeout outside the reap phase; 5m is cmd/echo's default")
 	fs.IntVar(&t.size, "size", 64, "table: message payload `bytes`")
 	fs.IntVar(&t.dialConc, "dial-concurrency", 128, "table: dials in flight at once, so that no SYN backlog overflows")
@@ -132,8 +132,8 @@ func checkTable(t *tableOptions, servers string, rounds int, pause time.Duration
 		return fmt.Errorf("%w: -duration-closed, -duration-fixed, -idle-timeout and -idle-timeout-traffic must be positive", errUsage)
 	case t.rssHold < 0:
 		return fmt.Errorf("%w: -hold-rss %s is negative", errUsage, t.rssHold)
-	case t.reapSettle < 0:
-		return fmt.Errorf("%w: -settle-reap %s is negative", errUsage, t.reapSettle)
+	case t.settleReap < 0:
+		return fmt.Errorf("%w: -settle-reap %s is negative", errUsage, t.settleReap)
 	case t.dialConc < 1:
 		return fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, t.dialConc)
 	}

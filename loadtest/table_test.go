@@ -200,11 +200,12 @@ func TestSettleBefore(t *testing.T) {
 		{name: "reap after other phases", phases: tablePhases, phase: phaseReap, want: 10 * time.Second},
 		{name: "reap after fixed alone", phases: []string{phaseFixed, phaseReap}, phase: phaseReap, want: 10 * time.Second},
 		{name: "reap alone", phases: []string{phaseReap}, phase: phaseReap, want: 0},
+		{name: "no phases listed: all", phases: nil, phase: phaseReap, want: 10 * time.Second},
 		{name: "not before other phases", phases: tablePhases, phase: phaseFixed, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := tableSpec{phases: tt.phases, reapSettle: 10 * time.Second}
+			s := tableSpec{phases: tt.phases, settleReap: 10 * time.Second}
 			assert.Equal(t, tt.want, s.settleBefore(tt.phase))
 		})
 	}
@@ -213,7 +214,7 @@ func TestSettleBefore(t *testing.T) {
 func TestRenderTable_SettleInHeading(t *testing.T) {
 	s := tableSpec{fixedConns: 8000, fixedRate: 5, fixedFor: 10 * time.Second, idleConns: 8000, idleTimeout: 3 * time.Second,
 		rounds: 2, servers: []string{"netwheel", "gnet"}, reference: 1, netwheelArgs: "-proto raw",
-		phases: []string{phaseFixed, phaseReap}, reapSettle: 10 * time.Second}
+		phases: []string{phaseFixed, phaseReap}, settleReap: 10 * time.Second}
 	var b bytes.Buffer
 	renderTable(&b, s, fabricated(), nil)
 	assert.Contains(t, b.String(), "Phases: fixed rate for 10s; reap (after 10s at rest): idle timeout 3s.\n")
@@ -406,6 +407,9 @@ func TestCompareTable(t *testing.T) {
 	}
 	assert.Regexp(t, `^[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]$`, rowIn(ratios, "RSS per conn minus gnet's, KiB")[0])
 	assert.Equal(t, 1, strings.Count(progress.String(), "round 1/1 reap   resting 50ms first\n"), "one rest, before the reap phase:\n%s", progress.String())
+	rest := strings.Index(progress.String(), "round 1/1 reap   resting")
+	assert.Greater(t, rest, strings.LastIndex(progress.String(), "round 1/1 rss "), "the rest comes after the phase before it")
+	assert.Less(t, rest, strings.Index(progress.String(), "round 1/1 reap   netwheel"), "the rest comes before the first reap run")
 	assert.Equal(t, 21, strings.Count(progress.String(), "round 1/1 "), "four phases, five servers, and the rest:\n%s", progress.String())
 }
 

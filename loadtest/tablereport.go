@@ -101,22 +101,6 @@ type tableRow struct {
 	missing string
 }
 
-// settleBefore returns how long the machine rests before phase starts in
-// each round: -settle-reap before the reap phase when another phase ran
-// before it (the reap phase is each round's last), and nothing otherwise.
-// Right after the fixed-rate phase, every server's reaps came later on
-// this 2-core VM, with the machine idle in between by every count we read
-// (CPU, softirqs, memory): p99 as the client saw it 15.6-26.8 ms within
-// half a second of it, 6.7-7.1 ms after 10 s, 5.8-6.6 ms after 70 s, in
-// alternating runs. A reap phase measures the server, not how the machine
-// recovers from the phase before it.
-func (s *tableSpec) settleBefore(phase string) time.Duration {
-	if phase == phaseReap && len(s.phases) > 1 {
-		return s.reapSettle
-	}
-	return 0
-}
-
 // tableSpec is what the rows' labels and the heading say about the run.
 type tableSpec struct {
 	closedConns  int
@@ -129,12 +113,24 @@ type tableSpec struct {
 	rssConns     int
 	rssHold      time.Duration
 	trafficIdle  time.Duration
-	reapSettle   time.Duration // the rest before the reap phase (see settleBefore)
+	settleReap   time.Duration // the rest before the reap phase (see settleBefore)
 	phases       []string      // the phases run, in tablePhases' order
 	size, rounds int
 	servers      []string
 	reference    int // index in servers
 	netwheelArgs string
+}
+
+// settleBefore returns how long the machine rests before phase starts in
+// each round (before the phase's first server runs): -settle-reap before
+// the reap phase when another phase ran before it (the reap phase is each
+// round's last; no phases listed means all), and nothing otherwise. Why:
+// docs/perf.md, "The server against its baselines".
+func (s *tableSpec) settleBefore(phase string) time.Duration {
+	if phase == phaseReap && len(s.phases) != 1 {
+		return s.settleReap
+	}
+	return 0
 }
 
 func fixed(prec int) func(float64) string {
