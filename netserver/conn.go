@@ -332,14 +332,23 @@ func (c *Conn) SendAsync(msg []byte) error {
 // ErrClosed if the server has stopped.
 func (c *Conn) CloseAsync(r Reason) error {
 	if c.flags.Or(flagCloseAsync)&flagCloseAsync != 0 {
-		select {
-		case <-c.s.done:
+		if c.s.stopped() {
 			return ErrClosed
-		default:
-			return nil
 		}
+		return nil
 	}
 	return c.l.enqueue(asyncTask{c: c, kind: asyncClose, reason: r})
+}
+
+// stopped reports whether the server has stopped, its engine ended. Any
+// goroutine.
+func (s *Server) stopped() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // asyncTask is a SendAsync or CloseAsync call waiting in its loop's inbox.
@@ -367,10 +376,8 @@ const (
 // second queue that runs after whatever arrives on the first meanwhile. One
 // task per loop at a time on it keeps the order whatever the backlog.
 func (l *loop) enqueue(t asyncTask) error {
-	select {
-	case <-l.s.done:
+	if l.s.stopped() {
 		return ErrClosed
-	default:
 	}
 	l.inboxMu.Lock()
 	l.inbox = append(l.inbox, t)
