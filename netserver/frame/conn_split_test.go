@@ -30,10 +30,7 @@ func TestConn_AnySegmentationOverTCP(t *testing.T) {
 		if i%10 == 0 {
 			size = 16<<10 + rng.IntN(frame.DefaultMax-16<<10-frame.HeaderSize) // over the read buffer
 		}
-		p := make([]byte, size)
-		for j := range p {
-			p[j] = byte(rng.Uint32())
-		}
+		p := randomBytes(rng, size)
 		seq := uint64(i + 1)
 		stream = frame.AppendData(stream, seq, p)
 		want = append(want, frame.Frame{Type: frame.TypeData, Seq: seq, Payload: p})

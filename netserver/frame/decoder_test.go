@@ -14,6 +14,15 @@ import (
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
+// randomBytes returns n bytes drawn from rng: a payload to send.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	p := make([]byte, n)
+	for j := range p {
+		p[j] = byte(rng.Uint32())
+	}
+	return p
+}
+
 // The Decoder gives the same frames however the stream is cut: at every
 // byte, one byte at a time, or whole.
 func TestDecoder_AnySegmentation(t *testing.T) {
@@ -21,10 +30,7 @@ func TestDecoder_AnySegmentation(t *testing.T) {
 	var want []frame.Frame
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 200 {
-		p := make([]byte, rng.IntN(3000))
-		for j := range p {
-			p[j] = byte(rng.Uint32())
-		}
+		p := randomBytes(rng, rng.IntN(3000))
 		stream = frame.AppendData(stream, uint64(i+1), p)
 		want = append(want, frame.Frame{Type: frame.TypeData, Seq: uint64(i + 1), Payload: p})
 		if i%7 == 0 {
