@@ -52,16 +52,23 @@ type floorCAS struct {
 // compare-and-swaps it, as a lock-free update that depends on the old
 // value does; impl=floor-cas-call does the same in a method that is not
 // inlined, as Reset is not (its inlining cost is over the budget);
-// impl=stdlib resets a time.AfterFunc timer.
+// impl=wheel-same-tick is the wheel on a 1 s tick, where nearly every
+// Reset finds its timer armed for the tick it would arm and returns
+// without writing: what Reset's loads and checks cost without its
+// compare-and-swap; impl=stdlib resets a time.AfterFunc timer.
 func BenchmarkTimer_ResetRandom(b *testing.B) {
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 7)
-	for _, impl := range []string{"wheel", "floor", "floor-atomic", "floor-cas", "floor-cas-call", "stdlib"} {
+	for _, impl := range []string{"wheel", "wheel-same-tick", "floor", "floor-atomic", "floor-cas", "floor-cas-call", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			switch impl {
-			case "wheel":
-				w := wheel.New()
+			case "wheel", "wheel-same-tick":
+				tick := time.Millisecond
+				if impl == "wheel-same-tick" {
+					tick = time.Second
+				}
+				w := wheel.New(wheel.WithTick(tick))
 				defer w.Stop()
 				ts := make([]*wheel.Timer, n)
 				for k := range ts {
