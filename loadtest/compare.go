@@ -27,11 +27,12 @@ type compareRun struct {
 	lost     uint64
 }
 
-// compareCmd prints issue 14's table (table.go) or, given run flags after
-// --, runs that echo scenario against several embedded servers in
-// rotation, rounds times, with the same flags, and prints each server's
-// throughput and its ratio to the first server, computed per round, so that
-// noise on a shared machine hits every server alike.
+// compareCmd prints the table of docs/perf.md, "The server against its
+// baselines" (table.go), or, given run flags after --, runs that echo
+// scenario against several embedded servers in rotation, rounds times,
+// with the same flags, and prints each server's throughput and its ratio
+// to the first server, computed per round, so that noise on a shared
+// machine hits every server alike.
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadtest compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -47,12 +48,13 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest compare [-servers LIST] [-rounds N] [table flags]\n"+
 			"       loadtest compare [-servers LIST] [-rounds N] [-separate] -- RUN FLAGS\n\n"+
-			"Without run flags, prints issue 14's table: netwheel (cmd/echo with its default settings) against its baselines,\n"+
-			"each server in a process of its own, phase by phase, in rounds of alternating order: closed-loop msgs/s,\n"+
-			"p99 latency and server CPU time at a fixed rate, close error of idle connections reaped, RSS with connections\n"+
-			"open; then each server's per-round ratios to the reference (bare gnet), their median and spread, and for the\n"+
-			"reaps, which bare gnet never makes, each server's own median and spread over rounds. About five\n"+
-			"minutes at the defaults; for a quick look: -conns-closed 50 -conns-fixed 200 -conns-idle 200 -conns-rss 200 -rounds 1;\n"+
+			"Without run flags, prints the table of docs/perf.md, \"The server against its baselines\": netwheel (cmd/echo\n"+
+			"with its default settings) against its baselines, each server in a process of its own, phase by phase, in\n"+
+			"rounds of alternating order: closed-loop msgs/s, p99 latency and server CPU time at a fixed rate, close error\n"+
+			"of idle connections reaped, RSS with connections open; then each server's per-round ratios to the reference\n"+
+			"(bare gnet), their median and spread, and for the reaps, which bare gnet never makes, each server's own median\n"+
+			"and spread over rounds. About five minutes at the defaults (docs/perf.md's table: -rounds 3, about eight);\n"+
+			"for a quick look: -conns-closed 50 -conns-fixed 200 -conns-idle 200 -conns-rss 200 -rounds 1;\n"+
 			"for one phase over more rounds: -phases reap -rounds 6\n\n"+
 			"With run flags after --, runs that echo scenario against each server in turn and prints msgs/s and ratios.\n"+
 			"Example: loadtest compare -separate -rounds 5 -- -proto raw -closed -conns 100 -duration 5s\n\nflags:\n")

@@ -167,7 +167,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
 			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n"+
-			"       loadtest compare [table flags]   netwheel (cmd/echo) against the baselines, in rounds: issue 14's table\n"+
+			"       loadtest compare [table flags]   netwheel (cmd/echo) against the baselines, in rounds:\n"+
+			"                                        the table of docs/perf.md, \"The server against its baselines\"\n"+
 			"       loadtest compare [-servers LIST] [-rounds N] -- [flags]   echo msgs/s of embedded servers in rotation\n"+
 			"       loadtest serve [-server KIND] [-listen ADDR] -- [flags]   one server alone\n\nflags:\n")
 		fs.PrintDefaults()
@@ -329,7 +330,7 @@ func checkTimeouts(o *options) error {
 }
 
 // Defaults of the server limits the memory bound is derived from: those
-// of netserver.Limits (issue 12), and the fixed allowance.
+// of netserver.Limits, and the fixed allowance.
 const (
 	defaultOutputLimit  = 4 << 20
 	defaultUnackedLimit = 1 << 20

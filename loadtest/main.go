@@ -10,13 +10,15 @@
 //	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
 //	go run ./loadtest report a.json b.json     re-render or merge results
 //	go run ./loadtest compare                  netwheel (cmd/echo) against the baselines:
-//	                                           issue 14's table, with per-round ratios
+//	                                           the table of docs/perf.md, "The server
+//	                                           against its baselines", with per-round ratios
 //	go run ./loadtest compare -separate -- -proto raw -closed
 //	                                           one echo run, servers in rotation: msgs/s and ratios
 //	go run ./loadtest serve -server gnet       a server alone, for a client elsewhere
 //
 // Every run is bounded in time and connections and stops by itself. See
-// -h for the flags and issue 5 for the design.
+// -h for the flags, README.md ("Load-test any server") for driving a server
+// of your own, and docs/perf.md for the results it gives.
 package main
 
 import (

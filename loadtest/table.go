@@ -20,12 +20,12 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
-// This file is compare's default mode: issue 14's table of netwheel
-// (cmd/echo as shipped) against its baselines, each server in a process of
-// its own, over rounds in alternating order, with per-round ratios to the
-// reference server.
+// This file is compare's default mode: the table of netwheel (cmd/echo as
+// shipped) against its baselines (docs/perf.md, "The server against its
+// baselines"), each server in a process of its own, over rounds in
+// alternating order, with per-round ratios to the reference server.
 
-// Defaults of the table: those of issue 14's.
+// Defaults of the table's servers and rounds.
 const (
 	defaultTableServers = "netwheel,gnet,gnetafterfunc,netdeadline,nbio"
 	defaultTableRounds  = 2
@@ -54,9 +54,9 @@ type tableOptions struct {
 	phaseList  string // -phases
 }
 
-// tableFlags registers the table's flags on fs, with issue 14's defaults,
-// and returns where they go. names lists them, for compare's check that
-// the echo mode gets none.
+// tableFlags registers the table's flags on fs, with their defaults, and
+// returns where they go. names lists them, for compare's check that the
+// echo mode gets none.
 func tableFlags(fs *flag.FlagSet) (t *tableOptions, names []string) {
 	t = &tableOptions{}
 	before := map[string]bool{}

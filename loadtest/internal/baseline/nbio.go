@@ -18,7 +18,8 @@ import (
 // KindNbio is the nbio baseline: an nbio engine (event loops, as gnet)
 // whose connections call nbio's own SetReadDeadline on every packet. nbio
 // arms each deadline on one timer heap per engine, served by one goroutine;
-// issue 14's table measures netwheel against it. It is here, and in the
+// the table of docs/perf.md, "The server against its baselines", measures
+// netwheel against it. It is here, and in the
 // module's requirements, for that comparison only: nothing outside the
 // harness imports it.
 const KindNbio = "nbio"
