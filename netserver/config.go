@@ -108,9 +108,16 @@ type Config struct {
 	// Retransmit configures RFC 6298 retransmission of the DATA frames the
 	// server sends (Framed only); zero fields take retransmit's defaults.
 	Retransmit retransmit.Config
-	// MaxConns bounds the open connections; 0 means no bound. Connections
-	// beyond it are closed at once with ReasonOverload (and, Framed, a
-	// CLOSE frame saying so).
+	// MaxConns bounds the open connections. Connections beyond it are
+	// closed at once with ReasonOverload (and, Framed, a CLOSE frame saying
+	// so). 0, the default, derives it at Start from the process's open-file
+	// limit (RLIMIT_NOFILE's soft limit): the limit less 64 descriptors and
+	// 3 per event loop (half the limit if that leaves less), so that a
+	// flood of connections is refused one at a time instead of exhausting
+	// the descriptors, which would stop gnet's engine (its accept fails
+	// with EMFILE) and close every connection. Where the limit is unknown
+	// or unlimited there is no bound. Negative means no bound; the server
+	// then depends on the open-file limit never being reached.
 	MaxConns int
 	// MaxFrame is the largest frame length accepted (Framed), or the most
 	// unconsumed input a StreamHandler may leave (Raw); 0 means 64 KiB.
@@ -286,9 +293,6 @@ func (c *Config) validate() error {
 		if _, err := retransmit.NewEstimator(c.Retransmit); err != nil {
 			return fmt.Errorf("%w: Retransmit: %w", ErrConfig, err)
 		}
-	}
-	if c.MaxConns < 0 {
-		return fmt.Errorf("%w: MaxConns %d is negative", ErrConfig, c.MaxConns)
 	}
 	if c.MaxFrame < 0 || c.MaxFrame > 1<<30 {
 		return fmt.Errorf("%w: MaxFrame %d outside [0, 1GiB]", ErrConfig, c.MaxFrame)

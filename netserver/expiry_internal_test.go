@@ -1,11 +1,15 @@
 package netserver
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestLoop_TakeExpiredInPostOrder checks that a loop acts on expired
@@ -52,11 +56,34 @@ func TestCloseLevel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, r := range tt.reasons {
 				listed[r] = true
-				assert.Equal(t, tt.want, closeLevel(r), r.String())
+				assert.Equal(t, tt.want, closeLevel(r, nil), r.String())
 			}
 		})
 	}
 	for _, r := range Reasons() {
 		assert.True(t, listed[r], "%s: its level is not stated here", r)
 	}
+}
+
+// A read or write error that only says the peer went away is routine, and
+// logged at info; any other error at warn.
+func TestCloseLevel_PeerGone(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want slog.Level
+	}{
+		{name: "reset by peer", err: os.NewSyscallError("read", unix.ECONNRESET), want: slog.LevelInfo},
+		{name: "broken pipe", err: fmt.Errorf("write: %w", unix.EPIPE), want: slog.LevelInfo},
+		{name: "timed out", err: unix.ETIMEDOUT, want: slog.LevelInfo},
+		{name: "another errno", err: os.NewSyscallError("read", unix.EBADF), want: slog.LevelWarn},
+		{name: "not an errno", err: errors.New("netserver: something else"), want: slog.LevelWarn},
+		{name: "no error", err: nil, want: slog.LevelWarn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, closeLevel(ReasonError, tt.err))
+		})
+	}
+	assert.Equal(t, slog.LevelDebug, closeLevel(ReasonPeerClosed, unix.ECONNRESET), "only ReasonError's level depends on the error")
 }

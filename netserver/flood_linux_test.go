@@ -33,16 +33,22 @@ const (
 	floodMaxConns = floodFiles - 64 - 3*floodLoops
 )
 
-// floodChild serves raw echo with MaxConns floodMaxConns under an open-file
-// limit of floodFiles, prints its address, and shuts down when its standard
-// input closes. Its exit status says whether the server stopped by itself.
+// floodChild serves raw echo under an open-file limit of floodFiles, with
+// MaxConns floodMaxConns, or with MaxConns 0 (the default, which comes to
+// the same bound) when floodChildEnv is "default"; it prints its address,
+// and shuts down when its standard input closes. Its exit status says
+// whether the server stopped by itself.
 func floodChild() int {
 	lim := syscall.Rlimit{Cur: floodFiles, Max: floodFiles}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		fmt.Fprintln(os.Stderr, "setrlimit:", err)
 		return 2
 	}
-	s, err := netserver.New(netserver.Config{Addr: "127.0.0.1:0", EventLoops: floodLoops, MaxConns: floodMaxConns}, netserver.Echo{})
+	cfg := netserver.Config{Addr: "127.0.0.1:0", EventLoops: floodLoops, MaxConns: floodMaxConns}
+	if os.Getenv(floodChildEnv) == "default" {
+		cfg.MaxConns = 0
+	}
+	s, err := netserver.New(cfg, netserver.Echo{})
 	if err == nil {
 		err = s.Start()
 	}
@@ -87,10 +93,17 @@ func echoOnce(c net.Conn) error {
 // A flood of connections beyond MaxConns, on a server whose open-file
 // limit leaves it the usual reserve, is refused one connection at a time:
 // the server never runs out of descriptors (which would stop gnet's engine,
-// and with it every connection) and goes on serving.
+// and with it every connection) and goes on serving. So it is with the
+// default MaxConns, which derives that bound from the open-file limit.
 func TestConnFlood_DoesNotExhaustDescriptors(t *testing.T) {
+	for _, mode := range []string{"explicit", "default"} {
+		t.Run("max-conns="+mode, func(t *testing.T) { testConnFlood(t, mode) })
+	}
+}
+
+func testConnFlood(t *testing.T, mode string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), floodChildEnv+"=1")
+	cmd.Env = append(os.Environ(), floodChildEnv+"="+mode)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()

@@ -24,7 +24,7 @@ import (
 const memConns = 2000
 
 // memBudget is the most Go heap a default Raw connection may hold beyond
-// what bare gnet holds for the same connection (issue 14: at most 512 B
+// what bare gnet holds for the same connection (the target: at most 512 B
 // of RSS; docs/design.md, "What a connection holds"). Measured at 330 B,
 // so it fails if what a
 // connection shed comes back (the output watch allocated up front, 128 B;

@@ -1,7 +1,7 @@
 package netserver_test
 
 // Tests that the framed protocol does not depend on how TCP cuts the inbound
-// byte stream (issue 12): a decoder must keep a partial frame until the rest
+// byte stream: a decoder must keep a partial frame until the rest
 // arrives, and never assume that one read is one frame.
 
 import (

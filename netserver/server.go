@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/fdlimit"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 	"github.com/netwheel/netwheel/wheel"
@@ -43,10 +44,11 @@ import (
 // Ownership: cfg, h, log, m, idleCfg and the limits are set by New and
 // read-only after. wheel is written by Start before gnet runs, and read by
 // the event loops (which gnet starts after it) and Shutdown; other
-// goroutines (Stats, the metrics) read it through wheelPub. eng and addr are
-// written once in OnBoot, before booted is closed. listeners is written by
-// Start before it returns and read by Shutdown. loops is copy-on-write under
-// loopsMu. Counters are atomic.
+// goroutines (Stats, the metrics) read it through wheelPub. maxConns too is
+// written by Start before gnet runs, and read by the event loops only. eng
+// and addr are written once in OnBoot, before booted is closed. listeners is
+// written by Start before it returns and read by Shutdown. loops is
+// copy-on-write under loopsMu. Counters are atomic.
 type Server struct {
 	cfg          Config
 	h            Handler
@@ -58,6 +60,7 @@ type Server struct {
 	m            *metrics
 	idleCfg      idle.Config
 	maxFrame     int
+	maxConns     int64 // the bound in force, resolved by Start before gnet runs; 0: none
 	stallTimeout time.Duration
 	lim          limits
 	outputLook   time.Duration // how often queued output is looked at (watchOutput)
@@ -183,6 +186,12 @@ func (s *Server) Start() error {
 	if loops == 0 {
 		loops = max(1, procs-1)
 	}
+	switch {
+	case s.cfg.MaxConns > 0:
+		s.maxConns = int64(s.cfg.MaxConns)
+	case s.cfg.MaxConns == 0:
+		s.maxConns = int64(fdlimit.MaxConns(fdlimit.OpenFiles(), loops))
+	}
 	if procs <= loops {
 		s.log.Warn("netserver: no P to spare for the timer wheel: with every P held by an event loop waiting in epoll_wait, "+
 			"timers fire milliseconds late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
@@ -249,7 +258,7 @@ func (s *Server) Start() error {
 		}
 		s.listeners = s.ownListeners(foreign, want)
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "gomaxprocs", procs, "tick", tick.String(), "max_conns", s.cfg.MaxConns)
+			"event_loops", loops, "gomaxprocs", procs, "tick", tick.String(), "max_conns", s.maxConns)
 		return nil
 	case <-s.done:
 		return fmt.Errorf("netserver: listen on %s: %w", addr, s.runErr)
@@ -701,7 +710,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	switch {
 	case s.draining.Load():
 		reject = ReasonShutdown
-	case s.cfg.MaxConns > 0 && n > int64(s.cfg.MaxConns):
+	case s.maxConns > 0 && n > s.maxConns:
 		reject = ReasonOverload
 	}
 	if reject != ReasonNone {
@@ -997,7 +1006,7 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 		c.l.out = c.l.out[:0]
 	}
 	s.open.Add(-1)
-	level := closeLevel(c.reason)
+	level := closeLevel(c.reason, err)
 	if s.log.Enabled(context.Background(), level) {
 		attrs := []any{"remote", remote(c), "reason", c.reason.String()}
 		switch {
@@ -1019,6 +1028,13 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}()
 	s.checkDrained()
 	return gnet.None
+}
+
+// peerGone reports whether err, a read or write error, says only that the
+// peer went away: it reset the connection, closed it under a write, or
+// stopped answering TCP's retransmissions or keepalives.
+func peerGone(err error) bool {
+	return errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ETIMEDOUT)
 }
 
 // gnetLogger sends gnet's own logs to slog at debug level (errors at error),
@@ -1044,8 +1060,14 @@ func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error("gnet: fatal: " + fmt
 // count and which would otherwise cost a line per connection when many
 // idle connections are reaped at once; info for a timeout that finds a
 // peer gone or too slow; warn for a peer that broke the protocol or a
-// limit, and for errors.
-func closeLevel(r Reason) slog.Level {
+// limit, and for errors, but for the errors that only say the peer went
+// away (ECONNRESET, EPIPE, ETIMEDOUT), which are routine on real networks
+// and at info, so that a peer resetting its connections cannot bury real
+// errors. Such a close is still counted under ReasonError.
+func closeLevel(r Reason, err error) slog.Level {
+	if r == ReasonError && peerGone(err) {
+		return slog.LevelInfo
+	}
 	switch r {
 	case ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake, ReasonWriteStall, ReasonGiveUp:
 		return slog.LevelInfo

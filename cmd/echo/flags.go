@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/fdlimit"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
@@ -54,6 +56,15 @@ const (
 	// No byte of queued output drained for this long: the peer is not
 	// reading.
 	defaultWriteStallTimeout = 30 * time.Second
+	// Every connection closes after about an hour, whatever it does: a
+	// raw peer that trickles a byte every few minutes is active by the
+	// idle timeout's measure, and one that also does not read leaves its
+	// echo in the kernel's socket buffers, where the write-stall timeout
+	// and the output limits do not see it; without a bound on age it
+	// would hold its place for ever. The jitter spreads the reconnections
+	// of connections opened together.
+	defaultMaxAge       = time.Hour
+	defaultMaxAgeJitter = 6 * time.Minute
 	// Framed: a half-open peer (crashed host, cut path) is found about
 	// 40 s after it fell silent instead of after the idle timeout.
 	defaultKeepaliveTime    = 30 * time.Second
@@ -127,9 +138,10 @@ func newFlagSet(cfg *netserver.Config, o *options, openFiles uint64) *flagSet {
 			"framed is netwheel's protocol, docs/protocol.md (default raw)"})
 	s.add(num(&cfg.EventLoops), flagDef{name: "event-loops", arg: "N",
 		usage: "gnet event loops (0 = GOMAXPROCS-1, at least 1). Unless the\n" +
-			"GOMAXPROCS variable is set, echo runs GOMAXPROCS one above the\n" +
-			"cores: 0 is then one loop per core, with a P to spare so that\n" +
-			"the timer wheel fires on time (see netserver.Config.EventLoops)"})
+			"GOMAXPROCS variable is set or a CPU quota lowered it, echo runs\n" +
+			"GOMAXPROCS one above the cores: 0 is then one loop per core,\n" +
+			"with a P to spare so that the timer wheel fires on time (see\n" +
+			"netserver.Config.EventLoops)"})
 	s.add(boolValue{&cfg.ReusePort}, flagDef{name: "reuse-port",
 		usage: "set SO_REUSEPORT so several processes can share -addr"})
 	s.add(num(&cfg.MaxConns), flagDef{name: "max-conns", arg: "N",
@@ -138,7 +150,7 @@ func newFlagSet(cfg *netserver.Config, o *options, openFiles uint64) *flagSet {
 			"which Go raises to the hard limit at start) less %d and %d per\n"+
 			"event loop, so that a full server still has the descriptors to\n"+
 			"accept, log and be scraped. %s",
-			fdReserve, fdsPerLoop, maxConnsHere(openFiles, cfg.EventLoops))})
+			fdlimit.Reserve, fdlimit.PerLoop, maxConnsHere(openFiles, cfg.EventLoops))})
 	s.add(num(&cfg.MaxFrame), flagDef{name: "max-frame", arg: "BYTES",
 		usage:      fmt.Sprintf("largest frame accepted (0 = %d KiB)", frame.DefaultMax>>10),
 		framedOnly: "raw has no frames"})
@@ -176,7 +188,11 @@ func newFlagSet(cfg *netserver.Config, o *options, openFiles uint64) *flagSet {
 			"within this long. " + on(defaultHandshakeTimeout) + ": an echo client\n" +
 			"speaks first"})
 	s.add(dur(&t.MaxAge), flagDef{name: "max-age", arg: "DURATION",
-		usage: "close every connection after this long, whatever it does"})
+		usage: "close every connection after this long, whatever it does.\n" +
+			on(defaultMaxAge) + ", with -max-age-jitter " + shortDur(defaultMaxAgeJitter) + ", when no\n" +
+			"-max-age* flag is given: a peer that trickles a byte now and\n" +
+			"then holds no place for ever. Left off when a timeout given\n" +
+			"is not below it"})
 	s.add(dur(&t.MaxAgeJitter), flagDef{name: "max-age-jitter", arg: "DURATION",
 		usage: "spread each max age uniformly by +/- this much; must be\n" +
 			"below -max-age"})
@@ -356,7 +372,7 @@ shutdown had to cut busy connections, 2 on a usage error.
 // usage error (run exits with status 2) that says what is wrong and what is
 // allowed. The Config's Logger is left nil: run builds it from the options.
 func parseFlags(args []string, help io.Writer) (netserver.Config, options, error) {
-	return parseFlagsLimit(args, help, openFileLimit())
+	return parseFlagsLimit(args, help, fdlimit.OpenFiles())
 }
 
 // parseFlagsLimit is parseFlags under an open-file limit of openFiles
@@ -394,8 +410,11 @@ func parseFlagsLimit(args []string, help io.Writer, openFiles uint64) (netserver
 		return netserver.Config{}, options{}, fmt.Errorf("echo: %s (run echo -h for help)", strings.Join(bad, "; "))
 	}
 	safeDefaults(&cfg, given)
-	if !given["max-conns"] {
-		cfg.MaxConns = maxConnsFor(openFiles, eventLoops(cfg.EventLoops))
+	switch {
+	case !given["max-conns"]:
+		cfg.MaxConns = fdlimit.MaxConns(openFiles, eventLoops(cfg.EventLoops))
+	case cfg.MaxConns == 0:
+		cfg.MaxConns = -1 // no limit, where netserver's 0 would derive one
 	}
 	return cfg, o, nil
 }
@@ -416,6 +435,9 @@ func givenFlags(fs *flag.FlagSet) map[string]bool {
 // then finds a dead peer first), and any timeout not below the longest
 // lifetime MaxAge+MaxAgeJitter+MaxAgeGrace (max age closes first). The
 // keepalive timeout's default applies only when the keepalive time is set.
+// The max age's default, with its jitter, applies when none of the three
+// max-age flags is given, and is left off when a timeout is not below its
+// longest lifetime (which the timeout, given, then says is wanted).
 func safeDefaults(cfg *netserver.Config, given map[string]bool) {
 	t := &cfg.Timeouts
 	fits := func(d time.Duration) bool {
@@ -432,15 +454,20 @@ func safeDefaults(cfg *netserver.Config, given map[string]bool) {
 	def("handshake-timeout", &t.HandshakeTimeout, defaultHandshakeTimeout)
 	def("idle-timeout", &t.IdleTimeout, defaultIdleTimeout)
 	def("write-stall-timeout", &t.WriteStallTimeout, defaultWriteStallTimeout)
-	if cfg.Protocol != netserver.Framed {
-		return
+	if cfg.Protocol == netserver.Framed {
+		def("frame-timeout", &t.FrameTimeout, defaultFrameTimeout)
+		if t.ReadSilenceTimeout == 0 || defaultKeepaliveTime < t.ReadSilenceTimeout {
+			def("keepalive-time", &t.KeepaliveTime, defaultKeepaliveTime)
+		}
+		if t.KeepaliveTime != 0 && !given["keepalive-timeout"] {
+			t.KeepaliveTimeout = defaultKeepaliveTimeout
+		}
 	}
-	def("frame-timeout", &t.FrameTimeout, defaultFrameTimeout)
-	if t.ReadSilenceTimeout == 0 || defaultKeepaliveTime < t.ReadSilenceTimeout {
-		def("keepalive-time", &t.KeepaliveTime, defaultKeepaliveTime)
-	}
-	if t.KeepaliveTime != 0 && !given["keepalive-timeout"] {
-		t.KeepaliveTimeout = defaultKeepaliveTimeout
+	if !given["max-age"] && !given["max-age-jitter"] && !given["max-age-grace"] {
+		t.MaxAge, t.MaxAgeJitter = defaultMaxAge, defaultMaxAgeJitter
+		if errors.Is(t.Validate(), idle.ErrNoEffect) {
+			t.MaxAge, t.MaxAgeJitter = 0, 0 // a timeout given is as long
+		}
 	}
 }
 

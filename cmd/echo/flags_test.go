@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/fdlimit"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/retransmit"
 )
@@ -42,6 +43,8 @@ func defaults(proto netserver.Protocol) (netserver.Config, options) {
 			HandshakeTimeout:  10 * time.Second,
 			IdleTimeout:       5 * time.Minute,
 			WriteStallTimeout: 30 * time.Second,
+			MaxAge:            time.Hour,
+			MaxAgeJitter:      6 * time.Minute,
 		},
 	}
 	if proto == netserver.Framed {
@@ -82,7 +85,7 @@ var landCases = []struct {
 	{name: "reuse-port=false", args: []string{"-reuse-port=false"}, set: func(c *netserver.Config, o *options) {}},
 	{name: "tick", args: []string{"-tick", "5ms"}, set: func(c *netserver.Config, o *options) { c.Tick = 5 * time.Millisecond }},
 	{name: "max-conns", args: []string{"-max-conns", "100"}, set: func(c *netserver.Config, o *options) { c.MaxConns = 100 }},
-	{name: "max-conns 0", args: []string{"-max-conns", "0"}, set: func(c *netserver.Config, o *options) { c.MaxConns = 0 }},
+	{name: "max-conns 0", args: []string{"-max-conns", "0"}, set: func(c *netserver.Config, o *options) { c.MaxConns = -1 }},
 	{name: "max-frame", args: []string{"-proto", "framed", "-max-frame", "4096"}, set: func(c *netserver.Config, o *options) {
 		c.Protocol, c.MaxFrame = netserver.Framed, 4096
 	}},
@@ -101,8 +104,8 @@ var landCases = []struct {
 	{name: "handshake-timeout", args: []string{"-handshake-timeout", "4s"}, set: func(c *netserver.Config, o *options) {
 		c.Timeouts.HandshakeTimeout = 4 * time.Second
 	}},
-	{name: "max-age", args: []string{"-max-age", "1h", "-max-age-jitter", "5m", "-max-age-grace", "30s"}, set: func(c *netserver.Config, o *options) {
-		c.Timeouts.MaxAge, c.Timeouts.MaxAgeJitter, c.Timeouts.MaxAgeGrace = time.Hour, 5*time.Minute, 30*time.Second
+	{name: "max-age", args: []string{"-max-age", "2h", "-max-age-jitter", "5m", "-max-age-grace", "30s"}, set: func(c *netserver.Config, o *options) {
+		c.Timeouts.MaxAge, c.Timeouts.MaxAgeJitter, c.Timeouts.MaxAgeGrace = 2*time.Hour, 5*time.Minute, 30*time.Second
 	}},
 	{name: "write-stall-timeout", args: []string{"-write-stall-timeout", "6s"}, set: func(c *netserver.Config, o *options) {
 		c.Timeouts.WriteStallTimeout = 6 * time.Second
@@ -211,8 +214,8 @@ func TestParseFlags_SafeDefaults(t *testing.T) {
 func TestParseFlags_OpenFileLimit(t *testing.T) {
 	cfg, o, err := parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
-	assert.Equal(t, openFileLimit(), o.openFiles)
-	assert.Equal(t, maxConnsFor(openFileLimit(), eventLoops(0)), cfg.MaxConns)
+	assert.Equal(t, fdlimit.OpenFiles(), o.openFiles)
+	assert.Equal(t, fdlimit.MaxConns(fdlimit.OpenFiles(), eventLoops(0)), cfg.MaxConns)
 }
 
 // TestParseFlags_TurnOff: an explicit 0 (-1 for a limit) turns each
@@ -226,7 +229,8 @@ func TestParseFlags_TurnOff(t *testing.T) {
 		{name: "handshake", args: []string{"-handshake-timeout", "0"}, off: func(c *netserver.Config) { c.Timeouts.HandshakeTimeout = 0 }},
 		{name: "idle", args: []string{"-idle-timeout", "0"}, off: func(c *netserver.Config) { c.Timeouts.IdleTimeout = 0 }},
 		{name: "write stall", args: []string{"-write-stall-timeout=0"}, off: func(c *netserver.Config) { c.Timeouts.WriteStallTimeout = 0 }},
-		{name: "max conns", args: []string{"-max-conns", "0"}, off: func(c *netserver.Config) { c.MaxConns = 0 }},
+		{name: "max conns", args: []string{"-max-conns", "0"}, off: func(c *netserver.Config) { c.MaxConns = -1 }},
+		{name: "max age", args: []string{"-max-age", "0"}, off: func(c *netserver.Config) { c.Timeouts.MaxAge, c.Timeouts.MaxAgeJitter = 0, 0 }},
 		{name: "output hard", args: []string{"-output-hard", "-1"}, off: func(c *netserver.Config) { c.Limits.OutputHard = -1 }},
 		{name: "output soft", args: []string{"-output-soft", "-1"}, off: func(c *netserver.Config) { c.Limits.OutputSoft = -1 }},
 		{name: "frame", args: []string{"-proto", "framed", "-frame-timeout", "0"}, off: func(c *netserver.Config) { c.Timeouts.FrameTimeout = 0 }},
@@ -235,9 +239,9 @@ func TestParseFlags_TurnOff(t *testing.T) {
 		}},
 		{name: "unacked", args: []string{"-proto", "framed", "-unacked-bytes", "-1"}, off: func(c *netserver.Config) { c.Limits.UnackedBytes = -1 }},
 		{name: "everything", args: []string{"-proto", "framed", "-handshake-timeout", "0", "-idle-timeout", "0", "-write-stall-timeout", "0",
-			"-frame-timeout", "0", "-keepalive-time", "0", "-max-conns", "0", "-output-hard", "-1", "-output-soft", "-1", "-unacked-bytes", "-1"},
+			"-frame-timeout", "0", "-keepalive-time", "0", "-max-age", "0", "-max-conns", "0", "-output-hard", "-1", "-output-soft", "-1", "-unacked-bytes", "-1"},
 			off: func(c *netserver.Config) {
-				c.Timeouts, c.MaxConns = idle.Config{}, 0
+				c.Timeouts, c.MaxConns = idle.Config{}, -1
 				c.Limits = netserver.Limits{OutputHard: -1, OutputSoft: -1, UnackedBytes: -1}
 			}},
 	}
@@ -264,7 +268,16 @@ func TestParseFlags_DefaultsFit(t *testing.T) {
 		want func(c *netserver.Config) // from the protocol's defaults
 	}{
 		{name: "max age below idle", args: []string{"-max-age", "1m"}, want: func(c *netserver.Config) {
-			c.Timeouts.MaxAge, c.Timeouts.IdleTimeout = time.Minute, 0
+			c.Timeouts.MaxAge, c.Timeouts.MaxAgeJitter, c.Timeouts.IdleTimeout = time.Minute, 0, 0
+		}},
+		{name: "idle at the default max age's lifetime", args: []string{"-idle-timeout", "66m"}, want: func(c *netserver.Config) {
+			c.Timeouts.IdleTimeout, c.Timeouts.MaxAge, c.Timeouts.MaxAgeJitter = 66*time.Minute, 0, 0
+		}},
+		{name: "idle just below the default max age's lifetime", args: []string{"-idle-timeout", "65m"}, want: func(c *netserver.Config) {
+			c.Timeouts.IdleTimeout = 65 * time.Minute
+		}},
+		{name: "max age grace alone keeps the default max age off", args: []string{"-max-age-grace", "0"}, want: func(c *netserver.Config) {
+			c.Timeouts.MaxAge, c.Timeouts.MaxAgeJitter = 0, 0
 		}},
 		{name: "lifetime just above idle", args: []string{"-max-age", "4m", "-max-age-jitter", "30s", "-max-age-grace", "31s"},
 			want: func(c *netserver.Config) {
@@ -313,33 +326,6 @@ func TestParseFlags_DefaultsFit(t *testing.T) {
 			assert.Equal(t, want, cfg)
 			_, err = netserver.New(cfg, netserver.Echo{})
 			assert.NoError(t, err)
-		})
-	}
-}
-
-func TestMaxConnsFor(t *testing.T) {
-	tests := []struct {
-		name      string
-		openFiles uint64
-		loops     int
-		want      int
-	}{
-		{name: "unknown", openFiles: 0, loops: 1, want: 0},
-		{name: "unlimited", openFiles: ^uint64(0), loops: 1, want: 0},
-		{name: "beyond any fd table", openFiles: 1 << 32, loops: 1, want: 0},
-		{name: "largest bounded", openFiles: 1<<31 - 1, loops: 1, want: 1<<31 - 1 - 67},
-		{name: "systemd soft default", openFiles: 1024, loops: 1, want: 1024 - 64 - 3},
-		{name: "loops count", openFiles: 1024, loops: 7, want: 1024 - 64 - 21},
-		{name: "zero loops as one", openFiles: 1024, loops: 0, want: 1024 - 64 - 3},
-		{name: "large", openFiles: 1 << 20, loops: 63, want: 1<<20 - 64 - 189},
-		{name: "reserve exactly half", openFiles: 134, loops: 1, want: 67},
-		{name: "reserve above half", openFiles: 133, loops: 1, want: 66},
-		{name: "tiny", openFiles: 100, loops: 1, want: 50},
-		{name: "one", openFiles: 1, loops: 1, want: 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, maxConnsFor(tc.openFiles, tc.loops))
 		})
 	}
 }

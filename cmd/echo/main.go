@@ -5,19 +5,21 @@
 // -pprof), and shuts down gracefully on SIGINT or SIGTERM.
 //
 // Its defaults are safe for production: with no flags no peer can hold a
-// connection open forever, being silent, trickling a frame or not reading
-// (the handshake, idle, write-stall and, framed, frame and keepalive
-// timeouts and netserver's output limits are on), and -max-conns is bounded
-// by the open-file limit. echo -h says which defaults are on and why; each
+// connection open forever, being silent, trickling bytes or a frame, or not
+// reading (the handshake, idle, write-stall and, framed, frame and
+// keepalive timeouts, a max age of about an hour, and netserver's output
+// limits are on), -max-conns is bounded by the open-file limit, and the
+// metrics server keeps few connections, none idle for long. echo -h says which defaults are on and why; each
 // is turned off with 0 (-1 for an output limit).
 //
 //	go run ./cmd/echo -addr 127.0.0.1:9000 -idle-timeout 1m -metrics 127.0.0.1:9100 -pprof
 //	go run ./cmd/echo -proto framed -keepalive-time 15s -keepalive-timeout 5s
 //	go run ./cmd/echo -h
 //
-// With GOMAXPROCS unset, echo runs with GOMAXPROCS one above the usable
-// cores, so that its default event loops (GOMAXPROCS-1) are one per core
-// and the timer wheel's goroutine keeps a P to spare (see procsFor).
+// With GOMAXPROCS unset, and no cgroup CPU quota that made the runtime pick
+// fewer Ps than cores, echo runs with GOMAXPROCS one above the cores, so
+// that its default event loops (GOMAXPROCS-1) are one per core and the
+// timer wheel's goroutine keeps a P to spare (see procsFor).
 //
 // Exit status: 0 after a clean shutdown, 1 on a runtime error or when the
 // shutdown had to cut busy connections, 2 on a usage error.

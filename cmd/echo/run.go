@@ -27,9 +27,17 @@ const (
 	exitUsage = 2 // bad flags or an invalid configuration
 )
 
-// metricsReadHeaderTimeout bounds how long the metrics server waits for a
-// request's headers, so idle scrapers cannot hold its connections open.
-const metricsReadHeaderTimeout = 10 * time.Second
+// Bounds of the metrics server, so that scrapers, idle or hostile, hold
+// few of the descriptors -max-conns leaves (fdlimit.Reserve) and none for
+// long: how long it waits for a request's headers, how long it keeps an
+// idle keep-alive connection (a scraper reconnects in a millisecond), and
+// how many connections it has open at once (more wait in the kernel's
+// accept queue).
+const (
+	metricsReadHeaderTimeout = 10 * time.Second
+	metricsIdleTimeout       = 30 * time.Second
+	metricsMaxConns          = 16
+)
 
 // run is the whole of the echo command: it parses args, serves until ctx is
 // done (main cancels it on SIGINT or SIGTERM), shuts down gracefully and
@@ -58,6 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Error("echo: metrics listener", "err", err)
 			return exitError
 		}
+		mln = newLimitListener(mln, metricsMaxConns)
 	}
 	if err := srv.Start(); err != nil {
 		if mln != nil {
@@ -73,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hs = &http.Server{
 			Handler:           metricsMux(srv, o.pprof),
 			ReadHeaderTimeout: metricsReadHeaderTimeout,
+			IdleTimeout:       metricsIdleTimeout,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 		go func() { metricsDone <- hs.Serve(mln) }()

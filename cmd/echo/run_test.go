@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/netwheel/netwheel/internal/fdlimit"
 )
 
 // gnet's shared worker pool (ants) keeps goroutines for the life of the
@@ -161,7 +163,8 @@ func TestRun_EndToEnd(t *testing.T) {
 	require.IsType(t, map[string]any{}, started["timeouts"])
 	assert.Equal(t, "1m0s", started["timeouts"].(map[string]any)["idle"])
 	assert.Equal(t, "10s", started["timeouts"].(map[string]any)["handshake"], "on by default")
-	assert.Equal(t, "off", started["timeouts"].(map[string]any)["max_age"])
+	assert.Equal(t, "1h0m0s", started["timeouts"].(map[string]any)["max_age"], "on by default")
+	assert.Equal(t, "6m0s", started["timeouts"].(map[string]any)["max_age_jitter"], "on by default")
 
 	// Raw echo.
 	conn, err := net.Dial("tcp", addr)
@@ -220,14 +223,14 @@ func TestRun_EndToEnd(t *testing.T) {
 // logMaxConns is the startup line's max_conns by default with loops event
 // loops, and logOpenFiles its open_files, under this process's limit.
 func logMaxConns(loops int) string {
-	if n := maxConnsFor(openFileLimit(), loops); n > 0 {
+	if n := fdlimit.MaxConns(fdlimit.OpenFiles(), loops); n > 0 {
 		return fmt.Sprint(n)
 	}
 	return "none"
 }
 
 func logOpenFiles() string {
-	if n := openFileLimit(); n > 0 {
+	if n := fdlimit.OpenFiles(); n > 0 {
 		return fmt.Sprint(n)
 	}
 	return "unknown"

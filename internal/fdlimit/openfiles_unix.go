@@ -1,13 +1,13 @@
 //go:build unix
 
-package main
+package fdlimit
 
 import "golang.org/x/sys/unix"
 
-// openFileLimit returns the process's open-file limit, RLIMIT_NOFILE's soft
-// limit (which the Go runtime raised to about the hard limit at start), or
+// OpenFiles returns the process's open-file limit, RLIMIT_NOFILE's soft
+// limit (which the Go runtime raises to about the hard limit at start), or
 // 0 when it cannot be read or is RLIM_INFINITY.
-func openFileLimit() uint64 {
+func OpenFiles() uint64 {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY {
 		return 0

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// acceptOne runs l.Accept in a goroutine and returns its results.
+func acceptOne(l net.Listener) chan net.Conn {
+	got := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- c
+	}()
+	return got
+}
+
+// A limitListener holds at most its limit of connections open: the next
+// waits, in the kernel's queue, until one of them closes.
+func TestLimitListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newLimitListener(ln, 2)
+	defer l.Close()
+
+	var clients []net.Conn
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	var open []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		clients = append(clients, c)
+	}
+	for range 2 {
+		select {
+		case c := <-acceptOne(l):
+			require.NotNil(t, c)
+			open = append(open, c)
+		case <-time.After(5 * time.Second):
+			t.Fatal("Accept below the limit did not return")
+		}
+	}
+	third := acceptOne(l)
+	select {
+	case c := <-third:
+		t.Fatalf("a third connection was accepted over the limit of 2: %v", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, open[0].Close())
+	_ = open[0].Close() // a second Close gives no second place back
+	select {
+	case c := <-third:
+		require.NotNil(t, c, "accepted once a place was free")
+		open[0] = c
+	case <-time.After(5 * time.Second):
+		t.Fatal("a freed place was not taken")
+	}
+	fourth := acceptOne(l)
+	select {
+	case c := <-fourth:
+		t.Fatalf("a double Close freed two places: %v", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, l.Close())
+	select {
+	case c, ok := <-fourth:
+		assert.False(t, ok, "Close ends a waiting Accept with an error, not a connection: %v", c)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end a waiting Accept")
+	}
+	for _, c := range open {
+		c.Close()
+	}
+}
