@@ -730,7 +730,8 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if s.idleCfg.KeepaliveTime > 0 {
 		hooks.Probe = func() { c.post(evProbe) }
 	}
-	if s.idleCfg.MaxAge > 0 {
+	if s.idleCfg.MaxAgeGrace > 0 && s.cfg.Protocol == Framed {
+		// Only Framed tells the peer, and only a grace leaves time to.
 		hooks.Drain = func() { c.post(evDrain) }
 	}
 	tr, err := idle.NewAt(s.wheel, now, s.idleCfg, hooks)
