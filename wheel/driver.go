@@ -75,8 +75,11 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	// and wakes us if it needs us earlier, a stop sees sleepLong, and what
 	// came before is taken in now if it must be, or planned for by takeAt.
 	// New armings fall due no earlier than the next tick, so this never
-	// fires anything.
-	keep := nowTick-w.lastActive < w.activeTicks
+	// fires anything. At the clock's last tick there is no clock to keep:
+	// the next tick never comes (a wake-up planned for it would be past,
+	// and the driver would spin), and the last stays on the clock fresh,
+	// so that readers need not wake the driver either.
+	keep := nowTick < lastTick && nowTick-w.lastActive < w.activeTicks
 	stopped := stops > 0 || woken
 	plan := func() (int64, bool) {
 		until, precise := sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
@@ -99,7 +102,7 @@ func (w *Wheel) step(now int64) (int64, bool) {
 		w.publishSleep(now, until)
 	}
 	w.endBatch()
-	if !keep {
+	if !keep && nowTick < lastTick {
 		w.markStale()
 		w.leftStale = true
 	}

@@ -14,7 +14,9 @@ import (
 //
 // With a ManualClock the wheel knows the exact time, so a timer armed for d
 // at time t fires at the first tick boundary at or after t+d (and at least
-// one tick after t), never later.
+// one tick after t), never later, unless its arming lands after an Advance
+// from another goroutine has passed that tick: then the next Advance fires
+// it first.
 type ManualClock struct {
 	mu       sync.Mutex   // serializes Advance, and Wheel.Stop with it
 	now      atomic.Int64 // nanoseconds since the clock was created
@@ -29,12 +31,14 @@ func NewManualClock() *ManualClock { return new(ManualClock) }
 // tick at which the callback fired.
 func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
 
-// Advance moves the clock forward by d (nothing happens for d <= 0) and
-// fires, in deadline order, every timer that falls due on the way; while a
-// callback runs, Now reports the tick it fired at. Timers armed by callbacks
-// fire within the same Advance if they fall due within it. Advance may not be
-// called from a callback; concurrent calls are serialized. After the wheel
-// has stopped it only moves the clock.
+// Advance moves the clock forward by d (not at all for d <= 0) and fires,
+// in deadline order, every timer that falls due on the way; while a
+// callback runs, Now reports the tick it fired at. First, at the current
+// time, it fires any timer already due: an arming that read the clock
+// before an earlier Advance passed its deadline, and landed after it.
+// Timers armed by callbacks fire within the same Advance if they fall due
+// within it. Advance may not be called from a callback; concurrent calls
+// are serialized. After the wheel has stopped it only moves the clock.
 func (c *ManualClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -54,6 +58,7 @@ func (c *ManualClock) Advance(d time.Duration) {
 	targetTick := w.tickOf(target)
 	for w.clock.Load()&clockStopped == 0 {
 		w.drain(now)
+		w.expireSlot(slotDue, now) // what Len took in already due
 		tick, idx, _, ok := w.lv.next()
 		if !ok || tick > targetTick {
 			break

@@ -242,6 +242,9 @@ func coarseWord(base, n, now uint64) uint64 {
 //
 // Any other value is taken as exact, as Elapsed returns it: the callback
 // never runs before from+d, and normally runs at the first tick at or after
+// it; up to a quarter tick after that tick when the wheel's goroutine
+// already plans to wake within that quarter tick (as for a slot holding
+// timers armed from the coarse clock), since such an arming does not wake
 // it. Event loops that read the monotonic clock anyway (once per event, as
 // netserver does) arm their timers this way, and the wheel need not keep its
 // coarse clock fresh for them. An Elapsed value that happens to be a

@@ -138,9 +138,10 @@ func build(opts []Option) *Wheel {
 
 // AfterFunc arms a new Timer that calls f once, d from now. It reads the
 // monotonic clock once (about 30 ns), so the callback runs at the first tick
-// at or after now+d (plus the wheel goroutine's scheduling delay), and never
-// before. It allocates the Timer; to avoid that, embed a Timer and use Init
-// and Reset (see Timer.Reset for the guarantees).
+// at or after now+d, or up to a quarter tick later (see ResetFrom), plus the
+// wheel goroutine's scheduling delay, and never before. It allocates the
+// Timer; to avoid that, embed a Timer and use Init and Reset (see
+// Timer.Reset for the guarantees).
 func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 	t := new(Timer)
 	t.Init(w, f)
@@ -185,11 +186,13 @@ func (w *Wheel) Stop() {
 // wake-up for an arming due after it. An arming stopped before it was
 // taken in is never counted. On a manual wheel Len first takes in what is
 // waiting, so it is exact (except when called from a callback during
-// Advance). It costs one atomic load on the real clock.
+// Advance), but fires nothing: a timer already due when it is taken in (an
+// arming that raced an Advance past its deadline) waits on the due list
+// for the next Advance. It costs one atomic load on the real clock.
 func (w *Wheel) Len() int {
 	if m := w.manual; m != nil && m.mu.TryLock() {
 		if w.clock.Load()&clockStopped == 0 {
-			w.drain(m.now.Load())
+			w.drain(-1) // a time before every deadline: file, fire nothing
 		}
 		m.mu.Unlock()
 	}
@@ -200,10 +203,12 @@ func (w *Wheel) Len() int {
 func (w *Wheel) Tick() time.Duration { return time.Duration(w.tickNanos) }
 
 // MaxDuration reports the longest duration Reset accepts before clamping:
-// 2^41-3 ticks, about 69 years at the default 1ms tick (7 at MinTick), so
-// that a deadline armed at tick 0 is at most the clock's last tick. The
-// wheel's clock stops 2^41-2 ticks after New; a deadline beyond it (a
-// clamped duration armed late in the wheel's life) is never reached.
+// 2^41-3 ticks or math.MaxInt64 ns (292 years), whichever is shorter: about
+// 69 years at the default 1ms tick (7 at MinTick), and math.MaxInt64 ns for
+// ticks above about 4.19 ms. So a deadline armed at tick 0 is at most the
+// clock's last tick. The wheel's clock stops 2^41-2 ticks after New; a
+// deadline beyond it (a clamped duration armed late in the wheel's life) is
+// never reached.
 func (w *Wheel) MaxDuration() time.Duration { return w.maxDur }
 
 // Now reports the wheel's coarse clock: the time since the wheel started,
@@ -230,7 +235,9 @@ func (w *Wheel) Now() time.Duration {
 // instants, see ResetFrom, read no clock and need no such wake-ups), for
 // its occupied slots (and 2 ms before a timer falls due, to sleep the rest
 // precisely), and, while timers are being armed or stopped, up to four
-// times a second, to take them in from its inbox and release the stopped.
+// times a second, to take them in from its inbox and release the stopped;
+// and an arming due more than a quarter tick before its planned wake-up
+// wakes it at once, to plan again.
 // It costs one atomic load. A manual wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
@@ -322,7 +329,12 @@ func satAdd(a, b int64) int64 {
 
 // wakeBefore tells the driver that a pending timer on the inbox falls due
 // at tick when: it lowers inMin to when, so that the driver takes the inbox
-// in before then, and wakes the driver if it plans to sleep past when.
+// in before then, and wakes the driver if it plans to sleep more than a
+// quarter tick (the slack) past when. Within the slack it does not: the
+// driver plans that wake-up for a slot holding a coarse timer, processed
+// a quarter tick after its tick (and woken, it would file the timer there
+// and plan the same wake-up again, once per push), or for some other
+// reason, and then takes in and fires the timer up to a quarter tick late.
 // Pairs with the driver storing sleepUntil before it looks at the inbox for
 // the last time: one of the two sees the other.
 func (w *Wheel) wakeBefore(when uint64) {
@@ -331,7 +343,7 @@ func (w *Wheel) wakeBefore(when uint64) {
 			break
 		}
 	}
-	if until := w.sleepUntil.Load(); until != 0 && w.tickTime(when) < until {
+	if until := w.sleepUntil.Load(); until != 0 && satAdd(w.tickTime(when), w.slackNanos) < until {
 		w.wake()
 	}
 }
