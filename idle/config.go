@@ -68,8 +68,9 @@ type Config struct {
 
 	// MaxAge bounds a connection's lifetime, whatever it does. The age is
 	// drawn once per connection, uniformly from [MaxAge-MaxAgeJitter,
-	// MaxAge+MaxAgeJitter], so that connections opened together do not all
-	// reconnect together. When it is reached, Hooks.Drain is called (send a
+	// MaxAge+MaxAgeJitter] (its upper end saturating at the largest
+	// Duration), so that connections opened together do not all reconnect
+	// together. When it is reached, Hooks.Drain is called (send a
 	// GOAWAY, stop taking requests) and the connection is closed
 	// MaxAgeGrace later with ReasonMaxAge; with no grace it closes at once.
 	MaxAge       time.Duration

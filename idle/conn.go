@@ -122,13 +122,36 @@ func wrap(c net.Conn, w *wheel.Wheel, cfg *Config) *Conn {
 // must not block. The deadline in the past makes a blocked call return. A
 // tls.Conn (the wrapper above TLS) would write a close_notify alert on
 // Close, under a deadline of its own of 5 s, to a peer that may not read:
-// its transport is closed first, so that the alert fails at once.
+// its transport is closed first, so that the alert fails at once. A
+// positive linger would make the transport's Close wait for unsent data
+// to be taken, which a peer that stalled the writes never does: it is
+// reset first (see SetLinger).
 func (c *Conn) expire(Reason) {
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
-	if tc, ok := c.Conn.(*tls.Conn); ok {
-		_ = tc.NetConn().Close()
+	tc, isTLS := c.Conn.(*tls.Conn)
+	transport := c.Conn
+	if isTLS {
+		transport = tc.NetConn()
+	}
+	unlinger(transport)
+	if isTLS {
+		_ = transport.Close()
 	}
 	_ = c.Conn.Close()
+}
+
+// unlinger makes nc's Close return at once: a conn with SetLinger whose
+// socket lingers (or may: see lingerOff) is set back to the system's
+// default, SetLinger(-1), under which Close returns at once and the system
+// sends what is left in the background. A linger of 0 (Close discards
+// unsent data and resets the connection) does not block, and is kept where
+// lingerOff can read it.
+func unlinger(nc net.Conn) {
+	l, ok := nc.(interface{ SetLinger(sec int) error })
+	if !ok || lingerOff(nc) {
+		return
+	}
+	_ = l.SetLinger(-1)
 }
 
 // Tracker returns the Conn's tracker, for HandshakeDone or Reason. Do not
@@ -303,6 +326,17 @@ func (c *Conn) SetNoDelay(noDelay bool) error {
 // SetLinger sets how Close treats unsent data, as net.TCPConn.SetLinger
 // does; an error matching errors.ErrUnsupported if the wrapped conn cannot.
 // Any goroutine.
+//
+// The linger applies to Close. A timeout's close runs on the wheel's
+// goroutine, where waiting would hold up every timer of the wheel, and a
+// peer that stalled the writes would make it wait the whole linger: it
+// first sets a positive linger back to the system's default (as
+// SetLinger(-1) does), so that the close returns at once and the system
+// sends the unsent data in the background, as after any close without a
+// linger. This applies whether the linger was set here or on the wrapped
+// conn (the TCP conn under a *tls.Conn), directly. A linger of 0 (discard
+// unsent data and reset the connection) is kept on Unix, where the close
+// can read it; elsewhere it too is set back to the default.
 func (c *Conn) SetLinger(sec int) error {
 	if k, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
 		return k.SetLinger(sec)

@@ -42,7 +42,12 @@ type Hooks struct {
 // once per event and passes it on gets deadlines that run from the exact
 // instant of each event, and spares the wheel keeping its coarse clock
 // fresh for it (see wheel.Timer.ResetFrom). The times passed for one
-// Tracker must not run backwards.
+// Tracker must not run backwards, with one exception: Activity, BytesIn and
+// Received (and their At variants) may be called from several goroutines
+// at once (a Conn's reader and writer, say), whose clock reads and stores
+// interleave, so each stamp keeps the latest time it was given and ignores
+// an earlier one that arrives late (but for a coarse time below an exact
+// one, which may be the later event: see stamp).
 //
 // Timers: one policy timer carries the idle, read-silence, keepalive,
 // handshake and max-age timeouts; it is armed only by New and by its own
@@ -219,8 +224,7 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 			count:      int32(min(max(cfg.KeepaliveCount, 1), math.MaxInt32)),
 		}
 		if cfg.MaxAge > 0 {
-			j := jitter(cfg.Jitter, 2*int64(cfg.MaxAgeJitter)+1)
-			p.ageDur = int64(satAdd(cfg.MaxAge-cfg.MaxAgeJitter, time.Duration(j)))
+			p.ageDur = drawAge(cfg)
 		}
 		t.more = p
 	}
@@ -233,6 +237,17 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 	}
 	t.armedDur = -1 // nothing has fired: nothing is due yet
 	t.runPolicy(now)
+}
+
+// drawAge draws a connection's max age uniformly from [MaxAge-MaxAgeJitter,
+// MaxAge+MaxAgeJitter], whose upper end saturates at the largest Duration
+// (2*MaxAgeJitter+1 overflows an int64 from a jitter of 2^62 up): the draw
+// covers the ages a Duration can hold, each as likely, instead of piling
+// onto the saturated end. cfg is validated: 0 <= MaxAgeJitter < MaxAge.
+func drawAge(cfg *Config) int64 {
+	lo := cfg.MaxAge - cfg.MaxAgeJitter // >= 1
+	hi := satAdd(cfg.MaxAge, cfg.MaxAgeJitter)
+	return int64(lo) + jitter(cfg.Jitter, int64(hi-lo)+1) // hi-lo < MaxInt64
 }
 
 // jitter returns a number in [0, n) from src (math/rand/v2 if nil), clamped.
@@ -253,7 +268,7 @@ func jitter(src func(int64) int64, n int64) int64 {
 func (t *Tracker) Activity() { t.ActivityAt(t.w.Now()) }
 
 // ActivityAt is Activity at now, a value from the wheel's Now or Elapsed.
-func (t *Tracker) ActivityAt(now time.Duration) { stamp(&t.lastAct, now) }
+func (t *Tracker) ActivityAt(now time.Duration) { t.stamp(&t.lastAct, now) }
 
 // BytesIn records that inbound bytes arrived now: it restarts the
 // read-silence timeout, answers outstanding keepalive probes and postpones
@@ -262,7 +277,7 @@ func (t *Tracker) ActivityAt(now time.Duration) { stamp(&t.lastAct, now) }
 func (t *Tracker) BytesIn() { t.BytesInAt(t.w.Now()) }
 
 // BytesInAt is BytesIn at now, a value from the wheel's Now or Elapsed.
-func (t *Tracker) BytesInAt(now time.Duration) { stamp(&t.lastIn, now) }
+func (t *Tracker) BytesInAt(now time.Duration) { t.stamp(&t.lastIn, now) }
 
 // Received is BytesIn and Activity together, with one clock read: inbound
 // bytes that count as application activity. Same cost and rules.
@@ -270,16 +285,40 @@ func (t *Tracker) Received() { t.ReceivedAt(t.w.Now()) }
 
 // ReceivedAt is Received at now, a value from the wheel's Now or Elapsed.
 func (t *Tracker) ReceivedAt(now time.Duration) {
-	stamp(&t.lastIn, now)
-	stamp(&t.lastAct, now)
+	t.stamp(&t.lastIn, now)
+	t.stamp(&t.lastAct, now)
 }
 
-// stamp stores now in a unless a holds it already: with stamps from the
-// coarse clock a busy connection then writes its cache line once per tick.
-func stamp(a *atomic.Int64, now time.Duration) {
-	if a.Load() != int64(now) {
-		a.Store(int64(now))
+// stamp moves a forward to now, never back: a caller that read the clock
+// before another goroutine's stamp may store after it, and the later event
+// must win, or a timeout would run from an earlier one and fire early. One
+// earlier value does win: a coarse stamp (a multiple of the tick, from
+// wheel.Now) below an exact one, since the coarse clock may lag the exact
+// one by more than their difference, and the wheel keeps a coarse stamp's
+// timeout from firing early however stale it was (wheel.Timer.ResetFrom);
+// so a Tracker stamped from both clocks, one after the other, runs from
+// the last stamp. In the common case, a already holding now (stamps from
+// the coarse clock change once per tick), stamp costs a load and a compare
+// and writes nothing; moving a costs a compare-and-swap where a plain store
+// would have been, retried only if another stamp lands in between.
+func (t *Tracker) stamp(a *atomic.Int64, now time.Duration) {
+	n := int64(now)
+	for {
+		old := a.Load()
+		if old == n || old > n && !t.coarseBelowExact(n, old) {
+			return
+		}
+		if a.CompareAndSwap(old, n) {
+			return
+		}
 	}
+}
+
+// coarseBelowExact reports whether stamp n < old is coarse and old exact:
+// n may then be the later event (see stamp).
+func (t *Tracker) coarseBelowExact(n, old int64) bool {
+	tick := int64(t.w.Tick())
+	return n%tick == 0 && old%tick != 0
 }
 
 // FrameStart records that the first byte of a frame arrived: unless a frame

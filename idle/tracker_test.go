@@ -2,6 +2,7 @@ package idle_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -628,6 +629,112 @@ func TestTracker_ExplicitTime(t *testing.T) {
 			due, ok := tr.Due()
 			require.True(t, ok)
 			assert.Equal(t, tc.due, due)
+		})
+	}
+}
+
+// TestTracker_LateStampIgnored: a stamp whose time is earlier than one
+// already recorded (another goroutine read the clock first and stored
+// last) must not move the stamp back, or the timeout would run from the
+// earlier event and close early: with IdleTimeout 10s and activity at 2s,
+// nothing closes at 11s.
+func TestTracker_LateStampIgnored(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		name    string
+		cfg     idle.Config
+		stamp   func(tr *idle.Tracker, at time.Duration)
+		reason  idle.Reason
+		wantDue time.Duration
+	}{
+		{name: "activity", cfg: idle.Config{IdleTimeout: 10 * s},
+			stamp: (*idle.Tracker).ActivityAt, reason: idle.ReasonIdle, wantDue: 12 * s},
+		{name: "received", cfg: idle.Config{IdleTimeout: 10 * s},
+			stamp: (*idle.Tracker).ReceivedAt, reason: idle.ReasonIdle, wantDue: 12 * s},
+		{name: "bytes in", cfg: idle.Config{ReadSilenceTimeout: 10 * s},
+			stamp: (*idle.Tracker).BytesInAt, reason: idle.ReasonDeadPeer, wantDue: 12 * s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			h.clk.Advance(2 * s)
+			tc.stamp(h.tr, 2*s) // the writer's event
+			tc.stamp(h.tr, 1*s) // the reader's, clock read at 1s, stored late
+			assert.Equal(t, 2*s, max(h.tr.LastActivity(), h.tr.LastIn()), "the later stamp stays")
+			h.clk.Advance(9 * s) // 11s: 10s after the late stamp, 9s after the last event
+			require.Empty(t, h.log, "closed from the late, earlier stamp")
+			h.clk.Advance(s)
+			assert.Equal(t, []string{"close:" + tc.reason.String() + " 12s"}, h.log)
+			due, ok := h.tr.Due()
+			require.True(t, ok)
+			assert.Equal(t, tc.wantDue, due)
+		})
+	}
+}
+
+// TestTracker_CoarseStampBelowExact: a coarse stamp (a multiple of the
+// tick, from wheel.Now) below an exact one may be the later event, the
+// coarse clock lagging: it is stored, and the wheel keeps its timeout from
+// firing early. An exact stamp below another is a late store, and ignored.
+func TestTracker_CoarseStampBelowExact(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		first     time.Duration
+		second    time.Duration
+		wantStamp time.Duration
+	}{
+		{name: "coarse below exact is kept", first: 2*ms + 500*time.Microsecond, second: 2 * ms, wantStamp: 2 * ms},
+		{name: "exact below exact is ignored", first: 2*ms + 500*time.Microsecond, second: 1*ms + 500*time.Microsecond, wantStamp: 2*ms + 500*time.Microsecond},
+		{name: "exact below coarse is ignored", first: 2 * ms, second: 1*ms + 500*time.Microsecond, wantStamp: 2 * ms},
+		{name: "coarse below coarse is ignored", first: 2 * ms, second: 1 * ms, wantStamp: 2 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, idle.Config{IdleTimeout: time.Second})
+			h.clk.Advance(3 * ms)
+			h.tr.ActivityAt(tc.first)
+			h.tr.ActivityAt(tc.second)
+			assert.Equal(t, tc.wantStamp, h.tr.LastActivity())
+		})
+	}
+}
+
+// TestTracker_MaxAgeJitterHuge: for a jitter above 2^62, 2*MaxAgeJitter+1
+// overflows an int64; the source must still be asked for the whole range
+// of ages a Duration can hold, [MaxAge-MaxAgeJitter, MaxInt64], and each
+// end of it must be reachable.
+func TestTracker_MaxAgeJitterHuge(t *testing.T) {
+	const maxDur = time.Duration(math.MaxInt64)
+	for _, tc := range []struct {
+		name         string
+		maxAge, jit  time.Duration
+		wantN        int64         // the range the source is asked for
+		wantLo, want time.Duration // ages for draws 0 and n-1
+	}{
+		{name: "no overflow", maxAge: time.Hour, jit: 10 * time.Minute,
+			wantN: int64(20*time.Minute) + 1, wantLo: 50 * time.Minute, want: 70 * time.Minute},
+		{name: "2*jitter+1 just overflows", maxAge: 1<<62 + time.Hour, jit: 1 << 62,
+			wantN: int64(maxDur-time.Hour) + 1, wantLo: time.Hour, want: maxDur},
+		{name: "largest", maxAge: maxDur, jit: maxDur - time.Hour,
+			wantN: int64(maxDur-time.Hour) + 1, wantLo: time.Hour, want: maxDur},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
+			defer w.Stop()
+			ageFor := func(draw func(n int64) int64) (time.Duration, int64) {
+				var gotN int64
+				cfg := idle.Config{MaxAge: tc.maxAge, MaxAgeJitter: tc.jit,
+					Jitter: func(n int64) int64 { gotN = n; return draw(n) }}
+				require.NoError(t, cfg.Validate())
+				tr, err := idle.New(w, cfg, idle.Hooks{Close: func(idle.Reason) {}})
+				require.NoError(t, err)
+				defer tr.Stop()
+				return tr.AgeAt(), gotN
+			}
+			lo, n := ageFor(func(int64) int64 { return 0 })
+			assert.Equal(t, tc.wantN, n, "the range asked of the source")
+			assert.Equal(t, tc.wantLo, lo, "age for the lowest draw")
+			hi, _ := ageFor(func(n int64) int64 { return n - 1 })
+			assert.Equal(t, tc.want, hi, "age for the highest draw")
 		})
 	}
 }

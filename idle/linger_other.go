@@ -1,0 +1,9 @@
+//go:build !unix
+
+package idle
+
+import "net"
+
+// lingerOff reports false: outside Unix the linger cannot be read, so a
+// timeout's close sets every linger back to the default.
+func lingerOff(net.Conn) bool { return false }
