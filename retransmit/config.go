@@ -9,7 +9,7 @@ import (
 // Defaults applied to zero fields of Config.
 const (
 	DefaultInitialRTO     = time.Second            // RFC 6298 section 2.1
-	DefaultMinRTO         = 200 * time.Millisecond // Linux's TCP_RTO_MIN
+	DefaultMinRTO         = 200 * time.Millisecond // Linux's TCP_RTO_MIN, not RFC 6298's 1 s: see Config.MinRTO
 	DefaultMaxRTO         = 60 * time.Second       // RFC 6298 section 2.5's lowest allowed cap
 	DefaultMaxRetransmits = 10
 	DefaultGiveUpAfter    = 30 * time.Second
@@ -61,7 +61,9 @@ type Config struct {
 	// clamped into [MinRTO, MaxRTO].
 	InitialRTO time.Duration
 	// MinRTO is the floor of the RTO under RFC6298, or of the variance
-	// term under Linux (0: 200 ms).
+	// term under Linux (0: 200 ms, under either Variant). The default
+	// follows Linux, not RFC 6298 section 2.4, which says an RTO below 1 s
+	// SHOULD be rounded up to 1 s: set MinRTO to time.Second for that.
 	MinRTO time.Duration
 	// MaxRTO caps the RTO, backoff included (0: 60 s). It must be at least
 	// MinRTO. RFC 6298 asks for at least 60 s; smaller values are accepted.

@@ -14,10 +14,18 @@
 // *GiveUpError the server can log as the close reason, after MaxRetransmits
 // retransmissions or GiveUpAfter without an ack.
 //
+// One default departs from the RFC: the minimum RTO (Config.MinRTO)
+// defaults to 200 ms, Linux's TCP_RTO_MIN, under either Variant, where RFC
+// 6298 section 2.4 says an RTO below 1 s SHOULD be rounded up to 1 s. The
+// RFC's floor suits a path whose RTT is unknown or long; for an
+// application-level ack deadline on a datacenter or LAN path it would make
+// every loss wait a second. Set MinRTO to time.Second for the RFC's floor.
+//
 // The package is pure logic: it never reads the system clock. Callers pass
-// now (the wheel's coarse clock, wheel.Now) to every per-message call, and
-// the timer's expiry reads the wheel's clock. Handlers run on the wheel's
-// goroutine and must not block. Tests drive everything with a
+// now, a reading of the Tracker's wheel, to every per-message call: its
+// coarse clock (wheel.Now), or its exact one (wheel.Elapsed) for a caller
+// that reads it anyway (see Tracker); the timer's expiry reads the wheel's
+// clocks itself. Handlers run on the wheel's goroutine and must not block. Tests drive everything with a
 // wheel.ManualClock, as the examples do.
 //
 // The per-message paths (Sent, Acked, AckedThrough) are O(1) amortized and

@@ -48,6 +48,20 @@ func ExampleEstimator_linux() {
 	// linux:   500ms
 }
 
+// The default minimum RTO is Linux's 200 ms, under either Variant; RFC 6298
+// section 2.4's 1 s floor takes MinRTO: time.Second.
+func ExampleConfig_minRTO() {
+	def, _ := retransmit.NewEstimator(retransmit.Config{}) // Variant RFC6298
+	rfc, _ := retransmit.NewEstimator(retransmit.Config{MinRTO: time.Second})
+	def.Sample(10 * time.Millisecond)
+	rfc.Sample(10 * time.Millisecond)
+	fmt.Println("default:", def.RTO())
+	fmt.Println("MinRTO 1s:", rfc.RTO())
+	// Output:
+	// default: 200ms
+	// MinRTO 1s: 1s
+}
+
 func ExampleTracker() {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))

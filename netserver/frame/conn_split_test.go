@@ -22,13 +22,19 @@ import (
 // however the reads cut the frames.
 func TestConn_AnySegmentationOverTCP(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
+	// The largest DATA payload whose length field (type, seq, payload) is
+	// DefaultMax, the largest the Conn accepts.
+	const maxPayload = frame.DefaultMax - (frame.DataHeaderSize - frame.LenSize)
 	var stream []byte
 	var want []frame.Frame
 	var nonces []uint64
 	for i := range 120 {
 		size := rng.IntN(3000)
-		if i%10 == 0 {
-			size = 16<<10 + rng.IntN(frame.DefaultMax-16<<10-frame.HeaderSize) // over the read buffer
+		switch {
+		case i == 60:
+			size = maxPayload // the largest frame, every run
+		case i%10 == 0:
+			size = 16<<10 + rng.IntN(maxPayload-16<<10+1) // over the read buffer
 		}
 		p := randomBytes(rng, size)
 		seq := uint64(i + 1)
