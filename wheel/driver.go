@@ -93,13 +93,13 @@ func (w *Wheel) step(now int64) (int64, bool) {
 		return until, precise
 	}
 	until, precise := plan()
-	w.publishSleep(now, until)
+	w.publishSleep(now, until, precise)
 	if w.takeIn(now, false) > 0 {
 		stopped = true
 	}
 	if u, p := plan(); u < until {
 		until, precise = u, p
-		w.publishSleep(now, until)
+		w.publishSleep(now, until, precise)
 	}
 	w.endBatch()
 	if !keep && nowTick < lastTick {
@@ -112,8 +112,21 @@ func (w *Wheel) step(now int64) (int64, bool) {
 // publishSleep tells pushers and stoppers, at now, that the driver will
 // sleep until until: a push wakes it for a deadline before that
 // (sleepUntil), a Stop if that is more than releaseDelay away (sleepLong).
-func (w *Wheel) publishSleep(now, until int64) {
-	w.sleepUntil.Store(until)
+//
+// sleepUntil's low bit says whether a push may leave the driver asleep for
+// a deadline up to a quarter tick (the slack) before until (see
+// wakeBefore): when the sleep is precise, ending on time (a wake-up
+// within preciseLead of a fire), or when no sleep is (!canPrecise), so
+// that waking would plan a sleep as late. A sleep on the runtime's timer
+// that a precise one would follow ends up to a millisecond late: a
+// deadline before it must wake the driver, to plan the precise one. The
+// bit moves until by a nanosecond at most.
+func (w *Wheel) publishSleep(now, until int64, precise bool) {
+	v := until &^ 1
+	if precise || !w.canPrecise {
+		v |= 1
+	}
+	w.sleepUntil.Store(v)
 	w.sleepLong.Store(until > satAdd(now, releaseDelay))
 }
 

@@ -243,11 +243,11 @@ func coarseWord(base, n, now uint64) uint64 {
 // Any other value is taken as exact, as Elapsed returns it: the callback
 // never runs before from+d, and normally runs at the first tick at or after
 // it; up to a quarter tick after that tick when the wheel's goroutine
-// already plans to wake within that quarter tick (as for a slot holding
-// timers armed from the coarse clock), since such an arming does not wake
-// it. Event loops that read the monotonic clock anyway (once per event, as
-// netserver does) arm their timers this way, and the wheel need not keep its
-// coarse clock fresh for them. An Elapsed value that happens to be a
+// already plans to wake, on time, within that quarter tick (as for a slot
+// holding timers armed from the coarse clock), since such an arming does
+// not wake it. Event loops that read the monotonic clock anyway (once per
+// event, as netserver does) arm their timers this way, and the wheel need
+// not keep its coarse clock fresh for them. An Elapsed value that happens to be a
 // multiple of the tick is taken as a Now value, which is always safe for it
 // (at worst a little late).
 //

@@ -71,6 +71,38 @@ func TestSimulated_ExactArmingsBeforeLateSlot(t *testing.T) {
 	}
 }
 
+// TestSimulated_ExactArmingBeforeLongSleep: the driver, which may sleep
+// precisely, plans to wake preciseLead (2 ms) before a coarse slot's fire
+// at tick 3002 and a quarter, on the runtime's timer, which may end a
+// millisecond late. An exact arming due at tick 3000, a quarter tick before
+// that wake-up, must wake it, so that it plans a precise sleep to tick 3000
+// instead of finding the timer up to a millisecond and a quarter late.
+func TestSimulated_ExactArmingBeforeLongSleep(t *testing.T) {
+	var now int64
+	w := newSim(t, &now)
+	w.SetCanPrecise(true)
+	var coarse wheel.Timer
+	coarse.Init(w, func() {})
+	coarse.Reset(3001 * time.Millisecond) // read at tick 0: tick 3002
+	for now < 1500*ms {
+		now = min(w.Step(), 1500*ms)
+	}
+	require.True(t, w.Stale(), "nothing reads the clock: the driver stops keeping it")
+	now = 2999*ms + 50*us
+	require.Equal(t, 3000*ms+ms/4, w.Step(), "a sleep on the runtime's timer to preciseLead before the slot's fire")
+
+	now += 30 * us
+	firedAt := int64(-1)
+	var exact wheel.Timer
+	exact.Init(w, func() { firedAt = now })
+	exact.ResetFrom(w.Elapsed(), 900*time.Microsecond) // 2999.98 ms: tick 3000
+	require.True(t, w.WakeRequested(), "a deadline before a wake-up that may end late must wake the driver")
+	now = w.Step()
+	require.Equal(t, 3000*ms, now, "woken, the driver plans to wake at the timer's tick")
+	w.Step()
+	assert.Equal(t, 3000*ms, firedAt, "fired at its tick")
+}
+
 // TestSimulated_HorizonDoesNotSpin starts a wheel past its clock's last
 // tick (7 years at MinTick) and reads the clock there: the clock is stopped
 // for good, so the driver must neither plan to wake at a tick that never
