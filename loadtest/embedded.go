@@ -31,6 +31,9 @@ func netwheelConfig(o *options) netserver.Config {
 		Addr: listenAddr(o), Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
 		Timeouts: idle.Config{IdleTimeout: t.Idle, FrameTimeout: t.Frame},
 	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = -1 // -max-conns 0 is no limit, where netserver's 0 derives one
+	}
 	// The hostile scenarios judge the server's memory by these limits.
 	cfg.Limits.OutputHard = int(o.outputLimit)
 	if cfg.Limits.OutputHard < netserver.DefaultOutputSoft {

@@ -192,7 +192,7 @@ func newFlagSet(cfg *netserver.Config, o *options, openFiles uint64) *flagSet {
 			on(defaultMaxAge) + ", with -max-age-jitter " + shortDur(defaultMaxAgeJitter) + ", when no\n" +
 			"-max-age* flag is given: a peer that trickles a byte now and\n" +
 			"then holds no place for ever. Left off when a timeout given\n" +
-			"is not below it"})
+			"is not below its longest lifetime, " + shortDur(defaultMaxAge+defaultMaxAgeJitter)})
 	s.add(dur(&t.MaxAgeJitter), flagDef{name: "max-age-jitter", arg: "DURATION",
 		usage: "spread each max age uniformly by +/- this much; must be\n" +
 			"below -max-age"})

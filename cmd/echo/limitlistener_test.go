@@ -1,9 +1,12 @@
 package main
 
 import (
+	"log/slog"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/netwheel/netwheel/netserver"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,5 +85,27 @@ func TestLimitListener(t *testing.T) {
 	}
 	for _, c := range open {
 		c.Close()
+	}
+}
+
+// The metrics server bounds every phase of a connection: a request's
+// headers and whole body (a body announced and never sent would hold the
+// connection while the server discards it), an idle keep-alive, and, but
+// with -pprof (whose profiles take as long as asked), writing a response to
+// a scraper that does not read.
+func TestMetricsServer_Bounded(t *testing.T) {
+	srv, err := netserver.New(netserver.Config{Addr: "127.0.0.1:0"}, netserver.Echo{})
+	require.NoError(t, err)
+	log := slog.New(slog.DiscardHandler)
+	for _, pprof := range []bool{false, true} {
+		hs := metricsServer(srv, options{pprof: pprof}, log)
+		assert.Positive(t, hs.ReadHeaderTimeout, "pprof %v", pprof)
+		assert.Positive(t, hs.ReadTimeout, "pprof %v", pprof)
+		assert.Positive(t, hs.IdleTimeout, "pprof %v", pprof)
+		if pprof {
+			assert.Zero(t, hs.WriteTimeout, "a profile takes as long as asked")
+		} else {
+			assert.Positive(t, hs.WriteTimeout)
+		}
 	}
 }

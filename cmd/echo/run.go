@@ -29,12 +29,17 @@ const (
 
 // Bounds of the metrics server, so that scrapers, idle or hostile, hold
 // few of the descriptors -max-conns leaves (fdlimit.Reserve) and none for
-// long: how long it waits for a request's headers, how long it keeps an
-// idle keep-alive connection (a scraper reconnects in a millisecond), and
-// how many connections it has open at once (more wait in the kernel's
-// accept queue).
+// long: how long it waits for a request's headers, and for the whole
+// request (a body announced and never sent would hold the connection while
+// the server discards it); how long it may take to write a response to a
+// scraper that does not read (not with -pprof, whose profiles take as long
+// as asked); how long it keeps an idle keep-alive connection (a scraper
+// reconnects in a millisecond); and how many connections it has open at
+// once (more wait in the kernel's accept queue).
 const (
 	metricsReadHeaderTimeout = 10 * time.Second
+	metricsReadTimeout       = 30 * time.Second
+	metricsWriteTimeout      = 30 * time.Second
 	metricsIdleTimeout       = 30 * time.Second
 	metricsMaxConns          = 16
 )
@@ -79,12 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var hs *http.Server
 	metricsDone := make(chan error, 1)
 	if mln != nil {
-		hs = &http.Server{
-			Handler:           metricsMux(srv, o.pprof),
-			ReadHeaderTimeout: metricsReadHeaderTimeout,
-			IdleTimeout:       metricsIdleTimeout,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
+		hs = metricsServer(srv, o, log)
 		go func() { metricsDone <- hs.Serve(mln) }()
 	}
 	log.Info("echo: serving", effectiveConfig(srv, cfg, o, mln)...)
@@ -300,4 +300,20 @@ func keepaliveCount(k netserver.KernelConfig) string {
 		return "5"
 	}
 	return fmt.Sprint(k.KeepaliveCount)
+}
+
+// metricsServer is the HTTP server of -metrics, with the bounds above; its
+// listener is limited to metricsMaxConns by run.
+func metricsServer(srv *netserver.Server, o options, log *slog.Logger) *http.Server {
+	hs := &http.Server{
+		Handler:           metricsMux(srv, o.pprof),
+		ReadHeaderTimeout: metricsReadHeaderTimeout,
+		ReadTimeout:       metricsReadTimeout,
+		IdleTimeout:       metricsIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if !o.pprof {
+		hs.WriteTimeout = metricsWriteTimeout
+	}
+	return hs
 }
