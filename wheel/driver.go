@@ -81,25 +81,27 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	// so that readers need not wake the driver either.
 	keep := nowTick < lastTick && nowTick-w.lastActive < w.activeTicks
 	stopped := stops > 0 || woken
-	plan := func() (int64, bool) {
-		until, precise := sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
+	plan := func() (until int64, precise, leadIn bool) {
+		fire := w.nextFire()
+		until, precise = sleepPlan(now, fire, w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
+		leadIn = !precise && fire != math.MaxInt64 && until == fire-preciseLead
 		// The inbox, if the driver is to leave it: a take due now is
 		// the one below, which files what it takes for the plan after it.
 		if at := w.takeAt(); at < until && at > now {
 			// Within the precise window of a fire, the take's sleep
 			// is precise too, or it may end past the fire.
-			until = at
+			until, leadIn = at, false
 		}
-		return until, precise
+		return until, precise, leadIn
 	}
-	until, precise := plan()
-	w.publishSleep(now, until, precise)
+	until, precise, leadIn := plan()
+	w.publishSleep(now, until, precise, leadIn)
 	if w.takeIn(now, false) > 0 {
 		stopped = true
 	}
-	if u, p := plan(); u < until {
+	if u, p, l := plan(); u < until {
 		until, precise = u, p
-		w.publishSleep(now, until, precise)
+		w.publishSleep(now, until, precise, l)
 	}
 	w.endBatch()
 	if !keep && nowTick < lastTick {
@@ -113,22 +115,40 @@ func (w *Wheel) step(now int64) (int64, bool) {
 // sleep until until: a push wakes it for a deadline before that
 // (sleepUntil), a Stop if that is more than releaseDelay away (sleepLong).
 //
-// sleepUntil's low bit says whether a push may leave the driver asleep for
-// a deadline up to a quarter tick (the slack) before until (see
-// wakeBefore): when the sleep is precise, ending on time (a wake-up
-// within preciseLead of a fire), or when no sleep is (!canPrecise), so
-// that waking would plan a sleep as late. A sleep on the runtime's timer
-// that a precise one would follow ends up to a millisecond late: a
-// deadline before it must wake the driver, to plan the precise one. The
-// bit moves until by a nanosecond at most.
-func (w *Wheel) publishSleep(now, until int64, precise bool) {
-	v := until &^ 1
-	if precise || !w.canPrecise {
-		v |= 1
+// sleepUntil's two low bits say how a push compares its deadline with
+// until (see wakeBefore), moving until by 3 ns at most:
+//
+//   - sleepSlack: the sleep ends on time (precise: a wake-up within
+//     preciseLead of a fire), or no sleep does (!canPrecise), so that
+//     waking would plan one as late. A deadline up to a quarter tick (the
+//     slack) before until does not wake the driver: it fires with the
+//     slot it then processes, as a slot holding a coarse timer is, a
+//     quarter tick after its tick; woken, the driver would file it there
+//     and plan the same wake-up, once per push.
+//   - sleepLeadIn: the sleep, on the runtime's timer, leads in to a
+//     precise one, preciseLead before a fire. A deadline that joins that
+//     fire's slot (at most a quarter tick before the fire) does not wake
+//     the driver, for the reason above; an earlier one does, to plan a
+//     precise sleep to it, since this one may end a millisecond late.
+//   - neither: any deadline before until wakes the driver.
+func (w *Wheel) publishSleep(now, until int64, precise, leadIn bool) {
+	v := until &^ sleepModes
+	switch {
+	case precise || !w.canPrecise:
+		v |= sleepSlack
+	case leadIn:
+		v |= sleepLeadIn
 	}
 	w.sleepUntil.Store(v)
 	w.sleepLong.Store(until > satAdd(now, releaseDelay))
 }
+
+// The modes of a published sleep, in sleepUntil's low bits (publishSleep).
+const (
+	sleepSlack  = 1
+	sleepLeadIn = 2
+	sleepModes  = sleepSlack | sleepLeadIn
+)
 
 // sleepPlan decides when the driver wakes next, from what a step found at
 // now: fireAt, the earliest time a timer may fire (math.MaxInt64: none);

@@ -242,10 +242,11 @@ func coarseWord(base, n, now uint64) uint64 {
 //
 // Any other value is taken as exact, as Elapsed returns it: the callback
 // never runs before from+d, and normally runs at the first tick at or after
-// it; up to a quarter tick after that tick when the wheel's goroutine
-// already plans to wake, on time, within that quarter tick (as for a slot
-// holding timers armed from the coarse clock), since such an arming does
-// not wake it. Event loops that read the monotonic clock anyway (once per
+// it; up to a quarter tick after that tick when it joins a slot the
+// wheel's goroutine processes a quarter tick late (one holding timers armed
+// from the coarse clock), or when the goroutine already plans to wake
+// within that quarter tick, on time, since such an arming does not wake it
+// (docs/design.md, "Exact instants"). Event loops that read the monotonic clock anyway (once per
 // event, as netserver does) arm their timers this way, and the wheel need
 // not keep its coarse clock fresh for them. An Elapsed value that happens to be a
 // multiple of the tick is taken as a Now value, which is always safe for it

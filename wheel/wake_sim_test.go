@@ -103,6 +103,48 @@ func TestSimulated_ExactArmingBeforeLongSleep(t *testing.T) {
 	assert.Equal(t, 3000*ms, firedAt, "fired at its tick")
 }
 
+// TestSimulated_ExactArmingsBeforeLateSlotLongTick: with a 20 ms tick the
+// quarter-tick slack (5 ms) is longer than the precise sleep's lead (2
+// ms), so the driver leads in to a late slot's fire with a sleep on the
+// runtime's timer that ends after the slot's tick. Exact armings due at
+// that tick join the slot and must not wake the driver, once per push;
+// one due a tick earlier must.
+func TestSimulated_ExactArmingsBeforeLateSlotLongTick(t *testing.T) {
+	const tick = 20 * ms
+	var now int64
+	w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Duration(tick)))
+	t.Cleanup(w.Stop)
+	w.SetCanPrecise(true)
+	var coarse wheel.Timer
+	coarse.Init(w, func() {})
+	coarse.Reset(time.Duration(3000 * tick)) // read at tick 0: tick 3001
+	for now < 1500*tick {
+		now = min(w.Step(), 1500*tick)
+	}
+	require.True(t, w.Stale(), "nothing reads the clock: the driver stops keeping it")
+	now = 2999*tick + ms
+	fire := 3001*tick + tick/4
+	require.Equal(t, fire-2*ms, w.Step(), "a sleep on the runtime's timer, leading in to the slot's fire")
+
+	wakes := 0
+	timers := make([]wheel.Timer, 20)
+	for i := range timers {
+		now += 100 * us // within tick 2999: due at tick 3001
+		timers[i].Init(w, func() {})
+		timers[i].ResetFrom(w.Elapsed(), time.Duration(3001*tick-now))
+		if w.WakeRequested() {
+			wakes++
+			w.Step()
+		}
+	}
+	assert.Zero(t, wakes, "%d armings due at the late slot's tick woke the driver", len(timers))
+
+	var early wheel.Timer
+	early.Init(w, func() {})
+	early.ResetFrom(w.Elapsed(), time.Duration(3000*tick-now)) // tick 3000
+	assert.True(t, w.WakeRequested(), "a deadline a tick before the slot's must wake the driver")
+}
+
 // TestSimulated_HorizonDoesNotSpin starts a wheel past its clock's last
 // tick (7 years at MinTick) and reads the clock there: the clock is stopped
 // for good, so the driver must neither plan to wake at a tick that never

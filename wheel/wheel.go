@@ -236,9 +236,9 @@ func (w *Wheel) Now() time.Duration {
 // its occupied slots (and 2 ms before a timer falls due, to sleep the rest
 // precisely), and, while timers are being armed or stopped, up to four
 // times a second, to take them in from its inbox and release the stopped;
-// and an arming due before its planned wake-up (more than a quarter tick
-// before, if that wake-up is on time) wakes it at once, to plan again. It
-// costs one atomic load. A manual wheel has no goroutine and reports 0.
+// and an arming due before its planned wake-up (less a quarter tick of
+// slack where it would fire with the slot then processed: see
+// publishSleep) wakes it at once, to plan again. It costs one atomic load. A manual wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
 // Elapsed reports the exact time since the wheel started, on the clock that
@@ -329,14 +329,10 @@ func satAdd(a, b int64) int64 {
 
 // wakeBefore tells the driver that a pending timer on the inbox falls due
 // at tick when: it lowers inMin to when, so that the driver takes the inbox
-// in before then, and wakes the driver if it plans to sleep past when; if
-// the sleep ends on time (see publishSleep), only if it plans to sleep
-// more than a quarter tick (the slack) past when. Within the slack it does
-// not: the driver plans that wake-up for a slot holding a coarse timer,
-// processed a quarter tick after its tick (and woken, it would file the
-// timer there and plan the same wake-up again, once per push), or for some
-// other reason, and then takes in and fires the timer up to a quarter tick
-// late.
+// in before then, and wakes the driver if it plans to sleep past when,
+// with the quarter-tick slack publishSleep describes: a deadline that
+// would fire with the slot the driver then processes, up to a quarter
+// tick late, does not wake it.
 // Pairs with the driver storing sleepUntil before it looks at the inbox for
 // the last time: one of the two sees the other.
 func (w *Wheel) wakeBefore(when uint64) {
@@ -345,12 +341,15 @@ func (w *Wheel) wakeBefore(when uint64) {
 			break
 		}
 	}
-	if until := w.sleepUntil.Load(); until != 0 {
-		at := w.tickTime(when)
-		if until&1 != 0 {
-			at = satAdd(at, w.slackNanos) // see publishSleep
+	if v := w.sleepUntil.Load(); v != 0 {
+		at, until := w.tickTime(when), v&^sleepModes
+		switch v & sleepModes { // see publishSleep
+		case sleepSlack:
+			at = satAdd(at, w.slackNanos)
+		case sleepLeadIn:
+			at, until = satAdd(at, w.slackNanos), satAdd(until, preciseLead)
 		}
-		if at < until&^1 {
+		if at < until {
 			w.wake()
 		}
 	}
