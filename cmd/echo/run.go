@@ -32,8 +32,9 @@ const (
 // long: how long it waits for a request's headers, and for the whole
 // request (a body announced and never sent would hold the connection while
 // the server discards it); how long it may take to write a response to a
-// scraper that does not read (not with -pprof, whose profiles take as long
-// as asked); how long it keeps an idle keep-alive connection (a scraper
+// scraper that does not read (net/http/pprof extends it by the seconds a
+// profile or trace asks for); how long it keeps an idle keep-alive
+// connection (a scraper
 // reconnects in a millisecond); and how many connections it has open at
 // once (more wait in the kernel's accept queue).
 const (
@@ -305,15 +306,12 @@ func keepaliveCount(k netserver.KernelConfig) string {
 // metricsServer is the HTTP server of -metrics, with the bounds above; its
 // listener is limited to metricsMaxConns by run.
 func metricsServer(srv *netserver.Server, o options, log *slog.Logger) *http.Server {
-	hs := &http.Server{
+	return &http.Server{
 		Handler:           metricsMux(srv, o.pprof),
 		ReadHeaderTimeout: metricsReadHeaderTimeout,
 		ReadTimeout:       metricsReadTimeout,
+		WriteTimeout:      metricsWriteTimeout,
 		IdleTimeout:       metricsIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if !o.pprof {
-		hs.WriteTimeout = metricsWriteTimeout
-	}
-	return hs
 }
