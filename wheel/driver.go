@@ -82,9 +82,7 @@ func (w *Wheel) step(now int64) (int64, bool) {
 	keep := nowTick < lastTick && nowTick-w.lastActive < w.activeTicks
 	stopped := stops > 0 || woken
 	plan := func() (until int64, precise, leadIn bool) {
-		fire := w.nextFire()
-		until, precise = sleepPlan(now, fire, w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
-		leadIn = !precise && fire != math.MaxInt64 && until == fire-preciseLead
+		until, precise, leadIn = sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
 		// The inbox, if the driver is to leave it: a take due now is
 		// the one below, which files what it takes for the plan after it.
 		if at := w.takeAt(); at < until && at > now {
@@ -126,11 +124,13 @@ func (w *Wheel) step(now int64) (int64, bool) {
 //     quarter tick after its tick; woken, the driver would file it there
 //     and plan the same wake-up, once per push.
 //   - sleepLeadIn: the sleep, on the runtime's timer, leads in to a
-//     precise one, preciseLead before a fire. A deadline that joins that
-//     fire's slot (at most a quarter tick before the fire) does not wake
-//     the driver, for the reason above; an earlier one does, to plan a
-//     precise sleep to it, since this one may end a millisecond late.
-//   - neither: any deadline before until wakes the driver.
+//     precise one, preciseLead before a fire. A deadline at most a quarter
+//     tick before that fire (one that joins a late slot there) does not
+//     wake the driver, for the reason above; an earlier one does, to plan
+//     a precise sleep to it, since this one may end a millisecond late.
+//   - neither: a deadline before until wakes the driver; one at until
+//     (the next tick, for a driver keeping the clock) fires when the
+//     driver wakes then, on the runtime's timer.
 func (w *Wheel) publishSleep(now, until int64, precise, leadIn bool) {
 	v := until &^ sleepModes
 	switch {
@@ -157,7 +157,8 @@ const (
 // this wake-up took in stopped timers (then it wakes within releaseDelay,
 // so that stops that follow are taken in without waking it: see
 // releaseDelay); and canPrecise, whether it may sleep in futex. It returns
-// the time to wake up and whether to sleep precisely.
+// the time to wake up, whether to sleep precisely, and whether the sleep
+// leads in to a precise one (see publishSleep).
 //
 // A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is for
 // a timer, the last preciseLead before it is slept in futex, which ends on
@@ -165,7 +166,7 @@ const (
 // so no more than a millisecond later) to take the rest precisely. Sleeps
 // that only keep the clock stay on the runtime's timer: in futex the
 // goroutine keeps its P, which costs the process CPU (WithSyscallSleep).
-func sleepPlan(now, fireAt, nextTick int64, keepClock, tookStops, canPrecise bool) (until int64, precise bool) {
+func sleepPlan(now, fireAt, nextTick int64, keepClock, tookStops, canPrecise bool) (until int64, precise, leadIn bool) {
 	until = fireAt
 	if tookStops {
 		until = min(until, satAdd(now, releaseDelay))
@@ -174,12 +175,12 @@ func sleepPlan(now, fireAt, nextTick int64, keepClock, tookStops, canPrecise boo
 		until = min(until, nextTick)
 	}
 	if !canPrecise || fireAt > until || fireAt == math.MaxInt64 {
-		return until, false
+		return until, false, false
 	}
 	if fireAt-now <= preciseLead {
-		return until, true
+		return until, true, false
 	}
-	return fireAt - preciseLead, false
+	return fireAt - preciseLead, false, true
 }
 
 // nextFire returns the earliest time at which a timer the wheel holds may

@@ -29,7 +29,7 @@ func TestSleepPlan(t *testing.T) {
 		fireAt                          int64
 		keepClock, tookStops, canPrecis bool
 		until                           int64
-		precise                         bool
+		precise, leadIn                 bool
 	}{
 		{name: "nothing held, nothing read: sleep until woken", fireAt: none, until: none},
 		{name: "timers held, no stops: sleep until the first", fireAt: now + 10*release, until: now + 10*release},
@@ -37,15 +37,17 @@ func TestSleepPlan(t *testing.T) {
 		{name: "keeping the clock: the next tick", fireAt: none, tookStops: true, keepClock: true, until: nextTick},
 		{name: "a timer sooner than the tick", fireAt: now + 1, keepClock: true, tookStops: true, until: now + 1},
 		{name: "a timer within the lead: precise", fireAt: now + lead, tookStops: true, canPrecis: true, until: now + lead, precise: true},
-		{name: "a timer further off: wake the lead before it", fireAt: now + 3*lead, tookStops: true, canPrecis: true, until: now + 2*lead},
+		{name: "a timer further off: wake the lead before it", fireAt: now + 3*lead, tookStops: true, canPrecis: true, until: now + 2*lead, leadIn: true},
+		{name: "the clock at the lead before a timer: no lead-in", fireAt: nextTick + lead, keepClock: true, canPrecis: true, until: nextTick},
 		{name: "the clock comes first: not precise", fireAt: now + lead, keepClock: true, tookStops: true, canPrecis: true, until: nextTick},
 		{name: "release comes first: not precise", fireAt: now + 2*release, tookStops: true, canPrecis: true, until: now + release},
 		{name: "no futex: never precise", fireAt: now + lead/2, tookStops: true, until: now + lead/2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			until, precise := wheel.SleepPlan(now, tc.fireAt, nextTick, tc.keepClock, tc.tookStops, tc.canPrecis)
+			until, precise, leadIn := wheel.SleepPlan(now, tc.fireAt, nextTick, tc.keepClock, tc.tookStops, tc.canPrecis)
 			assert.Equal(t, time.Duration(tc.until), time.Duration(until), "until")
 			assert.Equal(t, tc.precise, precise, "precise")
+			assert.Equal(t, tc.leadIn, leadIn, "leadIn")
 			assert.Greater(t, until, now, "the driver always sleeps")
 		})
 	}

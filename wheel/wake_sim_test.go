@@ -145,6 +145,27 @@ func TestSimulated_ExactArmingsBeforeLateSlotLongTick(t *testing.T) {
 	assert.True(t, w.WakeRequested(), "a deadline a tick before the slot's must wake the driver")
 }
 
+// TestSimulated_KeepClockPushNoWake: a driver that keeps the clock sleeps
+// to the next tick, and a push due at that tick must not wake it, even when
+// the next tick happens to come preciseLead before an exact slot's fire (a
+// sleep that only looks like a lead-in to it).
+func TestSimulated_KeepClockPushNoWake(t *testing.T) {
+	var now int64
+	w := newSim(t, &now)
+	w.SetCanPrecise(true)
+	now = 100 * us
+	var slot wheel.Timer
+	slot.Init(w, func() {})
+	slot.ResetFrom(w.Elapsed(), 2500*time.Microsecond) // tick 3: 2 ms after the next tick
+	require.Equal(t, ms, w.Step(), "keeping the clock: the next tick")
+	require.False(t, w.Stale())
+	now = 150 * us
+	var push wheel.Timer
+	push.Init(w, func() {})
+	push.ResetFrom(w.Elapsed(), 500*time.Microsecond) // tick 1, the next
+	assert.False(t, w.WakeRequested(), "a push due at the next tick woke a driver that keeps the clock")
+}
+
 // TestSimulated_HorizonDoesNotSpin starts a wheel past its clock's last
 // tick (7 years at MinTick) and reads the clock there: the clock is stopped
 // for good, so the driver must neither plan to wake at a tick that never
