@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -29,6 +30,8 @@ func TestMain(m *testing.M) {
 		err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()
 		if err != nil {
+			// As main does: the parent quotes what the child said.
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
 		os.Exit(0)

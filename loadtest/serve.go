@@ -137,6 +137,10 @@ type serverProc struct {
 	waitErr error
 }
 
+// errExitedEarly: a server process exited before it said where it
+// listens (a bad flag, or an address it could not take).
+var errExitedEarly = errors.New("the server process exited before it listened")
+
 // Bounds of a server process's start (until it says where it listens) and
 // of its shutdown after SIGTERM (cmd/echo grants busy connections 10 s by
 // default), after which it is killed.
@@ -161,7 +165,7 @@ func startProc(cmd *exec.Cmd, w *lineWatch) (*serverProc, error) {
 		p.addr = w.value()
 		return p, nil
 	case <-p.exited:
-		return nil, fmt.Errorf("loadtest: the server process exited before it listened (%v)%s", p.waitErr, w.lastWords())
+		return nil, fmt.Errorf("loadtest: %w (%v)%s", errExitedEarly, p.waitErr, w.lastWords())
 	case <-time.After(startBound):
 		_ = p.stop()
 		return nil, fmt.Errorf("loadtest: the server process did not say where it listens within %s%s", startBound, w.lastWords())

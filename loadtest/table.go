@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -302,8 +303,17 @@ func (t *tableOptions) startTableServer(ctx context.Context, kind string, idle, 
 	return startServe(ctx, kind, []string{"-proto", "raw", "-idle", idle.String()}, life, extra...)
 }
 
+// metricsPortAttempts bounds the starts of a server process whose metrics
+// port was taken between freeLoopbackAddr and its listen.
+const metricsPortAttempts = 3
+
+// metricsAddrFor picks the address of a child server's metrics:
+// freeLoopbackAddr, or a test's stand-in.
+var metricsAddrFor = freeLoopbackAddr
+
 // freeLoopbackAddr returns a loopback address with a port free a moment
-// ago, for a child server's metrics.
+// ago, for a child server's metrics; the child may find it taken, and
+// runPhase then tries another.
 func freeLoopbackAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -321,27 +331,34 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 	if phase == phaseReap {
 		idle = t.idleTimeout
 	}
-	metrics := ""
-	if phase == phaseReap && kind != baseline.KindGnet { // bare gnet closes nothing: no close delay to serve
-		if metrics, err = freeLoopbackAddr(); err != nil {
-			return nil, err
-		}
-	}
 	var o *options
-	life := 10 * time.Minute
-	if phase != phaseRSS {
-		args := t.phaseArgs(phase, "127.0.0.1:1")
-		if metrics != "" {
-			args = append(args, "-metrics", metrics)
+	var p *serverProc
+	for attempt := 1; ; attempt++ {
+		metrics := ""
+		if phase == phaseReap && kind != baseline.KindGnet { // bare gnet closes nothing: no close delay to serve
+			if metrics, err = metricsAddrFor(); err != nil {
+				return nil, err
+			}
 		}
-		if o, err = parseFlags(args, io.Discard); err != nil {
+		life := 10 * time.Minute
+		if phase != phaseRSS {
+			args := t.phaseArgs(phase, "127.0.0.1:1")
+			if metrics != "" {
+				args = append(args, "-metrics", metrics)
+			}
+			if o, err = parseFlags(args, io.Discard); err != nil {
+				return nil, err
+			}
+			life = hardBound(o) + time.Minute
+		}
+		if p, err = t.startTableServer(ctx, kind, idle, life, metrics); err == nil {
+			break
+		}
+		// The metrics port, free a moment ago, may have been taken since
+		// (by another process's connection, say): try another.
+		if metrics == "" || attempt == metricsPortAttempts || !errors.Is(err, errExitedEarly) {
 			return nil, err
 		}
-		life = hardBound(o) + time.Minute
-	}
-	p, err := t.startTableServer(ctx, kind, idle, life, metrics)
-	if err != nil {
-		return nil, err
 	}
 	defer func() {
 		if serr := p.stop(); serr != nil && err == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -443,4 +444,33 @@ func TestFixedShortfall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompareTable_MetricsPortTaken: a metrics port free when compare
+// picked it may be taken when the child server listens on it; the child
+// then exits, and compare starts it again on another port.
+func TestCompareTable_MetricsPortTaken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	picks := 0
+	metricsAddrFor = func() (string, error) {
+		picks++
+		if picks == 1 {
+			return busy.Addr().String(), nil // taken since it was picked
+		}
+		return freeLoopbackAddr()
+	}
+	defer func() { metricsAddrFor = freeLoopbackAddr }()
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, realMain(ctx, []string{"compare", "-rounds", "1", "-pause", "0s", "-phases", "reap",
+		"-servers", "nbio,gnet", "-reference", "gnet", "-conns-idle", "20", "-idle-timeout", "300ms"}, &out, io.Discard))
+	assert.Equal(t, 2, picks, "a second port after the first was taken")
+	assert.Contains(t, out.String(), "20 idle reaped")
 }
