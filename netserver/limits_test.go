@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -60,7 +61,9 @@ func TestOutput_HardLimitClosesNonReader(t *testing.T) {
 		{name: "framed", proto: netserver.Framed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := netserver.Config{Protocol: tc.proto, Limits: netserver.Limits{OutputHard: 256 << 10, OutputSoft: -1}}
+			const hard = 256 << 10 // far below DefaultOutputHard, so the close's log tells which limit acted
+			logger, logs := newLogCapture()
+			cfg := netserver.Config{Protocol: tc.proto, Logger: logger, Limits: netserver.Limits{OutputHard: hard, OutputSoft: -1}}
 			if tc.proto == netserver.Framed {
 				// Or the unacknowledged echoes would close it first.
 				cfg.Limits.UnackedBytes = -1
@@ -88,6 +91,16 @@ func TestOutput_HardLimitClosesNonReader(t *testing.T) {
 			assert.False(t, errors.Is(werr, context.DeadlineExceeded) || isTimeout(werr), "the server stopped reading instead of closing: %v", werr)
 			closedWith(t, s, "output_limit", 5*time.Second)
 			assert.Equal(t, map[string]int64{"output_limit": 1}, s.Stats().Closed)
+			// The limit in force, and the queue it stopped: the bytes that
+			// would have been queued pass it by at most one echo, that of
+			// one read (gnet reads at most MaxStreamBufferCap bytes at a
+			// time; Raw echoes a read at once, Framed frame by frame).
+			closes := logs.attrsOf("netserver: output limit: closing a connection that does not read")
+			require.Len(t, closes, 1, "one output-limit close logged")
+			assert.Equal(t, int64(hard), intAttr(t, closes[0], "hard_limit"), "the hard limit in force")
+			queued := intAttr(t, closes[0], "queued_bytes")
+			assert.Greater(t, queued, int64(hard), "closed before the queued output passed the hard limit")
+			assert.LessOrEqual(t, queued, int64(hard+gnet.MaxStreamBufferCap), "closed only well past the hard limit")
 
 			other := dial(t, s)
 			if tc.proto == netserver.Framed {
@@ -115,8 +128,19 @@ func isTimeout(err error) bool {
 // Output above the soft limit is allowed for OutputSoftFor, then the
 // connection closes, though the hard limit was never reached.
 func TestOutput_SoftLimitHeldTooLong(t *testing.T) {
-	const softFor = 300 * time.Millisecond
-	cfg := netserver.Config{Limits: netserver.Limits{OutputHard: 64 << 20, OutputSoft: 64 << 10, OutputSoftFor: softFor}}
+	const (
+		soft    = 64 << 10
+		softFor = 300 * time.Millisecond
+		// The output is looked at every softFor/4 (a wheel timer,
+		// re-armed from each look), so the close comes at most that
+		// long after softFor; the rest is slack for a loaded machine:
+		// the 8 MiB write, the loop's and the wheel's scheduling, and
+		// closedWith's polling.
+		look  = softFor / 4
+		slack = 400 * time.Millisecond
+	)
+	logger, logs := newLogCapture()
+	cfg := netserver.Config{Logger: logger, Limits: netserver.Limits{OutputHard: 64 << 20, OutputSoft: soft, OutputSoftFor: softFor}}
 	s := start(t, cfg, nil)
 	c := dialSmallReceive(t, s, 4096)
 	began := time.Now()
@@ -126,7 +150,12 @@ func TestOutput_SoftLimitHeldTooLong(t *testing.T) {
 	require.NoError(t, err)
 	at := closedWith(t, s, "output_limit", 5*time.Second)
 	assert.GreaterOrEqual(t, at.Sub(began), softFor, "closed before the soft limit's time was up")
+	assert.Less(t, at.Sub(began), softFor+look+slack, "closed long after the soft limit's time was up")
 	assert.Equal(t, map[string]int64{"output_limit": 1}, s.Stats().Closed)
+	closes := logs.attrsOf("netserver: soft output limit held too long: closing a connection that reads too slowly")
+	require.Len(t, closes, 1, "one soft-limit close logged")
+	assert.Equal(t, int64(soft), intAttr(t, closes[0], "soft_limit"), "the soft limit in force")
+	assert.Equal(t, softFor.String(), closes[0]["soft_for"].String(), "the soft limit's time in force")
 }
 
 // The write-stall timeout measures time without progress: a peer that keeps
