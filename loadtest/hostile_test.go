@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,9 +131,11 @@ func TestMemSampler(t *testing.T) {
 }
 
 // TestEndToEnd_HostileAgainstGnet: gnet has no output limit, so a
-// non-reader makes it queue whatever it is sent, and the memory check must
-// fail; the polite splitters still pass byte for byte, and a raw server
-// echoes garbage, closing nothing.
+// non-reader makes it queue whatever it is sent: the memory check and the
+// nonreader's own check (not closed) must fail; the polite splitters still
+// pass byte for byte, and a raw server echoes garbage, closing nothing,
+// which the raw protocol allows: garbage is not applicable, neither ok nor
+// failed.
 func TestEndToEnd_HostileAgainstGnet(t *testing.T) {
 	r, out := e2e(t, "-server", "gnet", "-scenario", "nonreader,splitter,garbage", "-nonreader-conns", "1", "-splitter-conns", "4",
 		"-garbage-conns", "1", "-duration", "1s", "-rate", "100", "-hostile-bytes", "256M")
@@ -143,16 +147,23 @@ func TestEndToEnd_HostileAgainstGnet(t *testing.T) {
 	assert.Greater(t, m.Growth(), m.Bound.Total(), "gnet queues all the non-reader is sent")
 	assert.True(t, m.Stopped, "the flood stopped once the verdict was in")
 	assert.Contains(t, out, "[memory] CHECK")
-	assert.Contains(t, out, "but the server's memory grew beyond its bound")
+	assert.Contains(t, out, "1 of 3 scenarios need a look (lines marked !), and the server's memory grew beyond its bound")
 	nr := r.Scenario("nonreader")
 	assert.Zero(t, nr.ServerClosed, "gnet closes nothing")
 	assert.Equal(t, 1, nr.Held())
+	assert.Contains(t, out, "[nonreader] CHECK")
+	assert.Contains(t, out, "! 1 of 1 non-readers were not closed by the server")
 	sp := r.Scenario("splitter")
 	assert.Positive(t, sp.Sent)
 	assert.Equal(t, sp.Sent, sp.Recv)
 	assert.Zero(t, sp.Mismatch)
 	assert.Empty(t, sp.Verdict())
-	assert.Equal(t, 1, r.Scenario("garbage").Held())
+	g := r.Scenario("garbage")
+	assert.Equal(t, 1, g.Held())
+	assert.Empty(t, g.Verdict())
+	assert.NotEmpty(t, g.NotApplicable())
+	assert.Contains(t, out, "[garbage] not applicable")
+	assert.Equal(t, 2, r.Failures(), "the nonreader and the memory")
 }
 
 // TestEndToEnd_HostileAgainstNetwheel: netserver closes a non-reader
@@ -167,6 +178,7 @@ func TestEndToEnd_HostileAgainstNetwheel(t *testing.T) {
 	assert.Less(t, nr.CloseAfter.Max(), int64(time.Second), "within the sending window")
 	sp := r.Scenario("splitter")
 	assert.Equal(t, 4, sp.Survived)
+	assert.Positive(t, sp.Sent)
 	assert.Equal(t, sp.Sent, sp.Recv)
 	assert.Zero(t, sp.Mismatch)
 	g := r.Scenario("garbage")
@@ -175,7 +187,24 @@ func TestEndToEnd_HostileAgainstNetwheel(t *testing.T) {
 	assert.Equal(t, 1, g.Roles[attack.GarbageBadType].Ends["protocol_error"], "%v", g.Roles[attack.GarbageBadType].Ends)
 	require.NotNil(t, r.Memory)
 	assert.LessOrEqual(t, r.Memory.Growth(), r.Memory.Bound.Total())
+	require.NotNil(t, r.Server)
 	assert.Zero(t, r.Server.Open)
+
+	// The server's own account of why it closed: the non-readers by their
+	// output (framed: the unacknowledged payload, or the queued output),
+	// the garbage for the frame it broke (random bytes: too large a
+	// length, or a bad type), and the splitters when the client said
+	// goodbye; nothing else.
+	cl := maps.Clone(r.Server.Closes)
+	assert.Equal(t, int64(2), cl["unacked_limit"]+cl["output_limit"], "the non-readers: %v", cl)
+	assert.GreaterOrEqual(t, cl["frame_too_large"], int64(1), "huge_length: %v", cl)
+	assert.GreaterOrEqual(t, cl["protocol_error"], int64(1), "bad_type: %v", cl)
+	assert.Equal(t, int64(3), cl["frame_too_large"]+cl["protocol_error"], "the garbage: %v", cl)
+	assert.Equal(t, int64(4), cl["peer_closed"], "the splitters: %v", cl)
+	maps.DeleteFunc(cl, func(k string, _ int64) bool {
+		return slices.Contains([]string{"unacked_limit", "output_limit", "frame_too_large", "protocol_error", "peer_closed"}, k)
+	})
+	assert.Empty(t, cl, "no close for another reason")
 }
 
 // TestEndToEnd_ConnfloodAgainstNetwheel: beyond MaxConns the server closes
@@ -185,7 +214,7 @@ func TestEndToEnd_Connflood(t *testing.T) {
 	r, out := e2e(t, "-scenario", "connflood", "-max-conns", "30", "-flood-conns", "50", "-idle", "400ms")
 	c := r.Scenario("connflood")
 	assert.Equal(t, 30, c.Limit)
-	assert.LessOrEqual(t, c.Held(), 30)
+	assert.Equal(t, 30, c.Held(), "the server holds its limit, no more and no fewer")
 	assert.Equal(t, 50, c.Held()+c.ServerClosed+c.DialErrors["refused"], "held, closed or refused")
 	assert.Positive(t, c.Ends["overload"], "framed: a CLOSE frame saying overload: %v", c.Ends)
 	assert.Contains(t, out, "[connflood] ok")

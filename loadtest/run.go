@@ -262,11 +262,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	for _, s := range o.scenarios {
 		figs[s] = report.NewScenario(s)
 		figs[s].Hostile = attack.Hostile(s)
+		figs[s].Proto = o.proto.String()
 		switch s {
 		case attack.Retransmit:
 			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp
 		case attack.Connflood:
 			figs[s].Limit = o.maxConns
+		case attack.Nonreader, attack.Pingflood:
+			figs[s].CloseWithin = o.duration // the floods' sending window
 		}
 	}
 	var ms *memSampler
@@ -402,7 +405,7 @@ func progress(o *options, ctr *attack.Counters, srv baseline.Server, srvPeak *in
 func endsLine(m map[string]int64) string {
 	s := ""
 	for _, k := range []string{"idle", "dead_peer", "frame_deadline", "retransmit_give_up", "output_limit", "unacked_limit", "overload",
-		"protocol_error", "frame_too_large", "write_stall", "eof", "reset", "client"} {
+		"protocol_error", "frame_too_large", "write_stall", "eof", "reset", report.EndBadServerFrame, "client"} {
 		if m[k] > 0 {
 			s += fmt.Sprintf("%s=%d ", k, m[k])
 		}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -133,9 +134,11 @@ func (cl *client) answeredAt() time.Time {
 	return time.Time{}
 }
 
-// closedByServer reports whether the reader ended because the server closed.
+// closedByServer reports whether the reader ended because the server
+// closed: not when the harness closed, nor when the reader gave up on the
+// server's bytes (report.EndBadServerFrame). Only after <-cl.done.
 func (cl *client) closedByServer() bool {
-	return cl.end != "client" && cl.end != ""
+	return cl.end != report.EndClient && cl.end != report.EndBadServerFrame && cl.end != ""
 }
 
 // read is the reader goroutine: it takes the server's frames out of the
@@ -159,8 +162,10 @@ func (cl *client) readFramed() {
 		now := cl.fc.ReadTime()
 		if err != nil {
 			if protocolError(err) {
+				// The server's bytes, not its close: named apart from
+				// the protocol_error its CLOSE frame may say.
 				cl.ctr.Errors.Add(1)
-				cl.finish("protocol_error", now)
+				cl.finish(report.EndBadServerFrame, now)
 				return
 			}
 			cl.ended(err, now)
@@ -246,7 +251,7 @@ func (cl *client) ended(err error, now time.Time) {
 	case cl.closeCode != 0:
 		cl.finish(cl.closeCode.String(), cl.endAt)
 	case cl.closing.Load():
-		cl.finish("client", now)
+		cl.finish(report.EndClient, now)
 	case errors.Is(err, io.EOF):
 		cl.finish("eof", now)
 	case errors.Is(err, syscall.ECONNRESET):

@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"math/rand/v2"
 	"net"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -49,4 +51,38 @@ func TestClient_EchoPathAllocationFree(t *testing.T) {
 		roundTrip()
 	}
 	assert.Zero(t, testing.AllocsPerRun(300, roundTrip))
+}
+
+// TestClient_BadServerFrameIsNotAServerClose: bytes from the server that
+// are no frame end the connection on the client's side. That is named
+// bad_server_frame, not the protocol_error a server's CLOSE frame says,
+// and does not count as the server closing.
+func TestClient_BadServerFrameIsNotAServerClose(t *testing.T) {
+	noLeak(t)
+	tests := []struct {
+		name string
+		send []byte
+	}{
+		{name: "unknown type", send: garbage(rand.New(rand.NewPCG(1, 2)), GarbageBadType, 64)},
+		{name: "too large", send: garbage(rand.New(rand.NewPCG(1, 2)), GarbageHugeLength, 64)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, cli := net.Pipe()
+			defer srv.Close()
+			ctr := &Counters{}
+			ctr.opened()
+			cl := newClient(cli, Framed, ctr)
+			go cl.read()
+			go func() { _, _ = srv.Write(tt.send) }()
+			select {
+			case <-cl.done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the reader did not give up on the bad frame")
+			}
+			assert.Equal(t, report.EndBadServerFrame, cl.end)
+			assert.False(t, cl.closedByServer(), "the client gave up: the server closed nothing")
+			assert.Equal(t, int64(1), ctr.Errors.Load())
+		})
+	}
 }

@@ -129,10 +129,14 @@ func (r *run) flood(ctx context.Context, cl *client, next, trickle func() []byte
 		res.Writes++
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			if errors.Is(err, net.ErrClosed) {
-				// The reader saw the close first and closed the socket:
-				// its account is the better one.
+				// The reader ended first and closed the socket: its
+				// account is the better one, and says whether it was
+				// the server's close.
 				<-cl.done
-				res.ClosedAt, res.End = cl.endAt, cl.end
+				res.End = cl.end
+				if cl.closedByServer() {
+					res.ClosedAt = cl.endAt
+				}
 			} else {
 				res.ClosedAt, res.End = time.Now(), writeErrKind(err)
 			}

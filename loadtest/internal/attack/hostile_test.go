@@ -313,6 +313,86 @@ func TestRun_NonreaderAndGarbage(t *testing.T) {
 	}
 }
 
+// TestRun_HostileAgainstAServerSendingGarbage: a framed server that
+// answers with bytes that are no frame, and closes nothing, makes the
+// client give up (bad_server_frame). That is no close by the server,
+// whether the reader saw it while a flood was writing or after: the
+// verdicts must fail, as they did not when the client's give-up was named
+// protocol_error, like a server's CLOSE.
+func TestRun_HostileAgainstAServerSendingGarbage(t *testing.T) {
+	noLeak(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_, _ = c.Write(garbage(rand.New(rand.NewPCG(3, 4)), GarbageBadType, 64))
+				_, _ = io.Copy(io.Discard, c) // until the client closes
+			})
+		}
+	})
+	defer func() { ln.Close(); wg.Wait() }()
+	got := runHostile(t, ln.Addr().String(), Framed, map[string]int{Garbage: 3, Pingflood: 2}, 200*time.Millisecond)
+	for _, tt := range []struct {
+		scenario string
+		want     string
+	}{
+		{scenario: Garbage, want: "3 of 3 garbage connections were not closed by the server"},
+		{scenario: Pingflood, want: "2 of 2 ping flooders were not closed by the server"},
+	} {
+		t.Run(tt.scenario, func(t *testing.T) {
+			s := report.NewScenario(tt.scenario)
+			s.Hostile, s.Proto = true, Framed.String()
+			for _, r := range got[tt.scenario] {
+				assert.Equal(t, report.EndBadServerFrame, r.End, r.Role)
+				assert.True(t, r.ClosedAt.IsZero(), "%s: the server closed nothing", r.Role)
+				s.Add(r, report.Timeouts{})
+			}
+			require.Equal(t, s.Conns, s.Opened)
+			assert.Zero(t, s.ServerClosed)
+			bad := s.Verdict()
+			require.NotEmpty(t, bad)
+			assert.Contains(t, bad[0], tt.want)
+		})
+	}
+}
+
+// TestFlood_ReaderGaveUpIsNoServerClose: a flood whose write finds the
+// socket closed takes the reader's account of the end; when the reader
+// gave up on the server's bytes, that is no close by the server.
+func TestFlood_ReaderGaveUpIsNoServerClose(t *testing.T) {
+	noLeak(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	sc, err := ln.Accept()
+	require.NoError(t, err)
+	defer sc.Close()
+	_, err = sc.Write(garbage(rand.New(rand.NewPCG(5, 6)), GarbageBadType, 64))
+	require.NoError(t, err)
+
+	ctr := &Counters{}
+	ctr.opened()
+	cl := newClient(c, Framed, ctr)
+	go cl.read()
+	<-cl.done // the reader gave up and closed the socket: the flood's first write fails
+	r := &run{cfg: Config{Duration: 5 * time.Second, HostileBytes: 1 << 20}, ctr: ctr, start: time.Now()}
+	chunk := frame.AppendPing(nil, 1)
+	var res report.ConnResult
+	r.flood(context.Background(), cl, func() []byte { return chunk }, func() []byte { return chunk }, &res)
+	assert.Equal(t, uint64(1), res.Writes, "the first write found the socket closed")
+	assert.Equal(t, report.EndBadServerFrame, res.End)
+	assert.True(t, res.ClosedAt.IsZero(), "the server closed nothing")
+}
+
 // TestRun_NonreaderStopsOnStop: closing Stop ends the flood at once; the
 // connection then only trickles.
 func TestRun_NonreaderStopsOnStop(t *testing.T) {

@@ -57,7 +57,7 @@ func Merge(rs ...*Result) (*Result, error) {
 			if m == nil {
 				m = NewScenario(s.Name)
 				m.Ladder, m.GiveUpAt = s.Ladder, s.GiveUpAt
-				m.Hostile, m.Limit = s.Hostile, s.Limit
+				m.Hostile, m.Limit, m.Proto, m.CloseWithin = s.Hostile, s.Limit, s.Proto, s.CloseWithin
 				out.Scenarios = append(out.Scenarios, m)
 			}
 			m.merge(s)

@@ -19,6 +19,7 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 	exp := t0.Add(2 * time.Second)
 	tests := []struct {
 		name        string
+		proto       string // "": framed
 		r           ConnResult
 		reaped      int
 		never       int
@@ -30,12 +31,16 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 		{name: "early", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(-2 * time.Millisecond)}, reaped: 1, early: 1},
 		{name: "too late counts as never", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(101 * time.Millisecond)}, never: 1},
 		{name: "never closed", r: ConnResult{End: "client", Expect: "idle", ExpectedAt: exp}, never: 1},
-		{name: "raw eof counts as idle", r: ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp}, reaped: 1},
+		{name: "raw eof counts as idle", proto: "raw", r: ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp}, reaped: 1},
+		{name: "framed eof is no idle close: no CLOSE frame said why", proto: "framed", r: ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp}, wrongReason: "eof"},
+		{name: "eof of a scenario without a protocol counts as framed", r: ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp}, wrongReason: "eof"},
+		{name: "raw eof is no dead peer", proto: "raw", r: ConnResult{End: "eof", Expect: "dead_peer", ExpectedAt: exp, ClosedAt: exp}, wrongReason: "eof"},
 		{name: "wrong reason", r: ConnResult{End: "dead_peer", Expect: "idle", ExpectedAt: exp, ClosedAt: exp}, wrongReason: "dead_peer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := NewScenario("idle")
+			s.Proto = tt.proto
 			s.Add(tt.r, to)
 			assert.Equal(t, 1, s.Expected)
 			assert.Equal(t, tt.reaped, s.Reaped, "reaped")
@@ -43,6 +48,7 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 			assert.Equal(t, tt.early, s.Early, "early")
 			if tt.wrongReason != "" {
 				assert.Equal(t, 1, s.WrongReason[tt.wrongReason])
+				assert.NotEmpty(t, s.Verdict(), "a wrong reason fails the scenario")
 			}
 			if !tt.r.ClosedAt.IsZero() {
 				assert.Equal(t, int64(tt.r.ClosedAt.Sub(exp)), s.ReapError.Max())
@@ -165,12 +171,16 @@ func TestMemory_Verdict(t *testing.T) {
 		{name: "a byte beyond", m: &Memory{Before: 10 << 20, Peak: 10<<20 + bound.Total() + 1, Samples: 5, Bound: bound}, wantBad: true},
 		{name: "shrank", m: &Memory{Before: 100 << 20, Peak: 100 << 20, End: 50 << 20, Samples: 5, Bound: bound}},
 		{name: "not observed", m: &Memory{Err: "not observed", Peak: 1 << 40, Bound: bound}},
+		{name: "only the reading before the run", m: &Memory{Before: 10 << 20, Peak: 1 << 40, Samples: 1, Bound: bound}},
 		{name: "no samples", m: &Memory{Peak: 1 << 40, Bound: bound}},
 		{name: "no memory at all", m: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := tt.m.Verdict()
+			if tt.m != nil && tt.m.Samples < 2 {
+				assert.NotEmpty(t, tt.m.Unjudged(), "no growth seen: not judged")
+			}
 			if tt.wantBad {
 				require.Len(t, bad, 1)
 				assert.Contains(t, bad[0], "beyond its bound of "+MiB(bound.Total()))
@@ -193,6 +203,9 @@ func TestScenario_AddHostile(t *testing.T) {
 	s.Add(ConnResult{Role: "not_reading", Misbehaved: t0, ClosedAt: t0.Add(50 * time.Millisecond), End: "output_limit", Bytes: 200, Writes: 3}, to)
 	s.Add(ConnResult{Role: "reading", Misbehaved: t0, End: "client", Bytes: 50, Writes: 1}, to)
 	s.Add(ConnResult{Role: "reading", DialErr: "refused"}, to)
+	// The client gave up on the server's bytes: whenever that was seen,
+	// it is no close by the server.
+	s.Add(ConnResult{Role: "reading", Misbehaved: t0, ClosedAt: t0.Add(time.Millisecond), End: EndBadServerFrame}, to)
 	assert.Equal(t, 2, s.ServerClosed)
 	assert.Equal(t, 1, s.Held())
 	assert.Equal(t, uint64(350), s.Bytes)
@@ -201,9 +214,14 @@ func TestScenario_AddHostile(t *testing.T) {
 	require.Len(t, s.Roles, 2)
 	assert.Equal(t, 2, s.Roles["not_reading"].ServerClosed)
 	assert.Equal(t, map[string]int{"reset": 1, "output_limit": 1}, s.Roles["not_reading"].Ends)
-	assert.Equal(t, 2, s.Roles["reading"].Conns)
-	assert.Equal(t, 1, s.Roles["reading"].Opened)
-	assert.Len(t, s.Verdict(), 1, "the dial error")
+	assert.Equal(t, 3, s.Roles["reading"].Conns)
+	assert.Equal(t, 2, s.Roles["reading"].Opened)
+	assert.Zero(t, s.Roles["reading"].ServerClosed)
+	bad := s.Verdict()
+	require.Len(t, bad, 3, "%q", bad)
+	assert.Contains(t, bad[0], "1 connections failed to open (refused=1)")
+	assert.Contains(t, bad[1], "2 of 4 ping flooders were not closed by the server")
+	assert.Contains(t, bad[2], "3 ping flooders ended without a CLOSE frame saying ping_flood (bad_server_frame=1 output_limit=1 reset=1)")
 }
 
 func TestScenario_VerdictHostile(t *testing.T) {
@@ -223,6 +241,17 @@ func TestScenario_VerdictHostile(t *testing.T) {
 			s.Limit, s.Opened, s.Ends["client"] = 10, 15, 15
 			return s
 		}, want: []string{"held 15 connections open, above its limit of 10"}},
+		{name: "connflood below its limit: the server closed some it should hold", s: func() *Scenario {
+			s := hostile("connflood")
+			s.Limit, s.Opened, s.Ends["client"], s.Ends["overload"] = 10, 15, 4, 11
+			return s
+		}, want: []string{"held 4 connections open, below its limit of 10 (15 opened)"}},
+		{name: "connflood below its limit but fewer opened: the flood never reached it", s: func() *Scenario {
+			s := hostile("connflood")
+			s.Limit, s.Opened, s.Ends["client"] = 10, 8, 8
+			s.DialErrors["refused"] = 7
+			return s
+		}},
 		{name: "connflood short of file descriptors", s: func() *Scenario {
 			s := hostile("connflood")
 			s.Limit, s.Ends["client"] = 10, 10
@@ -239,11 +268,48 @@ func TestScenario_VerdictHostile(t *testing.T) {
 			s.Sent, s.Recv, s.Lost, s.Mismatch, s.Survivors, s.Survived = 100, 98, 2, 1, 4, 3
 			return s
 		}, want: []string{"1 echoes differed", "2 messages never answered", "1 of 4 splitter survivors were closed"}},
-		{name: "nonreader kept open is reported, not failed", s: func() *Scenario {
-			s := hostile("nonreader")
-			s.Opened, s.Ends["client"] = 4, 4
-			return s
+		{name: "nonreaders closed within the window", s: func() *Scenario {
+			return hostileRun("nonreader", "framed", time.Second, nonreaderConn(20*time.Millisecond, "reset"), nonreaderConn(900*time.Millisecond, "eof"))
 		}},
+		{name: "nonreader kept open: no output limit", s: func() *Scenario {
+			return hostileRun("nonreader", "raw", time.Second, nonreaderConn(20*time.Millisecond, "reset"), nonreaderConn(0, "client"))
+		}, want: []string{"1 of 2 non-readers were not closed by the server"}},
+		{name: "nonreader closed after the window", s: func() *Scenario {
+			return hostileRun("nonreader", "framed", time.Second, nonreaderConn(20*time.Millisecond, "reset"), nonreaderConn(1200*time.Millisecond, "reset"))
+		}, want: []string{"closed non-readers as late as 1.20s after their misbehaviour began, beyond the 1.00s bound"}},
+		{name: "nonreader: any close counts, a CLOSE frame would wait behind the unread output", s: func() *Scenario {
+			return hostileRun("nonreader", "framed", 0, nonreaderConn(20*time.Millisecond, "unacked_limit"), nonreaderConn(30*time.Millisecond, "write_error"))
+		}},
+		{name: "pingflood closed for ping_flood", s: func() *Scenario {
+			return hostileRun("pingflood", "framed", time.Second, roleConn("reading", 5*time.Millisecond, "ping_flood"), roleConn("not_reading", 3*time.Millisecond, "ping_flood"))
+		}},
+		{name: "pingflood against a server without a ping limit", s: func() *Scenario {
+			// The reading flooders are served; the others fill their
+			// output and are closed by its limit.
+			return hostileRun("pingflood", "framed", time.Second, roleConn("reading", 0, "client"), roleConn("not_reading", 40*time.Millisecond, "reset"))
+		}, want: []string{"1 of 2 ping flooders were not closed by the server", "1 ping flooders ended without a CLOSE frame saying ping_flood (reset=1)"}},
+		{name: "pingflood closed for another reason", s: func() *Scenario {
+			return hostileRun("pingflood", "framed", time.Second, roleConn("reading", 5*time.Millisecond, "ping_flood"), roleConn("not_reading", 40*time.Millisecond, "output_limit"))
+		}, want: []string{"1 ping flooders ended without a CLOSE frame saying ping_flood (output_limit=1)"}},
+		{name: "garbage closed for frame_too_large and protocol_error", s: func() *Scenario {
+			return hostileRun("garbage", "framed", 0, roleConn("random", time.Millisecond, "frame_too_large"), roleConn("bad_type", time.Millisecond, "protocol_error"),
+				roleConn("huge_length", time.Millisecond, "frame_too_large"))
+		}},
+		{name: "garbage kept open by a framed server", s: func() *Scenario {
+			return hostileRun("garbage", "framed", 0, roleConn("random", 0, "client"), roleConn("bad_type", time.Millisecond, "protocol_error"))
+		}, want: []string{"1 of 2 garbage connections were not closed by the server"}},
+		{name: "garbage closed without a CLOSE frame", s: func() *Scenario {
+			return hostileRun("garbage", "framed", 0, roleConn("random", time.Millisecond, "eof"), roleConn("bad_type", time.Millisecond, "idle"))
+		}, want: []string{"2 garbage connections ended without a CLOSE frame saying frame_too_large or protocol_error or frame_deadline (eof=1 idle=1)"}},
+		{name: "garbage the client gave up on: the server sent bytes that are no frame", s: func() *Scenario {
+			return hostileRun("garbage", "framed", 0, roleConn("random", time.Millisecond, EndBadServerFrame))
+		}, want: []string{"1 of 1 garbage connections were not closed by the server", "ended without a CLOSE frame saying frame_too_large or protocol_error or frame_deadline (bad_server_frame=1)"}},
+		{name: "garbage over raw is not applicable: echoed, held", s: func() *Scenario {
+			return hostileRun("garbage", "raw", 0, roleConn("random", 0, "client"))
+		}},
+		{name: "garbage over raw still fails its dial errors", s: func() *Scenario {
+			return hostileRun("garbage", "raw", 0, roleConn("random", 0, "client"), ConnResult{Role: "random", DialErr: "fd_limit"})
+		}, want: []string{"1 connections failed to open (fd_limit=1)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,11 +322,44 @@ func TestScenario_VerdictHostile(t *testing.T) {
 	}
 }
 
+// hostileRun returns the figures of connections rs of a hostile scenario
+// over proto, with closes due within closeWithin (0: unbounded).
+func hostileRun(name, proto string, closeWithin time.Duration, rs ...ConnResult) *Scenario {
+	s := hostile(name)
+	s.Proto, s.CloseWithin = proto, closeWithin
+	for _, r := range rs {
+		s.Add(r, to)
+	}
+	return s
+}
+
+// roleConn is a hostile connection of role that ended with end, closedAfter
+// its misbehaviour began (0: the server did not close it).
+func roleConn(role string, closedAfter time.Duration, end string) ConnResult {
+	r := ConnResult{Role: role, Misbehaved: t0, End: end}
+	if closedAfter > 0 {
+		r.ClosedAt = t0.Add(closedAfter)
+	}
+	return r
+}
+
+func nonreaderConn(closedAfter time.Duration, end string) ConnResult {
+	return roleConn("nonreader", closedAfter, end)
+}
+
+func TestScenario_NotApplicable(t *testing.T) {
+	assert.Contains(t, hostileRun("garbage", "raw", 0).NotApplicable(), "raw protocol")
+	assert.Empty(t, hostileRun("garbage", "framed", 0).NotApplicable())
+	assert.Empty(t, hostileRun("garbage", "", 0).NotApplicable(), "no protocol counts as framed")
+	assert.Empty(t, hostileRun("nonreader", "raw", 0).NotApplicable(), "a raw server must close a non-reader too")
+}
+
 func TestText_HostileAndMemory(t *testing.T) {
 	r := shard("1/1", 10, 5e5)
 	g := hostile("garbage")
+	g.Proto = "framed"
 	g.Add(ConnResult{Role: "huge_length", Misbehaved: t0, ClosedAt: t0.Add(2 * time.Millisecond), End: "frame_too_large"}, to)
-	g.Add(ConnResult{Role: "random", Misbehaved: t0, End: "client"}, to)
+	g.Add(ConnResult{Role: "random", Misbehaved: t0, ClosedAt: t0.Add(4 * time.Millisecond), End: "protocol_error"}, to)
 	r.Scenarios = append(r.Scenarios, g)
 	r.Memory = &Memory{Source: "/proc/self/status", InProcess: true, Before: 10 << 20, Peak: 20 << 20, End: 15 << 20, Samples: 3,
 		Bound: MemoryBound{OutputLimit: 4 << 20, Filling: map[string]int{"nonreader": 1}, Other: 2, PerOther: 32 << 10, Fixed: 32 << 20}}
@@ -268,9 +367,9 @@ func TestText_HostileAndMemory(t *testing.T) {
 	Text(&b, r)
 	out := b.String()
 	assert.Contains(t, out, "[garbage] ok")
-	assert.Contains(t, out, "closed by the server: 1 of 2, after the misbehaviour began: p50 2.00ms")
+	assert.Contains(t, out, "closed by the server: 2 of 2, after the misbehaviour began: p50 2.00ms")
 	assert.Contains(t, out, "    huge_length: 1 of 1 closed (p50 2.00ms, max 2.00ms); ended: frame_too_large=1")
-	assert.Contains(t, out, "    random: 0 of 1 closed; ended: client=1")
+	assert.Contains(t, out, "    random: 1 of 1 closed (p50 4.00ms, max 4.00ms); ended: protocol_error=1")
 	assert.Contains(t, out, "[memory] ok: RSS of this process (server embedded: the client's memory is included) 10.0 MiB before, peak 20.0 MiB (+10.0 MiB)")
 	assert.Contains(t, out, "bound: +36.1 MiB = 4.0 MiB output x 1 connections that may not read (nonreader 1) + 32 KiB x 2 other connections + 32.0 MiB")
 	assert.Contains(t, out, "all 2 scenarios ok, the server's memory within its bound\n")
@@ -282,18 +381,59 @@ func TestText_HostileAndMemory(t *testing.T) {
 	assert.Contains(t, b.String(), "  ! the server's memory grew by 90.0 MiB, beyond its bound of 36.1 MiB")
 	assert.Contains(t, b.String(), "all 2 scenarios ok, but the server's memory grew beyond its bound")
 
-	r.Memory = &Memory{Err: "not observed: give -server-pid", Bound: r.Memory.Bound}
+	// Memory without figures is not judged, and the last line says so
+	// rather than "within its bound"; it fails nothing.
+	bound := r.Memory.Bound
+	for _, tt := range []struct {
+		name string
+		m    *Memory
+		why  string
+	}{
+		{name: "not observed", m: &Memory{Err: "not observed: give -server-pid", Bound: bound}, why: "not observed: give -server-pid"},
+		{name: "only the reading before the run", m: &Memory{Source: "/proc/9/status", Before: 10 << 20, Peak: 10 << 20, End: 10 << 20, Samples: 1, Bound: bound},
+			why: "the server's memory was not read during or after the run"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r.Memory = tt.m
+			var b bytes.Buffer
+			Text(&b, r)
+			assert.Contains(t, b.String(), "[memory] not judged: "+tt.why)
+			assert.NotContains(t, b.String(), "[memory] ok")
+			assert.NotContains(t, b.String(), "within its bound")
+			assert.Contains(t, b.String(), "all 2 scenarios ok, the server's memory not judged (see [memory])\n")
+			assert.Zero(t, r.Failures(), "not judged is not failed")
+		})
+	}
+
+	// A framed garbage connection the server kept fails the scenario, and
+	// the run.
+	r.Memory = nil
+	g.Add(ConnResult{Role: "bad_type", Misbehaved: t0, End: "client"}, to)
 	b.Reset()
 	Text(&b, r)
-	assert.Contains(t, b.String(), "[memory] not judged: not observed")
-	assert.Contains(t, b.String(), "all 2 scenarios ok\n")
+	assert.Contains(t, b.String(), "[garbage] CHECK")
+	assert.Contains(t, b.String(), "  ! 1 of 3 garbage connections were not closed by the server")
+	assert.Contains(t, b.String(), "1 of 2 scenarios need a look (lines marked !)\n")
+	assert.Equal(t, 1, r.Failures())
+
+	// Raw, garbage has nothing to be closed for: not applicable, said so,
+	// neither ok nor failed.
+	g.Proto = "raw"
+	b.Reset()
+	Text(&b, r)
+	assert.Contains(t, b.String(), "[garbage] not applicable: 3/3 connections opened")
+	assert.Contains(t, b.String(), "  not applicable: raw protocol: any bytes are a valid stream to echo")
+	assert.Contains(t, b.String(), "all 1 judged scenarios ok, 1 not applicable (garbage)\n")
+	assert.NotContains(t, b.String(), "all 2 scenarios ok")
+	assert.Zero(t, r.Failures())
 }
 
 func TestMergeAndJSON_Hostile(t *testing.T) {
 	mk := func(sh string) *Result {
 		s := hostile("pingflood")
+		s.Proto, s.CloseWithin = "framed", time.Second
 		s.Add(ConnResult{Role: "reading", Misbehaved: t0, ClosedAt: t0.Add(time.Millisecond), End: "idle", Bytes: 10}, to)
-		return &Result{Version: Version, Shards: []string{sh}, Config: Config{Scenarios: []string{"pingflood"}}, Scenarios: []*Scenario{s},
+		return &Result{Version: Version, Shards: []string{sh}, Config: Config{Proto: "framed", Scenarios: []string{"pingflood"}}, Scenarios: []*Scenario{s},
 			Memory: &Memory{Samples: 1}}
 	}
 	m, err := Merge(mk("1/2"), mk("2/2"))
@@ -311,6 +451,16 @@ func TestMergeAndJSON_Hostile(t *testing.T) {
 	got, err := ReadJSON(&buf)
 	require.NoError(t, err)
 	assert.Equal(t, 2, got.Scenario("pingflood").Roles["reading"].ServerClosed)
+	assert.Equal(t, "framed", got.Scenario("pingflood").Proto)
+	assert.Equal(t, time.Second, got.Scenario("pingflood").CloseWithin)
+
+	// A result written before scenarios had their protocol takes the run's.
+	m.Config.Proto, m.Scenario("pingflood").Proto = "raw", ""
+	buf.Reset()
+	require.NoError(t, JSON(&buf, m))
+	got, err = ReadJSON(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, "raw", got.Scenario("pingflood").Proto)
 	one, err := Merge(mk("1/1"))
 	require.NoError(t, err)
 	assert.NotNil(t, one.Memory)

@@ -72,7 +72,9 @@ type ConnResult struct {
 	Lost     uint64        // messages sent but never answered
 	// End says how it ended: a close reason from the server's CLOSE frame
 	// (idle, dead_peer, ...), "eof" or "reset" when the server closed without
-	// one, "client" when the harness closed it.
+	// one, "client" when the harness closed it, EndBadServerFrame when the
+	// harness gave up on bytes from the server it could not parse (not a
+	// close by the server).
 	End string
 	// Expect is the close reason the connection should get from a server
 	// timeout ("" if it should survive); ExpectedAt is when.
@@ -101,9 +103,24 @@ type ConnResult struct {
 	Mismatch   uint64
 }
 
+// Ends of a connection that are not a close by the server (ConnResult.End).
+const (
+	EndClient = "client" // the harness closed it
+	// EndBadServerFrame: the server sent bytes the client could not parse
+	// (framed), and the client closed. It is named apart from the server's
+	// own protocol_error CLOSE, which is the server's judgement of the
+	// client's bytes.
+	EndBadServerFrame = "bad_server_frame"
+)
+
 // Scenario is the figures of one scenario. The JSON form is the full record.
 type Scenario struct {
-	Name       string         `json:"name"`
+	Name string `json:"name"`
+	// Proto is the client protocol, "raw" or "framed"; the caller sets it
+	// before adding results. It decides what a close can say: a raw
+	// server closes without a reason (EOF), a framed one with a CLOSE
+	// frame. Empty (results written before it) counts as framed.
+	Proto      string         `json:"proto,omitempty"`
 	Conns      int            `json:"conns"`  // connections attempted
 	Opened     int            `json:"opened"` // connected
 	DialErrors map[string]int `json:"dial_errors,omitempty"`
@@ -162,8 +179,14 @@ type Scenario struct {
 	// reading and not_reading; garbage: random, bad_type, huge_length).
 	Roles map[string]*Role `json:"roles,omitempty"`
 	// Limit is the server's connection limit connflood was told (0: none);
-	// more connections held open than that is a failed check.
+	// more connections held open than that is a failed check, and so is
+	// fewer once at least that many opened.
 	Limit int `json:"limit,omitempty"`
+	// CloseWithin is, for the scenarios whose connections the server must
+	// close (nonreader, pingflood), how long after its misbehaviour began
+	// each close must come: the sending window. 0: not bounded beyond
+	// being seen at all.
+	CloseWithin time.Duration `json:"close_within,omitempty"`
 }
 
 // Role is the figures of one role of a hostile scenario.
@@ -222,7 +245,7 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 		s.Bytes += r.Bytes
 		s.Writes += r.Writes
 		s.Mismatch += r.Mismatch
-		if !r.ClosedAt.IsZero() && !r.Misbehaved.IsZero() && r.End != "client" {
+		if !r.ClosedAt.IsZero() && !r.Misbehaved.IsZero() && r.End != EndClient && r.End != EndBadServerFrame {
 			s.ServerClosed++
 			role.ServerClosed++
 			s.CloseAfter.Record(int64(r.ClosedAt.Sub(r.Misbehaved)))
@@ -252,7 +275,7 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 		switch {
 		case r.ClosedAt.IsZero() || r.ClosedAt.Sub(r.ExpectedAt) > t.Slack:
 			s.NeverReaped++
-		case r.End != r.Expect && !(r.End == "eof" && r.Expect == "idle"): // a raw server closes with EOF
+		case r.End != r.Expect && !(r.End == "eof" && r.Expect == "idle" && s.Proto == "raw"): // a raw server closes with EOF; a framed one must say why
 			s.WrongReason[r.End]++
 		default:
 			s.Reaped++
@@ -394,10 +417,25 @@ func (b MemoryBound) Total() int64 {
 // Growth is the largest growth seen over the run, in bytes.
 func (m *Memory) Growth() int64 { return m.Peak - m.Before }
 
+// Unjudged returns why the growth is not judged, or "" if it is (or m is
+// nil: no hostile scenario, nothing to judge): Err, or no reading after
+// the one before the run (Samples < 2), which has no growth to see.
+func (m *Memory) Unjudged() string {
+	switch {
+	case m == nil:
+		return ""
+	case m.Err != "":
+		return m.Err
+	case m.Samples < 2:
+		return "the server's memory was not read during or after the run"
+	}
+	return ""
+}
+
 // Verdict is the memory's failed check, if any: a growth beyond the bound.
-// Without figures (Err) there is nothing to judge.
+// Unjudged (no figures) there is nothing to judge.
 func (m *Memory) Verdict() []string {
-	if m == nil || m.Err != "" || m.Samples == 0 {
+	if m == nil || m.Unjudged() != "" {
 		return nil
 	}
 	if g, b := m.Growth(), m.Bound.Total(); g > b {

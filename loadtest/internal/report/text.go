@@ -34,6 +34,9 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 		}
 	}
 	for _, s := range r.Scenarios { // maps and histograms may be absent in JSON
+		if s.Proto == "" {
+			s.Proto = r.Config.Proto // written before scenarios had their own
+		}
 		n := NewScenario(s.Name)
 		fill(&s.DialErrors, n.DialErrors)
 		fill(&s.Errors, n.Errors)
@@ -130,6 +133,9 @@ func (s *Scenario) Verdict() []string {
 	if s.Limit > 0 && s.Held() > s.Limit {
 		bad = append(bad, fmt.Sprintf("the server held %d connections open, above its limit of %d", s.Held(), s.Limit))
 	}
+	if s.Limit > 0 && s.Opened >= s.Limit && s.Held() < s.Limit {
+		bad = append(bad, fmt.Sprintf("the server held %d connections open, below its limit of %d (%d opened)", s.Held(), s.Limit, s.Opened))
+	}
 	if s.Lost > 0 {
 		bad = append(bad, fmt.Sprintf("%d messages never answered", s.Lost))
 	}
@@ -145,7 +151,64 @@ func (s *Scenario) Verdict() []string {
 	if s.Survivors > s.Survived {
 		bad = append(bad, fmt.Sprintf("%d of %d %s survivors were closed", s.Survivors-s.Survived, s.Survivors, s.Name))
 	}
+	return append(bad, s.mustCloseVerdict()...)
+}
+
+// mustClose is, for each hostile scenario whose every connection the
+// server must close, what the connections are called in a verdict, why the
+// server must close them, and the close reasons a framed server's CLOSE
+// frame may give (none: any close counts, the reason is not checked, as
+// for a non-reader, which a CLOSE frame would reach only behind the output
+// it does not read).
+var mustClose = map[string]struct {
+	what, why string
+	reasons   []string
+}{
+	"nonreader": {what: "non-readers", why: "a peer that does not read must be closed by an output limit"},
+	"pingflood": {what: "ping flooders", why: "PINGs beyond the ping rate limit must close the connection", reasons: []string{"ping_flood"}},
+	// Random bytes may, rarely (about 1 in 65 000), start a valid frame,
+	// which a server then closes when its frame deadline passes.
+	"garbage": {what: "garbage connections", why: "bytes that are no frame must close the connection", reasons: []string{"frame_too_large", "protocol_error", "frame_deadline"}},
+}
+
+// mustCloseVerdict is the failed checks of a scenario whose every
+// connection the server must close (mustClose), unless NotApplicable: a
+// connection the server did not close, a close later than CloseWithin
+// after the misbehaviour began, and, framed, a close that did not say one
+// of the scenario's reasons.
+func (s *Scenario) mustCloseVerdict() []string {
+	mc, ok := mustClose[s.Name]
+	if !ok || s.NotApplicable() != "" {
+		return nil
+	}
+	var bad []string
+	if n := s.Opened - s.ServerClosed; n > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d %s were not closed by the server (%s)", n, s.Opened, mc.what, mc.why))
+	}
+	if s.CloseWithin > 0 && s.CloseAfter != nil && s.CloseAfter.Max() > int64(s.CloseWithin) {
+		bad = append(bad, fmt.Sprintf("the server closed %s as late as %s after their misbehaviour began, beyond the %s bound (the sending window)",
+			mc.what, D(s.CloseAfter.Max()), D(int64(s.CloseWithin))))
+	}
+	if len(mc.reasons) > 0 && s.Proto != "raw" {
+		other := maps.Clone(s.Ends)
+		maps.DeleteFunc(other, func(k string, _ int) bool { return k == EndClient || slices.Contains(mc.reasons, k) })
+		if n := sum(other); n > 0 {
+			bad = append(bad, fmt.Sprintf("%d %s ended without a CLOSE frame saying %s (%s)", n, mc.what, strings.Join(mc.reasons, " or "), counts(other)))
+		}
+	}
 	return bad
+}
+
+// NotApplicable returns why the scenario's own check does not apply to the
+// run, or "" if it does: garbage over the raw protocol, where any bytes
+// are a valid stream for the server to echo, and nothing is to be closed.
+// The checks every scenario has (dial errors, mismatched echoes) still
+// apply.
+func (s *Scenario) NotApplicable() string {
+	if s.Name == "garbage" && s.Proto == "raw" {
+		return "raw protocol: any bytes are a valid stream to echo, so there is nothing to close the connection for"
+	}
+	return ""
 }
 
 func sum(m map[string]int) int {
@@ -186,15 +249,24 @@ func Text(w io.Writer, r *Result) {
 		}
 	}
 	failed := 0
+	var notApplicable []string
 	for _, s := range r.Scenarios {
 		p("")
 		bad := s.Verdict()
+		na := s.NotApplicable()
 		status := "ok"
-		if len(bad) > 0 {
+		switch {
+		case len(bad) > 0:
 			status = "CHECK"
 			failed++
+		case na != "":
+			status = "not applicable"
+			notApplicable = append(notApplicable, s.Name)
 		}
 		p("[%s] %s: %d/%d connections opened, connect p99 %s", s.Name, status, s.Opened, s.Conns, D(s.Connect.Quantile(0.99)))
+		if na != "" {
+			p("  not applicable: %s", na)
+		}
 		if s.Latency.Count() > 0 {
 			rate := ""
 			if s.Elapsed > 0 {
@@ -295,20 +367,29 @@ func Text(w io.Writer, r *Result) {
 			leaks++
 		}
 	}
+	// The memory is judged only with figures; without them the last line
+	// says so instead of "within its bound", and it is no failure: the
+	// scenarios' own checks still stand.
 	mem := ""
 	switch {
 	case len(memBad) > 0:
 		mem = ", and the server's memory grew beyond its bound"
-	case r.Memory != nil && r.Memory.Err == "":
+	case r.Memory.Unjudged() != "":
+		mem = ", the server's memory not judged (see [memory])"
+	case r.Memory != nil:
 		mem = ", the server's memory within its bound"
+	}
+	all := fmt.Sprintf("all %d scenarios ok", len(r.Scenarios))
+	if len(notApplicable) > 0 {
+		all = fmt.Sprintf("all %d judged scenarios ok, %d not applicable (%s)", len(r.Scenarios)-len(notApplicable), len(notApplicable), strings.Join(notApplicable, ", "))
 	}
 	switch {
 	case failed == 0 && len(memBad) > 0:
-		p("all %d scenarios ok, but the server's memory grew beyond its bound (line marked ! under [memory])", len(r.Scenarios))
+		p("%s, but the server's memory grew beyond its bound (line marked ! under [memory])", all)
 	case failed == 0 && leaks == 0:
-		p("all %d scenarios ok%s", len(r.Scenarios), mem)
+		p("%s%s", all, mem)
 	case failed == 0:
-		p("all %d scenarios ok%s, but the server may have leaked (LIMIT: LEAK? above)", len(r.Scenarios), mem)
+		p("%s%s, but the server may have leaked (LIMIT: LEAK? above)", all, mem)
 	default:
 		p("%d of %d scenarios need a look (lines marked !)%s", failed, len(r.Scenarios), mem)
 	}
@@ -369,8 +450,8 @@ func memoryText(p func(string, ...any), m *Memory, bad []string) {
 	if m.InProcess {
 		whose = "RSS of this process (server embedded: the client's memory is included)"
 	}
-	if m.Err != "" {
-		p("[memory] not judged: %s", m.Err)
+	if why := m.Unjudged(); why != "" {
+		p("[memory] not judged: %s", why)
 	} else {
 		p("[memory] %s: %s %s before, peak %s (%+.1f MiB), %s at the end; %d samples from %s",
 			status, whose, MiB(m.Before), MiB(m.Peak), float64(m.Growth())/(1<<20), MiB(m.End), m.Samples, m.Source)
