@@ -269,7 +269,13 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		case attack.Connflood:
 			figs[s].Limit = o.maxConns
 		case attack.Nonreader, attack.Pingflood:
-			figs[s].CloseWithin = o.duration // the floods' sending window
+			// The floods' sending window, and the drain after it, in which
+			// a close may first be seen.
+			figs[s].CloseWithin = o.duration + attack.HostileDrain
+		}
+		if s == attack.Nonreader {
+			figs[s].Unjudged = nonreaderUnjudged(o)
+			figs[s].FloodBytes = o.hostileBytes
 		}
 	}
 	var ms *memSampler
@@ -292,6 +298,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	stopProgress()
 	if ms != nil {
 		res.Memory = ms.stop()
+		if nr := figs[attack.Nonreader]; nr != nil && res.Memory.Stopped {
+			nr.FloodStopped = true // the floods ended at the memory verdict, not with the window
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -438,4 +447,20 @@ func openFINs(target string) (*fincap.Capture, string, error) {
 		return nil, "-fins: not done: " + err.Error(), nil
 	}
 	return c, "", nil
+}
+
+// nonreaderUnjudged says why the nonreader check cannot be made with o, or
+// "": a flood no larger than the output limit the server is taken to
+// enforce (-output-limit; framed, -unacked-limit too, if smaller) need not
+// make a correct server close the non-readers.
+func nonreaderUnjudged(o *options) string {
+	limit, flag := o.outputLimit, "-output-limit"
+	if o.proto == attack.Framed && o.unackedLimit > 0 && o.unackedLimit < limit {
+		limit, flag = o.unackedLimit, "-unacked-limit"
+	}
+	if limit <= 0 || o.hostileBytes > limit {
+		return ""
+	}
+	return fmt.Sprintf("-hostile-bytes %s is not above the server's limit %s (%s), so a correct server need not close the non-readers",
+		report.MiB(o.hostileBytes), report.MiB(limit), flag)
 }

@@ -70,6 +70,10 @@ const (
 	// DefaultHostileBytes is what a nonreader or ping flooder sends at
 	// most (Config.HostileBytes 0).
 	DefaultHostileBytes = 64 << 20
+	// HostileDrain is how long a hostile connection reads what is left at
+	// the end of its window, to see the server's CLOSE or EOF: a close may
+	// first be seen that much after the window.
+	HostileDrain = 300 * time.Millisecond
 	// nonreaderRcvBuf is the receive buffer asked for (before connecting)
 	// by the connections that never read, so that the server's output
 	// backs up after a few KiB rather than after the kernel's megabytes.
@@ -77,7 +81,7 @@ const (
 	floodChunk      = 64 << 10               // bytes per write of a flood
 	floodWriteWait  = 200 * time.Millisecond // a flood write blocked this long is retried (the server stopped reading)
 	floodTrickle    = 50 * time.Millisecond  // after the flood: a small write this often, to notice a close
-	hostileDrain    = 300 * time.Millisecond // at the end: reading what is left, to see the server's CLOSE or EOF
+	hostileDrain    = HostileDrain
 	garbageBytes    = 1024
 	garbageWaitMin  = time.Second // a garbage connection waits at least this long for the close
 )

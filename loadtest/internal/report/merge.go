@@ -57,8 +57,12 @@ func Merge(rs ...*Result) (*Result, error) {
 			if m == nil {
 				m = NewScenario(s.Name)
 				m.Ladder, m.GiveUpAt = s.Ladder, s.GiveUpAt
-				m.Hostile, m.Limit, m.Proto, m.CloseWithin = s.Hostile, s.Limit, s.Proto, s.CloseWithin
+				m.Hostile, m.Limit, m.Proto, m.CloseWithin, m.FloodBytes = s.Hostile, s.Limit, s.Proto, s.CloseWithin, s.FloodBytes
 				out.Scenarios = append(out.Scenarios, m)
+			}
+			m.CloseWithin = max(m.CloseWithin, s.CloseWithin) // shards may have run for different windows
+			if m.Unjudged == "" {
+				m.Unjudged = s.Unjudged
 			}
 			m.merge(s)
 		}
@@ -133,6 +137,9 @@ func (s *Scenario) merge(o *Scenario) {
 	s.Writes += o.Writes
 	s.Mismatch += o.Mismatch
 	s.ServerClosed += o.ServerClosed
+	s.FloodedOpen += o.FloodedOpen
+	s.FloodCut += o.FloodCut
+	s.FloodStopped = s.FloodStopped || o.FloodStopped
 	s.CloseAfter.Merge(o.CloseAfter)
 	for name, r := range o.Roles {
 		m := s.role(name)

@@ -241,11 +241,28 @@ func TestScenario_VerdictHostile(t *testing.T) {
 			s.Limit, s.Opened, s.Ends["client"] = 10, 15, 15
 			return s
 		}, want: []string{"held 15 connections open, above its limit of 10"}},
-		{name: "connflood below its limit: the server closed some it should hold", s: func() *Scenario {
+		{name: "connflood below its limit: the server refused some it had room for", s: func() *Scenario {
 			s := hostile("connflood")
 			s.Limit, s.Opened, s.Ends["client"], s.Ends["overload"] = 10, 15, 4, 11
 			return s
-		}, want: []string{"held 4 connections open, below its limit of 10 (15 opened)"}},
+		}, want: []string{"the server refused 11 connections as overload, more than the 5 beyond its limit of 10 (15 opened)"}},
+		{name: "connflood below its limit by idle closes, not refusals: fine", s: func() *Scenario {
+			s := hostile("connflood")
+			s.Limit, s.Opened, s.Ends["client"], s.Ends["overload"], s.Ends["idle"] = 10, 15, 4, 5, 6
+			return s
+		}},
+		{name: "connflood over raw: refusals are not told from idle closes", s: func() *Scenario {
+			s := hostile("connflood")
+			s.Proto = "raw"
+			s.Limit, s.Opened, s.Ends["client"], s.Ends["eof"] = 10, 15, 4, 11
+			return s
+		}},
+		{name: "nonreader flood below the output limit: not judged", s: func() *Scenario {
+			s := hostile("nonreader")
+			s.Opened, s.Ends["client"] = 4, 4
+			s.Unjudged = "-hostile-bytes 3.0 MiB is not above the server's limit 4.0 MiB (-output-limit)"
+			return s
+		}},
 		{name: "connflood below its limit but fewer opened: the flood never reached it", s: func() *Scenario {
 			s := hostile("connflood")
 			s.Limit, s.Opened, s.Ends["client"] = 10, 8, 8
@@ -464,4 +481,44 @@ func TestMergeAndJSON_Hostile(t *testing.T) {
 	one, err := Merge(mk("1/1"))
 	require.NoError(t, err)
 	assert.NotNil(t, one.Memory)
+}
+
+// TestScenario_NonreaderFlood: a non-reader must be closed by the server
+// once it has sent its whole flood, more than the server's output limit;
+// one the window cut short, or the server stopped reading from, proves
+// nothing, and a run of only those is not judged.
+func TestScenario_NonreaderFlood(t *testing.T) {
+	const flood = 64 << 20
+	closed := ConnResult{Role: "nonreader", Misbehaved: t0, ClosedAt: t0.Add(20 * time.Millisecond), End: "reset", Bytes: 5 << 20}
+	kept := ConnResult{Role: "nonreader", Misbehaved: t0, End: EndClient, Bytes: flood}
+	cut := ConnResult{Role: "nonreader", Misbehaved: t0, End: EndClient, Bytes: 3 << 20}
+	for _, tc := range []struct {
+		name          string
+		conns         []ConnResult
+		wantBad       string
+		notApplicable bool
+		stopped       bool
+	}{
+		{name: "closed", conns: []ConnResult{closed, closed}},
+		{name: "whole flood taken and kept open", conns: []ConnResult{closed, kept}, wantBad: "1 of 2 non-readers sent their whole flood (64.0 MiB) and were not closed"},
+		{name: "cut short beside a closed one", conns: []ConnResult{closed, cut}},
+		{name: "all cut short: not judged", conns: []ConnResult{cut, cut}, notApplicable: true},
+		{name: "cut short by the memory verdict", conns: []ConnResult{cut, closed}, stopped: true, wantBad: "1 of 2 non-readers were still open when the server's memory passed its bound"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := hostile("nonreader")
+			s.FloodBytes, s.FloodStopped = flood, tc.stopped
+			for _, c := range tc.conns {
+				s.Add(c, to)
+			}
+			bad := s.Verdict()
+			if tc.wantBad == "" {
+				assert.Empty(t, bad)
+			} else {
+				require.Len(t, bad, 1)
+				assert.Contains(t, bad[0], tc.wantBad)
+			}
+			assert.Equal(t, tc.notApplicable, s.NotApplicable() != "", s.NotApplicable())
+		})
+	}
 }

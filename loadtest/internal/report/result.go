@@ -179,14 +179,32 @@ type Scenario struct {
 	// reading and not_reading; garbage: random, bad_type, huge_length).
 	Roles map[string]*Role `json:"roles,omitempty"`
 	// Limit is the server's connection limit connflood was told (0: none);
-	// more connections held open than that is a failed check, and so is
-	// fewer once at least that many opened.
+	// more connections held open than that is a failed check, and so,
+	// framed, is refusing more than the connections beyond it (an
+	// overload close of a connection the limit had room for).
 	Limit int `json:"limit,omitempty"`
 	// CloseWithin is, for the scenarios whose connections the server must
 	// close (nonreader, pingflood), how long after its misbehaviour began
 	// each close must come: the sending window. 0: not bounded beyond
 	// being seen at all.
 	CloseWithin time.Duration `json:"close_within,omitempty"`
+	// Unjudged says why the scenario's own check (see NotApplicable) was
+	// not made in this run: nonreader when the flood was too small to take
+	// the server past its output limit. "": it was.
+	Unjudged string `json:"unjudged,omitempty"`
+	// FloodBytes is, for nonreader, the flood each connection sends at
+	// most (-hostile-bytes); FloodedOpen counts the connections that sent
+	// all of it and were not closed by the server (a failed check: the
+	// server took more than its output limit and kept the connection), and
+	// FloodCut those that neither sent it all nor were closed (the window
+	// ended first, or the server stopped reading: nothing to judge).
+	FloodBytes  int64 `json:"flood_bytes,omitempty"`
+	FloodedOpen int   `json:"flooded_open,omitempty"`
+	FloodCut    int   `json:"flood_cut,omitempty"`
+	// FloodStopped says the floods were stopped when the server's memory
+	// passed its bound: then a non-reader cut short was still open when the
+	// server had taken more than it should have (a failed check).
+	FloodStopped bool `json:"flood_stopped,omitempty"`
 }
 
 // Role is the figures of one role of a hostile scenario.
@@ -245,11 +263,19 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 		s.Bytes += r.Bytes
 		s.Writes += r.Writes
 		s.Mismatch += r.Mismatch
-		if !r.ClosedAt.IsZero() && !r.Misbehaved.IsZero() && r.End != EndClient && r.End != EndBadServerFrame {
+		closed := !r.ClosedAt.IsZero() && !r.Misbehaved.IsZero() && r.End != EndClient && r.End != EndBadServerFrame
+		if closed {
 			s.ServerClosed++
 			role.ServerClosed++
 			s.CloseAfter.Record(int64(r.ClosedAt.Sub(r.Misbehaved)))
 			role.CloseAfter.Record(int64(r.ClosedAt.Sub(r.Misbehaved)))
+		}
+		switch {
+		case s.FloodBytes <= 0 || closed:
+		case r.Bytes >= uint64(s.FloodBytes):
+			s.FloodedOpen++
+		default:
+			s.FloodCut++
 		}
 	}
 	s.Connect.Record(int64(r.Connect))

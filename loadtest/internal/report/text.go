@@ -133,8 +133,11 @@ func (s *Scenario) Verdict() []string {
 	if s.Limit > 0 && s.Held() > s.Limit {
 		bad = append(bad, fmt.Sprintf("the server held %d connections open, above its limit of %d", s.Held(), s.Limit))
 	}
-	if s.Limit > 0 && s.Opened >= s.Limit && s.Held() < s.Limit {
-		bad = append(bad, fmt.Sprintf("the server held %d connections open, below its limit of %d (%d opened)", s.Held(), s.Limit, s.Opened))
+	// Over raw a refusal and an idle close are both EOF: only a framed
+	// server's CLOSE frames tell how many it refused.
+	if n := s.Ends["overload"]; s.Limit > 0 && s.Proto != "raw" && n > max(s.Opened-s.Limit, 0) {
+		bad = append(bad, fmt.Sprintf("the server refused %d connections as overload, more than the %d beyond its limit of %d (%d opened)",
+			n, max(s.Opened-s.Limit, 0), s.Limit, s.Opened))
 	}
 	if s.Lost > 0 {
 		bad = append(bad, fmt.Sprintf("%d messages never answered", s.Lost))
@@ -182,8 +185,18 @@ func (s *Scenario) mustCloseVerdict() []string {
 		return nil
 	}
 	var bad []string
-	if n := s.Opened - s.ServerClosed; n > 0 {
-		bad = append(bad, fmt.Sprintf("%d of %d %s were not closed by the server (%s)", n, s.Opened, mc.what, mc.why))
+	switch {
+	case s.FloodBytes > 0: // nonreader: only a connection that sent its whole flood must be closed
+		if s.FloodedOpen > 0 {
+			bad = append(bad, fmt.Sprintf("%d of %d %s sent their whole flood (%s) and were not closed by the server (%s)",
+				s.FloodedOpen, s.Opened, mc.what, MiB(s.FloodBytes), mc.why))
+		}
+		if s.FloodStopped && s.FloodCut > 0 {
+			bad = append(bad, fmt.Sprintf("%d of %d %s were still open when the server's memory passed its bound (%s)",
+				s.FloodCut, s.Opened, mc.what, mc.why))
+		}
+	case s.Opened > s.ServerClosed:
+		bad = append(bad, fmt.Sprintf("%d of %d %s were not closed by the server (%s)", s.Opened-s.ServerClosed, s.Opened, mc.what, mc.why))
 	}
 	if s.CloseWithin > 0 && s.CloseAfter != nil && s.CloseAfter.Max() > int64(s.CloseWithin) {
 		bad = append(bad, fmt.Sprintf("the server closed %s as late as %s after their misbehaviour began, beyond the %s bound (the sending window)",
@@ -205,7 +218,13 @@ func (s *Scenario) mustCloseVerdict() []string {
 // The checks every scenario has (dial errors, mismatched echoes) still
 // apply.
 func (s *Scenario) NotApplicable() string {
-	if s.Name == "garbage" && s.Proto == "raw" {
+	switch {
+	case s.Unjudged != "":
+		return s.Unjudged
+	case s.FloodBytes > 0 && s.Opened > 0 && s.FloodCut == s.Opened && !s.FloodStopped:
+		return fmt.Sprintf("no connection sent its whole flood (%s) or was closed within the window (-duration): "+
+			"the window ended first, or the server stopped reading from them, so there is nothing to judge", MiB(s.FloodBytes))
+	case s.Name == "garbage" && s.Proto == "raw":
 		return "raw protocol: any bytes are a valid stream to echo, so there is nothing to close the connection for"
 	}
 	return ""
