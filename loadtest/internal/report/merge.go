@@ -139,7 +139,7 @@ func (s *Scenario) merge(o *Scenario) {
 	s.ServerClosed += o.ServerClosed
 	s.FloodedOpen += o.FloodedOpen
 	s.FloodCut += o.FloodCut
-	s.FloodStopped = s.FloodStopped || o.FloodStopped
+	s.FloodStoppedOpen += o.FloodStoppedOpen
 	s.CloseAfter.Merge(o.CloseAfter)
 	for name, r := range o.Roles {
 		m := s.role(name)

@@ -507,9 +507,12 @@ func TestScenario_NonreaderFlood(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := hostile("nonreader")
-			s.FloodBytes, s.FloodStopped = flood, tc.stopped
+			s.FloodBytes = flood
 			for _, c := range tc.conns {
 				s.Add(c, to)
+			}
+			if tc.stopped {
+				s.FloodStoppedOpen = s.FloodCut
 			}
 			bad := s.Verdict()
 			if tc.wantBad == "" {

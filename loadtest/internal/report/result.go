@@ -201,10 +201,10 @@ type Scenario struct {
 	FloodBytes  int64 `json:"flood_bytes,omitempty"`
 	FloodedOpen int   `json:"flooded_open,omitempty"`
 	FloodCut    int   `json:"flood_cut,omitempty"`
-	// FloodStopped says the floods were stopped when the server's memory
-	// passed its bound: then a non-reader cut short was still open when the
-	// server had taken more than it should have (a failed check).
-	FloodStopped bool `json:"flood_stopped,omitempty"`
+	// FloodStoppedOpen counts the connections of FloodCut whose floods were
+	// stopped when the server's memory passed its bound: still open when
+	// the server had taken more than it should have (a failed check).
+	FloodStoppedOpen int `json:"flood_stopped_open,omitempty"`
 }
 
 // Role is the figures of one role of a hostile scenario.

@@ -191,9 +191,9 @@ func (s *Scenario) mustCloseVerdict() []string {
 			bad = append(bad, fmt.Sprintf("%d of %d %s sent their whole flood (%s) and were not closed by the server (%s)",
 				s.FloodedOpen, s.Opened, mc.what, MiB(s.FloodBytes), mc.why))
 		}
-		if s.FloodStopped && s.FloodCut > 0 {
+		if s.FloodStoppedOpen > 0 {
 			bad = append(bad, fmt.Sprintf("%d of %d %s were still open when the server's memory passed its bound (%s)",
-				s.FloodCut, s.Opened, mc.what, mc.why))
+				s.FloodStoppedOpen, s.Opened, mc.what, mc.why))
 		}
 	case s.Opened > s.ServerClosed:
 		bad = append(bad, fmt.Sprintf("%d of %d %s were not closed by the server (%s)", s.Opened-s.ServerClosed, s.Opened, mc.what, mc.why))
@@ -221,7 +221,7 @@ func (s *Scenario) NotApplicable() string {
 	switch {
 	case s.Unjudged != "":
 		return s.Unjudged
-	case s.FloodBytes > 0 && s.Opened > 0 && s.FloodCut == s.Opened && !s.FloodStopped:
+	case s.FloodBytes > 0 && s.Opened > 0 && s.FloodCut == s.Opened && s.FloodStoppedOpen == 0:
 		return fmt.Sprintf("no connection sent its whole flood (%s) or was closed within the window (-duration): "+
 			"the window ended first, or the server stopped reading from them, so there is nothing to judge", MiB(s.FloodBytes))
 	case s.Name == "garbage" && s.Proto == "raw":
