@@ -20,8 +20,7 @@ import (
 // ACKs as ACKs.
 func TestClient_EchoPathAllocationFree(t *testing.T) {
 	noLeak(t)
-	srv := startEchoServer(t, nil)
-	c, err := net.Dial("tcp", srv.ln.Addr().String())
+	c, err := net.Dial("tcp", startEchoServer(t, nil))
 	require.NoError(t, err)
 	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
 	ctr := &Counters{}

@@ -166,21 +166,17 @@ func noLeak(t *testing.T) {
 	})
 }
 
-// echoServer is a raw echo server on 127.0.0.1; mangle, if set, may change
-// each chunk it echoes (i counts the chunks of a connection).
-type echoServer struct {
-	ln     net.Listener
-	wg     sync.WaitGroup
-	mangle func(i int, b []byte)
-}
-
-func startEchoServer(t *testing.T, mangle func(i int, b []byte)) *echoServer {
+// serveEach listens on 127.0.0.1 and runs handle on each connection it
+// accepts, in a goroutine of its own, closing the connection after it;
+// when the test ends it closes the listener and every connection, and
+// waits for the goroutines. It returns the address.
+func serveEach(t *testing.T, handle func(c net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &echoServer{ln: ln, mangle: mangle}
+	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
-	s.wg.Go(func() {
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -189,23 +185,9 @@ func startEchoServer(t *testing.T, mangle func(i int, b []byte)) *echoServer {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
-			s.wg.Go(func() {
+			wg.Go(func() {
 				defer c.Close()
-				buf := make([]byte, 4096)
-				for i := 0; ; i++ {
-					n, err := c.Read(buf)
-					if n > 0 {
-						if s.mangle != nil {
-							s.mangle(i, buf[:n])
-						}
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
+				handle(c)
 			})
 		}
 	})
@@ -216,9 +198,32 @@ func startEchoServer(t *testing.T, mangle func(i int, b []byte)) *echoServer {
 			c.Close()
 		}
 		mu.Unlock()
-		s.wg.Wait()
+		wg.Wait()
 	})
-	return s
+	return ln.Addr().String()
+}
+
+// startEchoServer starts a raw echo server (serveEach) and returns its
+// address; mangle, if set, may change each chunk it echoes (i counts the
+// chunks of a connection).
+func startEchoServer(t *testing.T, mangle func(i int, b []byte)) string {
+	return serveEach(t, func(c net.Conn) {
+		buf := make([]byte, 4096)
+		for i := 0; ; i++ {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if mangle != nil {
+					mangle(i, buf[:n])
+				}
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
 }
 
 // runHostile runs the given scenarios against addr and returns the results
@@ -240,8 +245,8 @@ func runHostile(t *testing.T, addr string, p Proto, conns map[string]int, d time
 
 func TestRun_SplitterChecksEveryByte(t *testing.T) {
 	noLeak(t)
-	srv := startEchoServer(t, nil)
-	got := runHostile(t, srv.ln.Addr().String(), Raw, map[string]int{Splitter: 3}, 300*time.Millisecond)
+	addr := startEchoServer(t, nil)
+	got := runHostile(t, addr, Raw, map[string]int{Splitter: 3}, 300*time.Millisecond)
 	require.Len(t, got[Splitter], 3)
 	for _, r := range got[Splitter] {
 		assert.Positive(t, r.Sent)
@@ -257,12 +262,12 @@ func TestRun_SplitterChecksEveryByte(t *testing.T) {
 func TestRun_SplitterCatchesACorruptServer(t *testing.T) {
 	noLeak(t)
 	// The server flips a bit of its 5th chunk on every connection.
-	srv := startEchoServer(t, func(i int, b []byte) {
+	addr := startEchoServer(t, func(i int, b []byte) {
 		if i == 4 {
 			b[len(b)/2] ^= 0x20
 		}
 	})
-	got := runHostile(t, srv.ln.Addr().String(), Raw, map[string]int{Splitter: 2}, 300*time.Millisecond)
+	got := runHostile(t, addr, Raw, map[string]int{Splitter: 2}, 300*time.Millisecond)
 	require.Len(t, got[Splitter], 2)
 	for _, r := range got[Splitter] {
 		assert.Equal(t, uint64(1), r.Mismatch, "the one corrupted message is caught")
@@ -275,24 +280,9 @@ func TestRun_SplitterCatchesACorruptServer(t *testing.T) {
 // echoing is held to the end.
 func TestRun_NonreaderAndGarbage(t *testing.T) {
 	noLeak(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				_, _ = io.CopyN(io.Discard, c, 64<<10)
-			})
-		}
-	})
-	defer func() { ln.Close(); wg.Wait() }()
+	addr := serveEach(t, func(c net.Conn) { _, _ = io.CopyN(io.Discard, c, 64<<10) })
 	start := time.Now()
-	got := runHostile(t, ln.Addr().String(), Raw, map[string]int{Nonreader: 2}, 2*time.Second)
+	got := runHostile(t, addr, Raw, map[string]int{Nonreader: 2}, 2*time.Second)
 	require.Len(t, got[Nonreader], 2)
 	for _, r := range got[Nonreader] {
 		assert.Contains(t, []string{"reset", "eof"}, r.End)
@@ -302,8 +292,8 @@ func TestRun_NonreaderAndGarbage(t *testing.T) {
 	}
 	assert.Less(t, time.Since(start), 5*time.Second)
 
-	srv := startEchoServer(t, nil)
-	got = runHostile(t, srv.ln.Addr().String(), Raw, map[string]int{Garbage: 2}, 100*time.Millisecond)
+	addr = startEchoServer(t, nil)
+	got = runHostile(t, addr, Raw, map[string]int{Garbage: 2}, 100*time.Millisecond)
 	require.Len(t, got[Garbage], 2)
 	for _, r := range got[Garbage] {
 		assert.Equal(t, GarbageRandom, r.Role)
@@ -321,24 +311,11 @@ func TestRun_NonreaderAndGarbage(t *testing.T) {
 // protocol_error, like a server's CLOSE.
 func TestRun_HostileAgainstAServerSendingGarbage(t *testing.T) {
 	noLeak(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				_, _ = c.Write(garbage(rand.New(rand.NewPCG(3, 4)), GarbageBadType, 64))
-				_, _ = io.Copy(io.Discard, c) // until the client closes
-			})
-		}
+	addr := serveEach(t, func(c net.Conn) {
+		_, _ = c.Write(garbage(rand.New(rand.NewPCG(3, 4)), GarbageBadType, 64))
+		_, _ = io.Copy(io.Discard, c) // until the client closes
 	})
-	defer func() { ln.Close(); wg.Wait() }()
-	got := runHostile(t, ln.Addr().String(), Framed, map[string]int{Garbage: 3, Pingflood: 2}, 200*time.Millisecond)
+	got := runHostile(t, addr, Framed, map[string]int{Garbage: 3, Pingflood: 2}, 200*time.Millisecond)
 	for _, tt := range []struct {
 		scenario string
 		want     string
@@ -397,10 +374,10 @@ func TestFlood_ReaderGaveUpIsNoServerClose(t *testing.T) {
 // connection then only trickles.
 func TestRun_NonreaderStopsOnStop(t *testing.T) {
 	noLeak(t)
-	srv := startEchoServer(t, nil)
+	addr := startEchoServer(t, nil)
 	stop := make(chan struct{})
 	close(stop)
-	cfg := Config{Addr: srv.ln.Addr().String(), Proto: Raw, Scenarios: []string{Nonreader}, Conns: map[string]int{Nonreader: 1},
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Nonreader}, Conns: map[string]int{Nonreader: 1},
 		Rate: 1, Size: 64, Duration: 300 * time.Millisecond, Stop: stop}
 	var res report.ConnResult
 	_, err := Run(context.Background(), cfg, &Counters{}, func(r report.ConnResult) { res = r })
