@@ -26,6 +26,30 @@ func acceptOne(l net.Listener) chan net.Conn {
 	return got
 }
 
+// accepted waits for acceptOne's connection, failing with msg if none
+// comes within 5 s.
+func accepted(t *testing.T, got chan net.Conn, msg string) net.Conn {
+	t.Helper()
+	select {
+	case c := <-got:
+		require.NotNil(t, c, msg)
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal(msg)
+		return nil
+	}
+}
+
+// notAccepted fails with msg if acceptOne's Accept returns within 100 ms.
+func notAccepted(t *testing.T, got chan net.Conn, msg string) {
+	t.Helper()
+	select {
+	case c := <-got:
+		t.Fatalf("%s: %v", msg, c)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 // A limitListener holds at most its limit of connections open: the next
 // waits, in the kernel's queue, until one of them closes.
 func TestLimitListener(t *testing.T) {
@@ -47,35 +71,15 @@ func TestLimitListener(t *testing.T) {
 		clients = append(clients, c)
 	}
 	for range 2 {
-		select {
-		case c := <-acceptOne(l):
-			require.NotNil(t, c)
-			open = append(open, c)
-		case <-time.After(5 * time.Second):
-			t.Fatal("Accept below the limit did not return")
-		}
+		open = append(open, accepted(t, acceptOne(l), "Accept below the limit did not return"))
 	}
 	third := acceptOne(l)
-	select {
-	case c := <-third:
-		t.Fatalf("a third connection was accepted over the limit of 2: %v", c)
-	case <-time.After(100 * time.Millisecond):
-	}
+	notAccepted(t, third, "a third connection was accepted over the limit of 2")
 	require.NoError(t, open[0].Close())
 	_ = open[0].Close() // a second Close gives no second place back
-	select {
-	case c := <-third:
-		require.NotNil(t, c, "accepted once a place was free")
-		open[0] = c
-	case <-time.After(5 * time.Second):
-		t.Fatal("a freed place was not taken")
-	}
+	open[0] = accepted(t, third, "a freed place was not taken")
 	fourth := acceptOne(l)
-	select {
-	case c := <-fourth:
-		t.Fatalf("a double Close freed two places: %v", c)
-	case <-time.After(100 * time.Millisecond):
-	}
+	notAccepted(t, fourth, "a double Close freed two places")
 	require.NoError(t, l.Close())
 	select {
 	case c, ok := <-fourth:
