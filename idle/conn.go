@@ -128,14 +128,12 @@ func wrap(c net.Conn, w *wheel.Wheel, cfg *Config) *Conn {
 // reset first (see SetLinger).
 func (c *Conn) expire(Reason) {
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
-	tc, isTLS := c.Conn.(*tls.Conn)
-	transport := c.Conn
-	if isTLS {
-		transport = tc.NetConn()
-	}
-	unlinger(transport)
-	if isTLS {
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		transport := tc.NetConn()
+		unlinger(transport)
 		_ = transport.Close()
+	} else {
+		unlinger(c.Conn)
 	}
 	_ = c.Conn.Close()
 }
