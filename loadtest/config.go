@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -83,8 +84,21 @@ func quietBounds(idle, spread time.Duration, spreadSet bool) (barrier, window ti
 	return barrier, window
 }
 
-// parseShard parses "i/n" with 1 <= i <= n.
-func parseShard(s string) (i, n int, err error) {
+// Environment variables of -shard auto: a Kubernetes Indexed Job sets
+// JOB_COMPLETION_INDEX (0-based) in each pod; the Job's manifest sets
+// LOADTEST_SHARDS to its completions.
+const (
+	envShardIndex = "JOB_COMPLETION_INDEX"
+	envShards     = "LOADTEST_SHARDS"
+)
+
+// parseShard parses "i/n" with 1 <= i <= n, or "auto": the 0-based index
+// from $JOB_COMPLETION_INDEX and the count from $LOADTEST_SHARDS, read
+// with getenv. It returns the 0-based index.
+func parseShard(s string, getenv func(string) string) (i, n int, err error) {
+	if s == "auto" {
+		return shardFromEnv(getenv)
+	}
 	a, b, ok := strings.Cut(s, "/")
 	if ok {
 		i, err = strconv.Atoi(a)
@@ -93,9 +107,27 @@ func parseShard(s string) (i, n int, err error) {
 		}
 	}
 	if !ok || err != nil || n < 1 || i < 1 || i > n {
-		return 0, 0, fmt.Errorf("%w: -shard %q: want i/n with 1 <= i <= n, such as 1/2", errUsage, s)
+		return 0, 0, fmt.Errorf("%w: -shard %q: want i/n with 1 <= i <= n, such as 1/2, or auto", errUsage, s)
 	}
 	return i - 1, n, nil
+}
+
+// shardFromEnv is -shard auto: the shard of this pod of an Indexed Job.
+func shardFromEnv(getenv func(string) string) (i, n int, err error) {
+	is, ns := getenv(envShardIndex), getenv(envShards)
+	switch {
+	case is == "":
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (Kubernetes sets it in the pods of an Indexed Job; elsewhere give -shard i/n)", errUsage, envShardIndex)
+	case ns == "":
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (set it in the Job's manifest to its completions, the number of shards)", errUsage, envShards)
+	}
+	if n, err = strconv.Atoi(ns); err != nil || n < 1 {
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want the number of shards, at least 1", errUsage, envShards, ns)
+	}
+	if i, err = strconv.Atoi(is); err != nil || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want 0 to %d, below $%s=%d", errUsage, envShardIndex, is, n-1, envShards, n)
+	}
+	return i, n, nil
 }
 
 // shareOf returns shard i's (0-based) share of total items out of n
@@ -139,7 +171,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&t.GiveUpAfter, "give-up", 5*time.Second, "server give-up time for an unacknowledged message")
 	fs.DurationVar(&t.Tick, "tick", time.Millisecond, "server timer tick: closes earlier than this count as early")
 	fs.DurationVar(&t.Slack, "slack", 500*time.Millisecond, "how late after its deadline a close still counts as on time")
-	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`)")
+	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`);\n"+
+		"auto: shard $JOB_COMPLETION_INDEX+1 of $LOADTEST_SHARDS (a Kubernetes Indexed Job; see docs/scaling.md)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
 	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
@@ -217,7 +250,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	if err := checkHostile(o, set); err != nil {
 		return nil, err
 	}
-	if o.shardI, o.shardN, err = parseShard(shard); err != nil {
+	if o.shardI, o.shardN, err = parseShard(shard, os.Getenv); err != nil {
 		return nil, err
 	}
 	switch {

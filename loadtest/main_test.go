@@ -25,6 +25,10 @@ import (
 // TestMain lets the test binary stand in for loadtest when compare
 // -separate starts `loadtest serve` from os.Executable.
 func TestMain(m *testing.M) {
+	if os.Getenv(envAsMain) == "1" {
+		main() // exits with a status but for success
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
