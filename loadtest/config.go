@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -28,7 +27,7 @@ const kindNetwheel = "netwheel"
 // options is the parsed and validated command line.
 type options struct {
 	addr      string // "" means embedded
-	server    string
+	server    string // netwheel (embedded) or external (-addr)
 	proto     attack.Proto
 	scenarios []string
 	conns     int
@@ -49,7 +48,6 @@ type options struct {
 	spread    time.Duration // quiet connections' send window (see attack.Config.IdleSpread)
 	barrier   time.Duration // bound of the wait for every quiet connection to open
 	cpuProf   string
-	listen    string // embedded server's listen address ("": 127.0.0.1:0)
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
 	metricsNS string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
 
@@ -62,9 +60,7 @@ type options struct {
 	outputLimit, unackedLimit, memAllowance                       int64
 	serverPID                                                     int // -addr: the server's pid, for its RSS (0: none)
 
-	clientInProcess bool // the embedded server shares the process with the client (not loadtest serve)
-	closeDelay      bool // a baseline server measures its close delay (baseline.Options.CloseDelay)
-	notes           []string
+	notes []string
 }
 
 // defaultSpread is -idle-spread's default; it is capped at a quarter of
@@ -148,8 +144,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	var proto, scen, shard string
 	t := &o.timeouts
 	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
-	fs.StringVar(&o.server, "server", kindNetwheel, "embedded server: netwheel, gnet (no timers), netdeadline (goroutine per conn, SetReadDeadline), gnetafterfunc (time.AfterFunc per conn), nbio (nbio, its SetReadDeadline per packet)")
-	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for netwheel, raw for the baselines and -addr)")
+	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
 	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, keepalive, retransmit, slowloris, churn (polite);\n"+
 		"nonreader, splitter, pingflood, connflood, garbage (hostile: judged by what the server did, its memory growth and, for connflood, its connection limit);\n"+
 		"mixed (= all); default all the protocol supports (pingflood: framed; connflood: with -max-conns)")
@@ -201,10 +196,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
 			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n"+
-			"       loadtest compare [table flags]   netwheel (cmd/echo) against the baselines, in rounds:\n"+
-			"                                        the table of docs/perf.md, \"The server against its baselines\"\n"+
-			"       loadtest compare [-servers LIST] [-rounds N] -- [flags]   echo msgs/s of embedded servers in rotation\n"+
-			"       loadtest serve [-server KIND] [-listen ADDR] -- [flags]   one server alone\n\nflags:\n")
+			"\nThe embedded server is netwheel's (netserver's echo). The baseline servers (gnet, gnetafterfunc,\n"+
+			"netdeadline, nbio) and the comparison of netwheel with them (docs/perf.md's table) are in the bench\n"+
+			"module: cd bench && go run ./compare -h\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -216,16 +210,12 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	o.server = kindNetwheel
 	if o.addr != "" {
-		if set["server"] {
-			return nil, fmt.Errorf("%w: -server picks an embedded server; it cannot be used with -addr", errUsage)
-		}
 		if _, _, err := net.SplitHostPort(o.addr); err != nil {
 			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
 		}
 		o.server = "external"
-	} else if !slices.Contains([]string{kindNetwheel, baseline.KindGnet, baseline.KindNetDeadline, baseline.KindGnetAfterFunc, baseline.KindNbio}, o.server) {
-		return nil, fmt.Errorf("%w: -server %q: want netwheel, gnet, netdeadline, gnetafterfunc or nbio", errUsage, o.server)
 	}
 	switch proto {
 	case "":
@@ -237,9 +227,6 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		o.proto = attack.Raw
 	case "framed":
 		o.proto = attack.Framed
-		if o.server != kindNetwheel && o.addr == "" {
-			return nil, fmt.Errorf("%w: -server %s speaks only the raw protocol", errUsage, o.server)
-		}
 	default:
 		return nil, fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
 	}
@@ -292,10 +279,6 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if err := checkTimeouts(o); err != nil {
 		return nil, err
-	}
-	if o.server != kindNetwheel && o.addr == "" {
-		// The baselines have only an idle timeout.
-		*t = report.Timeouts{Idle: t.Idle, Tick: t.Tick, Slack: t.Slack}
 	}
 	return o, nil
 }

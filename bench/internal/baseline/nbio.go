@@ -11,8 +11,6 @@ import (
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/logging"
-
-	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
 // KindNbio is the nbio baseline: an nbio engine (event loops, as gnet)
@@ -90,7 +88,7 @@ func (s *nbioServer) touch(c *nbio.Conn, st *nbioConn) {
 }
 
 func (s *nbioServer) Addr() net.Addr               { return s.addr }
-func (s *nbioServer) Stats() report.Server         { return s.stats(KindNbio) }
+func (s *nbioServer) Stats() Stats                 { return s.stats() }
 func (s *nbioServer) MetricsHandler() http.Handler { return s.delay.MetricsHandler() }
 
 // Shutdown stops the engine: its listener, pollers and connections.
