@@ -50,6 +50,9 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "report" {
 		return reportCmd(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && (args[0] == "compare" || args[0] == "serve") {
+		return fmt.Errorf("%w: loadtest %s moved to the bench module: cd bench && go run ./compare -h", errUsage, args[0])
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err

@@ -28,6 +28,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+func TestRealMain_SaysWhereCompareWent(t *testing.T) {
+	for _, sub := range []string{"compare", "serve"} {
+		err := realMain(context.Background(), []string{sub}, io.Discard, io.Discard)
+		require.ErrorIs(t, err, errUsage)
+		assert.ErrorContains(t, err, "moved to the bench module")
+	}
+}
+
 func TestParseFlags_Errors(t *testing.T) {
 	tests := []struct {
 		name string
