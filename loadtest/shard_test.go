@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +139,34 @@ func readResult(t *testing.T, path string) *report.Result {
 	r, err := report.ReadJSON(f)
 	require.NoError(t, err)
 	return r
+}
+
+// TestKubernetesJob checks deploy/kubernetes/loadtest-job.yaml against
+// what -shard auto needs: an Indexed Job whose completions, parallelism
+// and LOADTEST_SHARDS agree, and a loadtest command line the harness
+// accepts.
+func TestKubernetesJob(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "kubernetes", "loadtest-job.yaml"))
+	require.NoError(t, err)
+	y := string(b)
+	field := func(re string) string {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(y)
+		require.NotNil(t, m, "no %s in the manifest", re)
+		return m[1]
+	}
+	assert.Equal(t, "Indexed", field(`(?m)^\s+completionMode: (\w+)`), "Kubernetes sets JOB_COMPLETION_INDEX only in an Indexed Job")
+	n := field(`(?m)^\s+completions: (\d+)`)
+	assert.Equal(t, n, field(`(?m)^\s+parallelism: (\d+)`), "all shards at once")
+	assert.Equal(t, n, field(`(?m)- name: `+envShards+`\s+value: "(\d+)"`), "LOADTEST_SHARDS is the number of shards")
+
+	line := field(`(?s)/usr/local/bin/loadtest (.*?)\n\s+s=\$\?`)
+	line = strings.NewReplacer("\\\n", " ", `"$SERVER"`, "127.0.0.1:9555", `"/results/shard-$JOB_COMPLETION_INDEX.json"`, "/results/shard-0.json").Replace(line)
+	t.Setenv(envShardIndex, "0")
+	t.Setenv(envShards, n)
+	o, err := parseFlags(strings.Fields(line), io.Discard)
+	require.NoError(t, err, "the Job's command line: %s", line)
+	assert.Equal(t, 0, o.shardI)
+	assert.Equal(t, strconv.Itoa(o.shardN), n)
+	assert.Equal(t, "/results/shard-0.json", o.jsonPath, "each shard keeps its JSON on the volume")
 }
