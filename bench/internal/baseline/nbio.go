@@ -17,9 +17,8 @@ import (
 // whose connections call nbio's own SetReadDeadline on every packet. nbio
 // arms each deadline on one timer heap per engine, served by one goroutine;
 // the table of docs/perf.md, "The server against its baselines", measures
-// netwheel against it. It is here, and in the
-// module's requirements, for that comparison only: nothing outside the
-// harness imports it.
+// netwheel against it. It is here, and in bench's go.mod, for that
+// comparison only: the product's module does not require nbio.
 const KindNbio = "nbio"
 
 // nbioServer is the nbio baseline. Ownership: eng and addr are set before
