@@ -3,7 +3,6 @@ module github.com/netwheel/netwheel
 go 1.26.8
 
 require (
-	github.com/lesismal/nbio v1.6.8
 	github.com/panjf2000/gnet/v2 v2.10.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -27,7 +27,7 @@ const kindNetwheel = "netwheel"
 // options is the parsed and validated command line.
 type options struct {
 	addr      string // "" means embedded
-	server    string
+	server    string // netwheel (embedded) or external (-addr)
 	proto     attack.Proto
 	scenarios []string
 	conns     int
@@ -48,7 +48,6 @@ type options struct {
 	spread    time.Duration // quiet connections' send window (see attack.Config.IdleSpread)
 	barrier   time.Duration // bound of the wait for every quiet connection to open
 	cpuProf   string
-	listen    string // embedded server's listen address ("": 127.0.0.1:0)
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
 	metricsNS string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
 
@@ -61,9 +60,7 @@ type options struct {
 	outputLimit, unackedLimit, memAllowance                       int64
 	serverPID                                                     int // -addr: the server's pid, for its RSS (0: none)
 
-	clientInProcess bool // the embedded server shares the process with the client (not loadtest serve)
-	closeDelay      bool // a baseline server measures its close delay (baseline.Options.CloseDelay)
-	notes           []string
+	notes []string
 }
 
 // defaultSpread is -idle-spread's default; it is capped at a quarter of
@@ -83,8 +80,21 @@ func quietBounds(idle, spread time.Duration, spreadSet bool) (barrier, window ti
 	return barrier, window
 }
 
-// parseShard parses "i/n" with 1 <= i <= n.
-func parseShard(s string) (i, n int, err error) {
+// Environment variables of -shard auto: a Kubernetes Indexed Job sets
+// JOB_COMPLETION_INDEX (0-based) in each pod; the Job's manifest sets
+// LOADTEST_SHARDS to its completions.
+const (
+	envShardIndex = "JOB_COMPLETION_INDEX"
+	envShards     = "LOADTEST_SHARDS"
+)
+
+// parseShard parses "i/n" with 1 <= i <= n, or "auto": the 0-based index
+// from $JOB_COMPLETION_INDEX and the count from $LOADTEST_SHARDS, read
+// with getenv. It returns the 0-based index.
+func parseShard(s string, getenv func(string) string) (i, n int, err error) {
+	if s == "auto" {
+		return shardFromEnv(getenv)
+	}
 	a, b, ok := strings.Cut(s, "/")
 	if ok {
 		i, err = strconv.Atoi(a)
@@ -93,9 +103,27 @@ func parseShard(s string) (i, n int, err error) {
 		}
 	}
 	if !ok || err != nil || n < 1 || i < 1 || i > n {
-		return 0, 0, fmt.Errorf("%w: -shard %q: want i/n with 1 <= i <= n, such as 1/2", errUsage, s)
+		return 0, 0, fmt.Errorf("%w: -shard %q: want i/n with 1 <= i <= n, such as 1/2, or auto", errUsage, s)
 	}
 	return i - 1, n, nil
+}
+
+// shardFromEnv is -shard auto: the shard of this pod of an Indexed Job.
+func shardFromEnv(getenv func(string) string) (i, n int, err error) {
+	is, ns := getenv(envShardIndex), getenv(envShards)
+	switch {
+	case is == "":
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (Kubernetes sets it in the pods of an Indexed Job; elsewhere give -shard i/n)", errUsage, envShardIndex)
+	case ns == "":
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (set it in the Job's manifest to its completions, the number of shards)", errUsage, envShards)
+	}
+	if n, err = strconv.Atoi(ns); err != nil || n < 1 {
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want the number of shards, at least 1", errUsage, envShards, ns)
+	}
+	if i, err = strconv.Atoi(is); err != nil || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want 0 to %d, below $%s=%d", errUsage, envShardIndex, is, n-1, envShards, n)
+	}
+	return i, n, nil
 }
 
 // shareOf returns shard i's (0-based) share of total items out of n
@@ -116,8 +144,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	var proto, scen, shard string
 	t := &o.timeouts
 	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
-	fs.StringVar(&o.server, "server", kindNetwheel, "embedded server: netwheel, gnet (no timers), netdeadline (goroutine per conn, SetReadDeadline), gnetafterfunc (time.AfterFunc per conn), nbio (nbio, its SetReadDeadline per packet)")
-	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for netwheel, raw for the baselines and -addr)")
+	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
 	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, keepalive, retransmit, slowloris, churn (polite);\n"+
 		"nonreader, splitter, pingflood, connflood, garbage (hostile: judged by what the server did, its memory growth and, for connflood, its connection limit);\n"+
 		"mixed (= all); default all the protocol supports (pingflood: framed; connflood: with -max-conns)")
@@ -139,7 +166,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&t.GiveUpAfter, "give-up", 5*time.Second, "server give-up time for an unacknowledged message")
 	fs.DurationVar(&t.Tick, "tick", time.Millisecond, "server timer tick: closes earlier than this count as early")
 	fs.DurationVar(&t.Slack, "slack", 500*time.Millisecond, "how late after its deadline a close still counts as on time")
-	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`)")
+	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`);\n"+
+		"auto: shard $JOB_COMPLETION_INDEX+1 of $LOADTEST_SHARDS (a Kubernetes Indexed Job; see docs/scaling.md)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
 	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
@@ -168,10 +196,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
 			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n"+
-			"       loadtest compare [table flags]   netwheel (cmd/echo) against the baselines, in rounds:\n"+
-			"                                        the table of docs/perf.md, \"The server against its baselines\"\n"+
-			"       loadtest compare [-servers LIST] [-rounds N] -- [flags]   echo msgs/s of embedded servers in rotation\n"+
-			"       loadtest serve [-server KIND] [-listen ADDR] -- [flags]   one server alone\n\nflags:\n")
+			"\nThe embedded server is netwheel's (netserver's echo). The baseline servers (gnet, gnetafterfunc,\n"+
+			"netdeadline, nbio) and the comparison of netwheel with them (docs/perf.md's table) are in the bench\n"+
+			"module: cd bench && go run ./compare -h\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -183,16 +210,12 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	o.server = kindNetwheel
 	if o.addr != "" {
-		if set["server"] {
-			return nil, fmt.Errorf("%w: -server picks an embedded server; it cannot be used with -addr", errUsage)
-		}
 		if _, _, err := net.SplitHostPort(o.addr); err != nil {
 			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
 		}
 		o.server = "external"
-	} else if !slices.Contains([]string{kindNetwheel, baseline.KindGnet, baseline.KindNetDeadline, baseline.KindGnetAfterFunc, baseline.KindNbio}, o.server) {
-		return nil, fmt.Errorf("%w: -server %q: want netwheel, gnet, netdeadline, gnetafterfunc or nbio", errUsage, o.server)
 	}
 	switch proto {
 	case "":
@@ -204,9 +227,6 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		o.proto = attack.Raw
 	case "framed":
 		o.proto = attack.Framed
-		if o.server != kindNetwheel && o.addr == "" {
-			return nil, fmt.Errorf("%w: -server %s speaks only the raw protocol", errUsage, o.server)
-		}
 	default:
 		return nil, fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
 	}
@@ -217,7 +237,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	if err := checkHostile(o, set); err != nil {
 		return nil, err
 	}
-	if o.shardI, o.shardN, err = parseShard(shard); err != nil {
+	if o.shardI, o.shardN, err = parseShard(shard, os.Getenv); err != nil {
 		return nil, err
 	}
 	switch {
@@ -259,10 +279,6 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if err := checkTimeouts(o); err != nil {
 		return nil, err
-	}
-	if o.server != kindNetwheel && o.addr == "" {
-		// The baselines have only an idle timeout.
-		*t = report.Timeouts{Idle: t.Idle, Tick: t.Tick, Slack: t.Slack}
 	}
 	return o, nil
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/retransmit"
@@ -16,8 +15,6 @@ import (
 
 // This file is the only one that knows netserver: it builds the embedded
 // netwheel server from the harness's timeout flags.
-
-func init() { startNetwheel = startNetserver }
 
 // netwheelConfig translates the harness's description of the server's
 // timeouts into a netserver.Config.
@@ -28,7 +25,7 @@ func netwheelConfig(o *options) netserver.Config {
 		proto = netserver.Framed
 	}
 	cfg := netserver.Config{
-		Addr: listenAddr(o), Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
+		Addr: "127.0.0.1:0", Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
 		Timeouts: idle.Config{IdleTimeout: t.Idle, FrameTimeout: t.Frame},
 	}
 	if cfg.MaxConns == 0 {
@@ -42,13 +39,10 @@ func netwheelConfig(o *options) netserver.Config {
 	if cfg.Protocol == netserver.Framed {
 		cfg.Limits.UnackedBytes = int(o.unackedLimit)
 	}
-	if o.clientInProcess {
-		// The client's goroutines share the Ps, so the P netserver leaves
-		// spare by default does not stay idle for the wheel anyway, and a
-		// loop per P serves the client's load better. loadtest serve, where
-		// the server has its process to itself, keeps the default.
-		cfg.EventLoops = runtime.GOMAXPROCS(0)
-	}
+	// The client's goroutines share the Ps, so the P netserver leaves spare
+	// by default does not stay idle for the wheel anyway, and a loop per P
+	// serves the client's load better.
+	cfg.EventLoops = runtime.GOMAXPROCS(0)
 	if proto == netserver.Framed {
 		cfg.Timeouts.KeepaliveTime = t.KeepaliveTime
 		cfg.Timeouts.KeepaliveTimeout = t.KeepaliveTimeout
@@ -61,10 +55,10 @@ func netwheelConfig(o *options) netserver.Config {
 	return cfg
 }
 
-// netwheelServer adapts *netserver.Server to baseline.Server.
+// netwheelServer adapts *netserver.Server to embeddedServer.
 type netwheelServer struct{ s *netserver.Server }
 
-func startNetserver(o *options) (baseline.Server, error) {
+func startNetserver(o *options) (embeddedServer, error) {
 	s, err := netserver.New(netwheelConfig(o), netserver.Echo{})
 	if err != nil {
 		return nil, err

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"os"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,7 +66,7 @@ func TestMemoryBound(t *testing.T) {
 	assert.Equal(t, int64(perOtherConn), b.PerOther)
 	assert.Equal(t, int64(32<<20), b.Fixed)
 
-	o, err = parseFlags([]string{"-server", "gnet", "-scenario", "nonreader,connflood", "-max-conns", "900", "-output-limit", "1M", "-mem-allowance", "8M"}, io.Discard)
+	o, err = parseFlags([]string{"-proto", "raw", "-scenario", "nonreader,connflood", "-max-conns", "900", "-output-limit", "1M", "-mem-allowance", "8M"}, io.Discard)
 	require.NoError(t, err)
 	p = makePlan(o, 1<<20, 28000, true)
 	b = memoryBound(o, p)
@@ -130,26 +132,26 @@ func TestMemSampler(t *testing.T) {
 	assert.Contains(t, got.Err, "-server-pid")
 }
 
-// TestEndToEnd_HostileAgainstGnet: gnet has no output limit, so a
-// non-reader makes it queue whatever it is sent: the memory check and the
+// TestEndToEnd_HostileAgainstPlainEcho: plainEcho has no output limit, so
+// a non-reader makes it queue whatever it is sent: the memory check and the
 // nonreader's own check (not closed) must fail; the polite splitters still
 // pass byte for byte, and a raw server echoes garbage, closing nothing,
 // which the raw protocol allows: garbage is not applicable, neither ok nor
 // failed.
-func TestEndToEnd_HostileAgainstGnet(t *testing.T) {
-	r, out := e2e(t, "-server", "gnet", "-scenario", "nonreader,splitter,garbage", "-nonreader-conns", "1", "-splitter-conns", "4",
+func TestEndToEnd_HostileAgainstPlainEcho(t *testing.T) {
+	r, out := e2e(t, "-addr", startPlainEcho(t, 0), "-server-pid", strconv.Itoa(os.Getpid()), "-scenario", "nonreader,splitter,garbage", "-nonreader-conns", "1", "-splitter-conns", "4",
 		"-garbage-conns", "1", "-duration", "1s", "-rate", "100", "-hostile-bytes", "256M")
 	m := r.Memory
 	require.NotNil(t, m, out)
 	require.Empty(t, m.Err)
-	assert.True(t, m.InProcess)
+	assert.False(t, m.InProcess, "read from -server-pid's /proc/PID/status")
 	assert.Equal(t, int64(4<<20+5*perOtherConn+32<<20), m.Bound.Total(), "4 MiB for the non-reader, 32 KiB for each of the 4 splitters and the garbage, 32 MiB")
-	assert.Greater(t, m.Growth(), m.Bound.Total(), "gnet queues all the non-reader is sent")
+	assert.Greater(t, m.Growth(), m.Bound.Total(), "plainEcho queues all the non-reader is sent")
 	assert.True(t, m.Stopped, "the flood stopped once the verdict was in")
 	assert.Contains(t, out, "[memory] CHECK")
 	assert.Contains(t, out, "1 of 3 scenarios need a look (lines marked !), and the server's memory grew beyond its bound")
 	nr := r.Scenario("nonreader")
-	assert.Zero(t, nr.ServerClosed, "gnet closes nothing")
+	assert.Zero(t, nr.ServerClosed, "plainEcho closes nothing")
 	assert.Equal(t, 1, nr.Held())
 	assert.Contains(t, out, "[nonreader] CHECK")
 	assert.Contains(t, out, "! 1 of 1 non-readers were still open when the server's memory passed its bound")
@@ -219,7 +221,7 @@ func TestEndToEnd_Connflood(t *testing.T) {
 	assert.Positive(t, c.Ends["overload"], "framed: a CLOSE frame saying overload: %v", c.Ends)
 	assert.Contains(t, out, "[connflood] ok")
 
-	r, out = e2e(t, "-server", "gnet", "-scenario", "connflood", "-max-conns", "30", "-flood-conns", "50", "-idle", "400ms")
-	assert.Equal(t, 50, r.Scenario("connflood").Held(), "gnet knows no limit")
+	r, out = e2e(t, "-addr", startPlainEcho(t, 0), "-scenario", "connflood", "-max-conns", "30", "-flood-conns", "50", "-idle", "400ms")
+	assert.Equal(t, 50, r.Scenario("connflood").Held(), "plainEcho knows no limit")
 	assert.Contains(t, out, "! the server held 50 connections open, above its limit of 30")
 }

@@ -6,19 +6,15 @@
 // and connection floods, garbage), and how its memory grew meanwhile.
 //
 //	go run ./loadtest                          embedded netwheel server, every scenario
-//	go run ./loadtest -server gnetafterfunc    a baseline server, raw protocol
 //	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
+//	go run ./loadtest -shard 2/4 -json s2.json one shard of a test spread over processes
 //	go run ./loadtest report a.json b.json     re-render or merge results
-//	go run ./loadtest compare                  netwheel (cmd/echo) against the baselines:
-//	                                           the table of docs/perf.md, "The server
-//	                                           against its baselines", with per-round ratios
-//	go run ./loadtest compare -separate -- -proto raw -closed
-//	                                           one echo run, servers in rotation: msgs/s and ratios
-//	go run ./loadtest serve -server gnet       a server alone, for a client elsewhere
 //
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags, README.md ("Load-test any server") for driving a server
-// of your own, and docs/perf.md for the results it gives.
+// of your own, and docs/perf.md for the results it gives. The comparison of
+// netwheel with other servers, and those servers, are in the bench module
+// (bench/compare).
 package main
 
 import (
@@ -54,11 +50,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "report" {
 		return reportCmd(args[1:], stdout, stderr)
 	}
-	if len(args) > 0 && args[0] == "serve" {
-		return serveCmd(ctx, args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "compare" {
-		return compareCmd(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 && (args[0] == "compare" || args[0] == "serve") {
+		return fmt.Errorf("%w: loadtest %s moved to the bench module: cd bench && go run ./compare -h", errUsage, args[0])
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {

@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,36 +18,22 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
-// TestMain lets the test binary stand in for loadtest when compare
-// -separate starts `loadtest serve` from os.Executable.
+// TestMain lets the test binary stand in for loadtest, as a process of
+// its own, when envAsMain is set.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		if err != nil {
-			// As main does: the parent quotes what the child said.
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
+	if os.Getenv(envAsMain) == "1" {
+		main() // exits with a status but for success
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
-func TestCompare_SeparateProcesses(t *testing.T) {
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, realMain(ctx, []string{"compare", "-separate", "-servers", "gnet,netwheel", "-rounds", "1", "-pause", "0s",
-		"--", "-proto", "raw", "-closed", "-conns", "4", "-duration", "200ms"}, &out, io.Discard))
-	assert.Contains(t, out.String(), "each server in its own process")
-	assert.Contains(t, out.String(), "netwheel ")
-}
-
-func TestServe_RefusesNonLoopback(t *testing.T) {
-	err := realMain(context.Background(), []string{"serve", "-listen", "0.0.0.0:0"}, io.Discard, io.Discard)
-	assert.ErrorIs(t, err, errUsage)
+func TestRealMain_SaysWhereCompareWent(t *testing.T) {
+	for _, sub := range []string{"compare", "serve"} {
+		err := realMain(context.Background(), []string{sub}, io.Discard, io.Discard)
+		require.ErrorIs(t, err, errUsage)
+		assert.ErrorContains(t, err, "moved to the bench module")
+	}
 }
 
 func TestParseFlags_Errors(t *testing.T) {
@@ -60,11 +42,9 @@ func TestParseFlags_Errors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "unknown server", args: []string{"-server", "nginx"}, want: "-server"},
-		{name: "server with addr", args: []string{"-addr", "127.0.0.1:1", "-server", "gnet"}, want: "cannot be used with -addr"},
+		{name: "baselines are in bench", args: []string{"-server", "gnet"}, want: "-server"},
 		{name: "bad addr", args: []string{"-addr", "localhost"}, want: "HOST:PORT"},
 		{name: "bad proto", args: []string{"-proto", "http"}, want: "-proto"},
-		{name: "framed on baseline", args: []string{"-server", "gnet", "-proto", "framed"}, want: "only the raw"},
 		{name: "framed-only scenario on raw", args: []string{"-proto", "raw", "-scenario", "keepalive"}, want: "needs -proto framed"},
 		{name: "unknown scenario", args: []string{"-scenario", "echo,flood"}, want: "flood"},
 		{name: "mixed with others", args: []string{"-scenario", "mixed,echo"}, want: "mixed"},
@@ -107,14 +87,13 @@ func TestParseFlags_Defaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, attack.All, o.scenarios, "with a limit, connflood too")
 	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
-	o, err = parseFlags([]string{"-server", "gnetafterfunc", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
+	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, attack.Raw, o.proto)
 	assert.Equal(t, []string{"echo", "idle"}, o.scenarios, "report order")
 	assert.Equal(t, 1, o.shardI)
 	assert.Equal(t, 3, o.shardN)
-	assert.Zero(t, o.timeouts.KeepaliveTime, "baselines have only an idle timeout")
-	o, err = parseFlags([]string{"-server", "gnet"}, io.Discard)
+	o, err = parseFlags([]string{"-addr", "127.0.0.1:1"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter", "garbage"}, o.scenarios, "raw: no framed-only scenarios")
 }
@@ -143,45 +122,6 @@ func TestQuietBounds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, time.Second, o.spread, "-idle-spread defaults to 1s")
 	assert.Equal(t, 10*time.Second, o.barrier)
-}
-
-func TestMedian(t *testing.T) {
-	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
-	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
-	assert.Equal(t, 0.0, median(nil))
-	xs := []float64{3, 1, 2}
-	median(xs)
-	assert.Equal(t, []float64{3, 1, 2}, xs, "input not modified")
-}
-
-func TestCompare_RotatesServers(t *testing.T) {
-	var out, errOut bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, realMain(ctx, []string{"compare", "-servers", "gnet,netwheel,netwheel-notimers", "-rounds", "2", "-pause", "0s",
-		"--", "-proto", "raw", "-closed", "-conns", "4", "-duration", "200ms"}, &out, &errOut))
-	assert.Equal(t, 6, strings.Count(errOut.String(), "msgs/s"), "three servers, two rounds: %s", errOut.String())
-	assert.Contains(t, errOut.String(), "round 2/2 netwheel ", "round 2 starts with the second server")
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 5, out.String())
-	assert.Contains(t, lines[0], "closed loop, 4 connections")
-	assert.Contains(t, lines[2], "1.000 [1.000-1.000]", "the reference against itself")
-	for _, l := range lines[2:] {
-		f := strings.Fields(l)
-		rate, err := strconv.ParseFloat(f[1], 64)
-		require.NoError(t, err)
-		assert.Positive(t, rate, l)
-	}
-
-	out.Reset()
-	require.NoError(t, realMain(ctx, []string{"compare", "-servers", "netwheel-notimers,netwheel", "-rounds", "1", "-pause", "0s",
-		"--", "-proto", "framed", "-conns", "4", "-duration", "200ms"}, &out, io.Discard), "framed, timers off and on")
-	assert.Contains(t, out.String(), "framed protocol, open loop")
-
-	err := realMain(ctx, []string{"compare", "-servers", "gnet"}, &out, io.Discard)
-	assert.ErrorIs(t, err, errUsage)
-	err = realMain(ctx, []string{"compare", "--", "-addr", "127.0.0.1:1"}, &out, io.Discard)
-	assert.Error(t, err)
 }
 
 func TestShareOf_SplitsExactly(t *testing.T) {
@@ -256,8 +196,11 @@ func checkReaped(t *testing.T, s *report.Scenario, slack time.Duration) {
 	assert.LessOrEqual(t, s.ReapError.Max(), int64(slack), "%s", s.Name)
 }
 
-func TestEndToEnd_Baseline(t *testing.T) {
-	r, out := e2e(t, "-server", "netdeadline", "-scenario", "echo,idle", "-conns", "30",
+// TestEndToEnd_External drives a server in the test's process through
+// -addr, as any server a user runs.
+func TestEndToEnd_External(t *testing.T) {
+	addr := startPlainEcho(t, 300*time.Millisecond)
+	r, out := e2e(t, "-addr", addr, "-scenario", "echo,idle", "-conns", "30",
 		"-duration", "1s", "-rate", "50", "-idle", "300ms", "-slack", "250ms")
 	e := r.Scenario("echo")
 	require.NotNil(t, e)
@@ -269,19 +212,13 @@ func TestEndToEnd_Baseline(t *testing.T) {
 	assert.Positive(t, e.Latency.Quantile(0.5))
 	assert.Less(t, e.Latency.Quantile(0.5), int64(250*time.Millisecond))
 	checkReaped(t, r.Scenario("idle"), 250*time.Millisecond)
-	require.NotNil(t, r.Server)
-	assert.Zero(t, r.Server.Open, "server back to no connections")
-	assert.Equal(t, int64(30), r.Server.Closes["idle"])
+	assert.Nil(t, r.Server, "an external server's own counts are not known")
 	assert.Contains(t, out, "all 2 scenarios ok")
-	// The baseline measured its own close delay, from its exact deadlines.
-	require.NotNil(t, r.CloseDelay, "the baseline measures its close delay in an idle run")
-	assert.Equal(t, uint64(30), r.CloseDelay.Count)
-	assert.Less(t, r.CloseDelay.Sum/30, 0.25, "mean close delay within the slack")
-	assert.Contains(t, out, "server's own close delay")
 }
 
-func TestEndToEnd_BaselineWithoutTimersNeverReaps(t *testing.T) {
-	r, out := e2e(t, "-server", "gnet", "-scenario", "idle", "-conns", "10", "-duration", "200ms",
+func TestEndToEnd_ServerWithoutTimersNeverReaps(t *testing.T) {
+	addr := startPlainEcho(t, 0)
+	r, out := e2e(t, "-addr", addr, "-scenario", "idle", "-conns", "10", "-duration", "200ms",
 		"-idle", "200ms", "-slack", "100ms")
 	s := r.Scenario("idle")
 	assert.Equal(t, 10, s.NeverReaped, "a server without timers never reaps")
@@ -345,7 +282,7 @@ func TestReportCmd_MergesShards(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		path := filepath.Join(dir, "s"+string(rune('0'+i))+".json")
 		var out bytes.Buffer
-		require.NoError(t, realMain(context.Background(), []string{"-server", "netdeadline", "-scenario", "echo",
+		require.NoError(t, realMain(context.Background(), []string{"-proto", "raw", "-scenario", "echo",
 			"-conns", "5", "-duration", "300ms", "-shard", string(rune('0'+i)) + "/2", "-q", "-json", path}, &out, io.Discard))
 		files = append(files, path)
 	}
@@ -362,13 +299,4 @@ func TestReportCmd_MergesShards(t *testing.T) {
 	assert.ErrorIs(t, err, report.ErrMerge)
 	err = realMain(context.Background(), []string{"report"}, &out, io.Discard)
 	assert.ErrorIs(t, err, errUsage)
-}
-
-func TestServe_RefusesMetricsItCannotServe(t *testing.T) {
-	var out bytes.Buffer
-	err := realMain(context.Background(), []string{"serve", "-server", "gnet", "-listen", "127.0.0.1:0",
-		"-metrics", "127.0.0.1:0", "-for", "5s", "--", "-proto", "raw", "-idle", "1s"}, &out, io.Discard)
-	require.ErrorIs(t, err, errUsage, "bare gnet has no timers, so no close delay to serve")
-	assert.ErrorContains(t, err, "no metrics to serve")
-	assert.NotContains(t, out.String(), "listening", "it stopped before announcing itself")
 }

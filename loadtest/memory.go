@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )

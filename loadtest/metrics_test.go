@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,8 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
-	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver"
 )
@@ -359,22 +355,4 @@ func TestHandlerCloseDelay(t *testing.T) {
 	assert.ErrorContains(t, err, "line 1", "a malformed exposition is an error, with its line")
 	_, err = handlerCloseDelay(http.NotFoundHandler())
 	assert.ErrorContains(t, err, "404")
-}
-
-// TestCloseDelayBucketsMatchNetserver checks that the baselines measure
-// their close delay in the buckets netserver uses, so that the figures the
-// harness reads from each (bucket bounds at the percentiles) compare.
-func TestCloseDelayBucketsMatchNetserver(t *testing.T) {
-	s, err := netserver.New(netserver.Config{Addr: "127.0.0.1:0"}, netserver.Echo{})
-	require.NoError(t, err)
-	w := httptest.NewRecorder()
-	s.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	require.Equal(t, http.StatusOK, w.Code)
-	v, err := promsample.Decode(w.Body)
-	require.NoError(t, err)
-	h, ok, err := promsample.ClassicHistogram(v, report.CloseDelayMetric)
-	require.NoError(t, err)
-	require.True(t, ok)
-	want := append(slices.Clone(baseline.CloseDelayBuckets), math.Inf(1))
-	assert.Equal(t, want, h.Bounds)
 }

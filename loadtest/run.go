@@ -14,49 +14,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
-	"github.com/netwheel/netwheel/loadtest/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
-// startNetwheel starts the embedded netwheel server; embedded.go sets it.
-// It is nil in a build without netserver.
-var startNetwheel func(o *options) (baseline.Server, error)
-
-func startServer(o *options) (baseline.Server, error) {
-	if o.server == kindNetwheel {
-		if startNetwheel == nil {
-			return nil, errors.New("loadtest: this build has no embedded netwheel server yet; use -server gnet|netdeadline|gnetafterfunc|nbio or -addr")
-		}
-		return startNetwheel(o)
-	}
-	return baseline.Start(o.server, listenAddr(o), baseline.Options{Idle: o.timeouts.Idle, CloseDelay: o.closeDelay})
-}
-
-// metricsServer is an embedded server that serves Prometheus metrics: the
-// netwheel one, and the baselines that measure their close delay. A nil
-// handler means this one has none.
-type metricsServer interface {
+// embeddedServer is the netwheel server a run without -addr drives
+// (embedded.go). Its methods may be called from any goroutine.
+type embeddedServer interface {
+	Addr() net.Addr
+	Stats() report.Server
+	// MetricsHandler serves the server's Prometheus metrics, which hold
+	// its own close delay (report.CloseDelayMetric).
 	MetricsHandler() http.Handler
-}
-
-// metricsHandler returns srv's metrics handler, or nil when it has no
-// metrics to serve.
-func metricsHandler(srv baseline.Server) http.Handler {
-	if ms, ok := srv.(metricsServer); ok {
-		return ms.MetricsHandler()
-	}
-	return nil
-}
-
-// listenAddr is where the embedded server listens.
-func listenAddr(o *options) string {
-	if o.listen == "" {
-		return "127.0.0.1:0"
-	}
-	return o.listen
+	Shutdown(ctx context.Context) error
 }
 
 // plan is this process's share of the connections, after the shard split and
@@ -201,14 +173,10 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	before.Goroutines[0], before.FDs[0] = runtime.NumGoroutine(), limits.OpenFiles()
 	cpu0 := limits.CPU()
 
-	var srv baseline.Server
+	var srv embeddedServer
 	target := o.addr
 	if o.addr == "" {
-		o.clientInProcess = true
-		// The baselines measure their close delay (one more clock read per
-		// packet for gnetafterfunc) only where closes are what is measured.
-		o.closeDelay = hasScenario(o, attack.Idle) || hasScenario(o, attack.Keepalive)
-		if srv, err = startServer(o); err != nil {
+		if srv, err = startNetserver(o); err != nil {
 			return nil, err
 		}
 		target = srv.Addr().String()
@@ -352,10 +320,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		if st.Open > 0 || st.TimersPending > 0 {
 			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers 2s after every client closed", st.Open, st.TimersPending))
 		}
-		if h := metricsHandler(srv); h != nil {
-			if res.CloseDelay, err = handlerCloseDelay(h); err != nil {
-				res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
-			}
+		if res.CloseDelay, err = handlerCloseDelay(srv.MetricsHandler()); err != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
 		}
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := srv.Shutdown(sctx); err != nil {
@@ -374,7 +340,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 
 // progress prints a live line every second when stdout is a terminal and
 // -q is not set; the returned function stops it and clears the line.
-func progress(o *options, ctr *attack.Counters, srv baseline.Server, srvPeak *int64, stdout io.Writer) func() {
+func progress(o *options, ctr *attack.Counters, srv embeddedServer, srvPeak *int64, stdout io.Writer) func() {
 	f, ok := stdout.(*os.File)
 	tty := ok && isTerminal(f)
 	done := make(chan struct{})

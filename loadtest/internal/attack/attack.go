@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netwheel/netwheel/internal/hist"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
-	"github.com/netwheel/netwheel/loadtest/internal/hist"
 	"github.com/netwheel/netwheel/loadtest/internal/pacer"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver/frame"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/netwheel/netwheel/loadtest/internal/hist"
+	"github.com/netwheel/netwheel/internal/hist"
 )
 
 // ErrMerge is wrapped by every error of Merge.

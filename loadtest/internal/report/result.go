@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/netwheel/netwheel/loadtest/internal/hist"
+	"github.com/netwheel/netwheel/internal/hist"
 )
 
 // Version is the version of the JSON result format.

@@ -7,7 +7,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/netwheel/netwheel/loadtest/internal/hist"
+	"github.com/netwheel/netwheel/internal/hist"
 )
 
 const (

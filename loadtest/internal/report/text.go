@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netwheel/netwheel/loadtest/internal/hist"
+	"github.com/netwheel/netwheel/internal/hist"
 )
 
 // JSON writes r as indented JSON.

@@ -7,13 +7,12 @@
 # /proc/PID/stat over the load test, connects included. Loopback only;
 # every server is killed after its run.
 #
-#	ROUNDS=5 CONNS=8000 RATE=2 loadtest/scripts/layout-cpu.sh
+#	ROUNDS=5 CONNS=8000 RATE=2 bench/scripts/layout-cpu.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.." # bench/
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-go build -o "$bin/loadtest" ./loadtest
-go build -o "$bin/echo" ./cmd/echo
+go build -o "$bin/" github.com/netwheel/netwheel/loadtest github.com/netwheel/netwheel/cmd/echo ./compare
 rounds=${ROUNDS:-5}
 conns=${CONNS:-8000}
 rate=${RATE:-2}
@@ -22,8 +21,8 @@ hz=$(getconf CLK_TCK)
 layouts=(gnet-P2 gnet-P3 echo-default echo-1loop-P2)
 start() { # layout port
 	case $1 in
-	gnet-P2) GOMAXPROCS=2 exec "$bin/loadtest" serve -server gnet -listen "127.0.0.1:$2" -for 60s -- -proto raw -idle 5m ;;
-	gnet-P3) GOMAXPROCS=3 exec "$bin/loadtest" serve -server gnet -listen "127.0.0.1:$2" -for 60s -- -proto raw -idle 5m ;;
+	gnet-P2) GOMAXPROCS=2 exec "$bin/compare" serve -server gnet -listen "127.0.0.1:$2" -for 60s ;;
+	gnet-P3) GOMAXPROCS=3 exec "$bin/compare" serve -server gnet -listen "127.0.0.1:$2" -for 60s ;;
 	echo-default) exec "$bin/echo" -addr "127.0.0.1:$2" -proto raw -idle-timeout 5m -log-level error ;;
 	echo-1loop-P2) GOMAXPROCS=2 exec "$bin/echo" -event-loops 1 -addr "127.0.0.1:$2" -proto raw -idle-timeout 5m -log-level error ;;
 	esac

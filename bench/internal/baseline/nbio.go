@@ -11,17 +11,14 @@ import (
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/logging"
-
-	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
 // KindNbio is the nbio baseline: an nbio engine (event loops, as gnet)
 // whose connections call nbio's own SetReadDeadline on every packet. nbio
 // arms each deadline on one timer heap per engine, served by one goroutine;
 // the table of docs/perf.md, "The server against its baselines", measures
-// netwheel against it. It is here, and in the
-// module's requirements, for that comparison only: nothing outside the
-// harness imports it.
+// netwheel against it. It is here, and in bench's go.mod, for that
+// comparison only: the product's module does not require nbio.
 const KindNbio = "nbio"
 
 // nbioServer is the nbio baseline. Ownership: eng and addr are set before
@@ -90,7 +87,7 @@ func (s *nbioServer) touch(c *nbio.Conn, st *nbioConn) {
 }
 
 func (s *nbioServer) Addr() net.Addr               { return s.addr }
-func (s *nbioServer) Stats() report.Server         { return s.stats(KindNbio) }
+func (s *nbioServer) Stats() Stats                 { return s.stats() }
 func (s *nbioServer) MetricsHandler() http.Handler { return s.delay.MetricsHandler() }
 
 // Shutdown stops the engine: its listener, pollers and connections.

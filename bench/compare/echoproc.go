@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -13,29 +12,6 @@ import (
 
 // This file runs netwheel as its users get it: the cmd/echo binary with
 // its default settings, in a process of its own.
-
-// echoPackage is the import path of the binary compare measures as
-// netwheel.
-const echoPackage = "github.com/netwheel/netwheel/cmd/echo"
-
-// buildEcho builds cmd/echo into dir with the go command and returns the
-// binary's path. It builds the package as the module in the current
-// directory has it: run compare from the repository (go run ./loadtest
-// compare), or give it a binary (-echo-bin).
-func buildEcho(ctx context.Context, dir string) (string, error) {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("loadtest: building cmd/echo: %w (give a built binary with -echo-bin)", err)
-	}
-	bin := filepath.Join(dir, "echo")
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, echoPackage)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("loadtest: go build %s: %w\n%s(run compare from the netwheel module, or give a built binary with -echo-bin)",
-			echoPackage, err, out)
-	}
-	return bin, nil
-}
 
 // echoServingAddr matches cmd/echo's log line that says where it serves
 // (the text handler's "addr=HOST:PORT" of msg="echo: serving").
@@ -66,7 +42,7 @@ func echoArgs(idle time.Duration) []string {
 // otherwise dropped, but for the last lines, which an error quotes.
 func startEcho(ctx context.Context, bin string, idle time.Duration, extra ...string) (*serverProc, error) {
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("loadtest: cmd/echo binary: %w", err)
+		return nil, fmt.Errorf("compare: cmd/echo binary: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, bin, append(echoArgs(idle), extra...)...)
 	setParentDeathSignal(cmd)

@@ -3,18 +3,22 @@ package baseline
 import (
 	"context"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/netwheel/netwheel/loadtest/internal/promsample"
-	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver"
 )
 
 func TestMain(m *testing.M) {
@@ -27,24 +31,50 @@ func TestMain(m *testing.M) {
 }
 
 // scrape reads the close-delay histogram a server serves.
-func scrape(t *testing.T, s Server) (promsample.Histogram, int) {
+func scrape(t *testing.T, s Server) (*dto.Histogram, int) {
 	t.Helper()
 	ms, ok := s.(interface{ MetricsHandler() http.Handler })
 	require.True(t, ok, "the server serves no metrics")
 	if ms.MetricsHandler() == nil {
-		return promsample.Histogram{}, http.StatusNotFound
+		return nil, http.StatusNotFound
 	}
 	w := httptest.NewRecorder()
 	ms.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if w.Code != http.StatusOK {
-		return promsample.Histogram{}, w.Code
+		return nil, w.Code
 	}
-	v, err := promsample.Decode(w.Body)
+	return closeDelayOf(t, w.Body), w.Code
+}
+
+// closeDelayOf parses a Prometheus text exposition and returns its
+// close-delay histogram.
+func closeDelayOf(t *testing.T, r io.Reader) *dto.Histogram {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
 	require.NoError(t, err)
-	h, found, err := promsample.ClassicHistogram(v, report.CloseDelayMetric)
+	f := fams[CloseDelayMetric]
+	require.NotNil(t, f, "no %s in the metrics", CloseDelayMetric)
+	require.Len(t, f.GetMetric(), 1)
+	h := f.GetMetric()[0].GetHistogram()
+	require.NotNil(t, h, "%s is not a histogram", CloseDelayMetric)
+	return h
+}
+
+// TestCloseDelayBucketsMatchNetserver checks that the baselines measure
+// their close delay in the buckets netserver uses, so that the figures the
+// harness reads from each (bucket bounds at the percentiles) compare.
+func TestCloseDelayBucketsMatchNetserver(t *testing.T) {
+	s, err := netserver.New(netserver.Config{Addr: "127.0.0.1:0"}, netserver.Echo{})
 	require.NoError(t, err)
-	require.True(t, found, "no %s in the metrics", report.CloseDelayMetric)
-	return h, w.Code
+	w := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, w.Code)
+	var bounds []float64
+	for _, b := range closeDelayOf(t, w.Body).GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	assert.Equal(t, append(slices.Clone(CloseDelayBuckets), math.Inf(1)), bounds, "the text exposition's +Inf bucket too")
 }
 
 // TestCloseDelay checks each timer baseline's own measure of its idle
@@ -64,7 +94,7 @@ func TestCloseDelay(t *testing.T) {
 			}()
 			h, code := scrape(t, s)
 			require.Equal(t, http.StatusOK, code)
-			require.Zero(t, h.Count)
+			require.Zero(t, h.GetSampleCount())
 
 			c, err := net.Dial("tcp", s.Addr().String())
 			require.NoError(t, err)
@@ -82,9 +112,9 @@ func TestCloseDelay(t *testing.T) {
 
 			require.Eventually(t, func() bool { return s.Stats().Closes["idle"] == 1 }, 2*time.Second, time.Millisecond)
 			h, _ = scrape(t, s)
-			assert.Equal(t, 1.0, h.Count)
-			assert.GreaterOrEqual(t, h.Sum, 0.0)
-			assert.Less(t, h.Sum, 1.0)
+			assert.Equal(t, uint64(1), h.GetSampleCount())
+			assert.GreaterOrEqual(t, h.GetSampleSum(), 0.0)
+			assert.Less(t, h.GetSampleSum(), 1.0)
 		})
 	}
 	t.Run("off", func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/bench/internal/baseline"
 )
 
 // This file is the table's figures and their rendering: plain data and
@@ -35,7 +35,7 @@ type tableFigures struct {
 	reapAckP99 float64
 	// reapOwnP99 is the p99 of the server's own account of its timeout
 	// closes, from each deadline to its close call
-	// (report.CloseDelayMetric, read from the server's metrics; a bucket's
+	// (baseline.CloseDelayMetric, read from the server's metrics; a bucket's
 	// upper bound), ns: what the server does, whatever the client sharing
 	// its cores sees.
 	reapOwnP99 float64
@@ -323,7 +323,7 @@ func renderTable(w io.Writer, s tableSpec, figs [][]tableFigures, notes []string
 		case kindNetwheel:
 			fmt.Fprintf(w, "  %-14s %s %s, every other setting its default\n", k, t, s.netwheelArgs)
 		default:
-			fmt.Fprintf(w, "  %-14s %s (loadtest serve -server %s)\n", k, t, k)
+			fmt.Fprintf(w, "  %-14s %s (compare serve -server %s)\n", k, t, k)
 		}
 	}
 	fmt.Fprintln(w)
@@ -424,4 +424,18 @@ func writeGrid(w io.Writer, grid [][]string) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); xs is not modified. It returns 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }

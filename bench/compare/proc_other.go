@@ -5,6 +5,6 @@ package main
 import "os/exec"
 
 // setParentDeathSignal does nothing here: only Linux has it. The servers
-// of `loadtest serve` still stop by themselves (-for); a cmd/echo left
+// of `compare serve` still stop by themselves (-for); a cmd/echo left
 // behind by a harness that crashed must be stopped by hand.
 func setParentDeathSignal(*exec.Cmd) {}

@@ -1,4 +1,5 @@
-// Package baseline holds the comparison servers of the load-test harness:
+// Package baseline holds the servers netwheel is compared with (bench's
+// compare and serve):
 // raw-protocol echo servers with the timer strategies netwheel is measured
 // against. Each echoes every byte and, given an idle timeout, closes
 // connections that stay silent that long.
@@ -28,8 +29,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
 // Server is a running baseline server. Every method may be called from any
@@ -38,13 +37,25 @@ type Server interface {
 	// Addr is the listening address.
 	Addr() net.Addr
 	// Stats is a snapshot of the server's counters.
-	Stats() report.Server
+	Stats() Stats
 	// Shutdown closes the listener and every connection and waits for the
 	// server's goroutines, or for ctx.
 	Shutdown(ctx context.Context) error
 }
 
-// Kinds of baseline server, as the harness's -server flag names them.
+// Stats is a snapshot of a server's counters.
+type Stats struct {
+	Open, Accepted, PeakOpen int64
+	// Closes counts the connections closed, by who closed them: "idle"
+	// (the server's idle timeout) or "peer".
+	Closes map[string]int64
+}
+
+// CloseDelayMetric is the name of the close-delay histogram
+// (Options.CloseDelay): netserver's, which the harness reads from either.
+const CloseDelayMetric = "netwheel_timeout_close_delay_seconds"
+
+// Kinds of baseline server, as compare's -servers flag names them.
 const (
 	KindGnet          = "gnet"
 	KindGnetAfterFunc = "gnetafterfunc"
@@ -61,7 +72,7 @@ type Options struct {
 	Idle time.Duration
 	// CloseDelay measures, for each idle close, how long after its exact
 	// deadline (the last packet plus Idle) the server acts on it, in the
-	// histogram that netserver exports as report.CloseDelayMetric, with the
+	// histogram that netserver exports as CloseDelayMetric, with the
 	// same buckets, served by the server's MetricsHandler. The
 	// gnetafterfunc server then reads the clock once more per packet, for
 	// the deadline's start; the netdeadline server computes its deadline
@@ -106,7 +117,7 @@ func newCloseDelay(o Options) *closeDelay {
 		return nil
 	}
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    report.CloseDelayMetric,
+		Name:    CloseDelayMetric,
 		Help:    "How long after its exact deadline (last packet plus the idle timeout) the server acted on an idle close.",
 		Buckets: CloseDelayBuckets,
 	})
@@ -152,9 +163,9 @@ func (c *counters) closed(idle bool) {
 	}
 }
 
-func (c *counters) stats(kind string) report.Server {
-	return report.Server{Kind: kind, Open: c.open.Load(), Accepted: c.accepted.Load(), PeakOpen: c.peak.Load(),
-		Closes: map[string]int64{"idle": c.idleCloses.Load(), "peer": c.peerCloses.Load()}, Expiries: c.idleCloses.Load()}
+func (c *counters) stats() Stats {
+	return Stats{Open: c.open.Load(), Accepted: c.accepted.Load(), PeakOpen: c.peak.Load(),
+		Closes: map[string]int64{"idle": c.idleCloses.Load(), "peer": c.peerCloses.Load()}}
 }
 
 // gnetServer is the gnet baselines. Ownership: eng and addr are written in
@@ -259,7 +270,7 @@ func (s *gnetServer) OnClose(c gnet.Conn, _ error) gnet.Action {
 }
 
 func (s *gnetServer) Addr() net.Addr               { return s.addr }
-func (s *gnetServer) Stats() report.Server         { return s.stats(s.kind) }
+func (s *gnetServer) Stats() Stats                 { return s.stats() }
 func (s *gnetServer) MetricsHandler() http.Handler { return s.delay.MetricsHandler() }
 
 func (s *gnetServer) Shutdown(ctx context.Context) error {
@@ -346,7 +357,7 @@ func (s *netServer) serve(c net.Conn) {
 }
 
 func (s *netServer) Addr() net.Addr               { return s.ln.Addr() }
-func (s *netServer) Stats() report.Server         { return s.stats(KindNetDeadline) }
+func (s *netServer) Stats() Stats                 { return s.stats() }
 func (s *netServer) MetricsHandler() http.Handler { return s.delay.MetricsHandler() }
 
 func (s *netServer) Shutdown(ctx context.Context) error {

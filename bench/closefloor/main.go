@@ -12,7 +12,7 @@
 // server whose loop does nothing but close them cannot close the 99th
 // percentile one sooner than that.
 //
-//	go run ./loadtest/internal/closefloor -conns 8000 -rounds 5
+//	cd bench && go run ./closefloor -conns 8000 -rounds 5
 //
 // Each round holds 2 x conns descriptors; keep conns under half the
 // process's open-file limit.

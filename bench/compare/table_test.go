@@ -137,7 +137,7 @@ func TestRenderTable(t *testing.T) {
 	}
 	assert.Contains(t, out, "2 rounds in alternating order; each cell: round 1 / round 2.")
 	assert.Contains(t, out, "netwheel       cmd/echo -proto raw, every other setting its default")
-	assert.Contains(t, out, "gnet           bare gnet v2, no timers (loadtest serve -server gnet)")
+	assert.Contains(t, out, "gnet           bare gnet v2, no timers (compare serve -server gnet)")
 	assert.Equal(t, []string{"79.6k / 79.6k", "96.3k / 110.5k"}, row("msgs/s, 1000 conns, closed loop"))
 	assert.Equal(t, []string{"30.30 / 13.80 ms", "4.10 / 4.40 ms"}, row("p99, 8000 conns at 5 msg/s each"))
 	assert.Equal(t, []string{"5.21 / 5.77 s", "5.00 / 4.77 s"}, row("server CPU at that fixed rate"))
@@ -285,11 +285,11 @@ func TestCompareTable_Errors(t *testing.T) {
 		{name: "unknown phase", args: []string{"-phases", "reap,warmup"}, want: "warmup"},
 		{name: "phase twice", args: []string{"-phases", "reap,reap"}, want: "twice"},
 		{name: "negative rest", args: []string{"-settle-reap", "-1s"}, want: "-settle-reap"},
-		{name: "table flag with run flags", args: []string{"-conns-idle", "5", "--", "-proto", "raw"}, want: "-conns-idle"},
+		{name: "run flags", args: []string{"-conns-idle", "5", "--", "-proto", "raw"}, want: "unexpected argument"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := realMain(context.Background(), append([]string{"compare"}, tt.args...), io.Discard, io.Discard)
+			err := realMain(context.Background(), tt.args, io.Discard, io.Discard)
 			require.ErrorIs(t, err, errUsage)
 			assert.Contains(t, err.Error(), tt.want)
 		})
@@ -298,7 +298,7 @@ func TestCompareTable_Errors(t *testing.T) {
 
 // TestCompareTable runs the whole table with tiny counts, every server in
 // a process of its own (cmd/echo built from the module; the baselines this
-// test binary's `loadtest serve`, see TestMain), and checks that every
+// test binary's `compare serve`, see TestMain), and checks that every
 // cell is filled and plausible.
 func TestCompareTable(t *testing.T) {
 	if testing.Short() {
@@ -309,10 +309,8 @@ func TestCompareTable(t *testing.T) {
 	var out, progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "echo")
-	_, err := buildEcho(ctx, filepath.Dir(bin))
-	require.NoError(t, err)
-	require.NoError(t, realMain(ctx, []string{"compare", "-rounds", "1", "-pause", "0s", "-echo-bin", bin,
+	echoBin, harnessBin := binaries(t)
+	require.NoError(t, realMain(ctx, []string{"-rounds", "1", "-pause", "0s", "-echo-bin", echoBin, "-loadtest-bin", harnessBin,
 		"-conns-closed", "8", "-duration-closed", "300ms",
 		// Enough messages for the CPU time, read in 10 ms ticks.
 		"-conns-fixed", "100", "-rate-fixed", "50", "-duration-fixed", "1s",
@@ -469,7 +467,8 @@ func TestCompareTable_MetricsPortTaken(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, realMain(ctx, []string{"compare", "-rounds", "1", "-pause", "0s", "-phases", "reap",
+	_, harnessBin := binaries(t)
+	require.NoError(t, realMain(ctx, []string{"-rounds", "1", "-pause", "0s", "-phases", "reap", "-loadtest-bin", harnessBin,
 		"-servers", "nbio,gnet", "-reference", "gnet", "-conns-idle", "20", "-idle-timeout", "300ms"}, &out, io.Discard))
 	assert.Equal(t, 2, picks, "a second port after the first was taken")
 	assert.Contains(t, out.String(), "20 idle reaped")

@@ -16,52 +16,44 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
+	"github.com/netwheel/netwheel/bench/internal/baseline"
 )
 
-// serveCmd runs one embedded server on its own, with no client, so that a
-// client in another process (loadtest -addr, or compare -separate) can
-// drive it: the server then has its own process, scheduler and open-file
-// limit. It prints "listening HOST:PORT" on stdout once it accepts, and
-// serves until ctx ends (SIGINT, SIGTERM) or -for has passed.
+// serveCmd runs one baseline server on its own, so that a client in
+// another process (loadtest -addr, or the table) can drive it. It prints
+// "listening HOST:PORT" on stdout once it accepts, and serves until ctx
+// ends (SIGINT, SIGTERM) or -for has passed.
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("loadtest serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("compare serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kind := fs.String("server", kindNetwheel, "embedded server: netwheel, netwheel-notimers, gnet, netdeadline, gnetafterfunc, nbio")
+	kind := fs.String("server", baseline.KindGnet, "the server: gnet (no timers), gnetafterfunc (time.AfterFunc per conn), netdeadline (goroutine per conn, SetReadDeadline), nbio (its SetReadDeadline per packet)")
 	addr := fs.String("listen", "127.0.0.1:0", "listen `address`")
+	idle := fs.Duration("idle", 0, "close connections silent this long (0: never; gnet never does)")
 	life := fs.Duration("for", 10*time.Minute, "serve at most this long")
-	metricsAddr := fs.String("metrics", "", "serve the server's Prometheus metrics on http://`ADDR`/metrics (loopback): netwheel's, or a baseline's\n"+
-		"close-delay histogram (which the baselines then measure), for loadtest -metrics ADDR")
+	metricsAddr := fs.String("metrics", "", "serve the server's close-delay histogram (which it then measures) on http://`ADDR`/metrics (loopback), for loadtest -metrics ADDR")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadtest serve [-server KIND] [-listen ADDR] [-for D] [-metrics ADDR] -- [run flags: -proto and the timeout flags]\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: compare serve [-server KIND] [-listen ADDR] [-idle D] [-for D] [-metrics ADDR]\n\n"+
+			"Serves one baseline server, raw echo, for loadtest -addr.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *life <= 0 || *life > 24*time.Hour {
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	case *life <= 0 || *life > 24*time.Hour:
 		return fmt.Errorf("%w: -for %s: want more than 0 and at most 24h", errUsage, *life)
+	case *idle < 0:
+		return fmt.Errorf("%w: -idle %s is negative", errUsage, *idle)
+	case !isLoopback(*addr):
+		return fmt.Errorf("%w: -listen %q: compare serves on loopback only", errUsage, *addr)
+	case *metricsAddr != "" && !isLoopback(*metricsAddr):
+		return fmt.Errorf("%w: -metrics %q: compare serves on loopback only", errUsage, *metricsAddr)
 	}
-	if !isLoopback(*addr) {
-		return fmt.Errorf("%w: -listen %q: the harness serves on loopback only", errUsage, *addr)
-	}
-	o, err := compareOptions(*kind, fs.Args(), stderr)
+	srv, err := baseline.Start(*kind, *addr, baseline.Options{Idle: *idle, CloseDelay: *metricsAddr != ""})
 	if err != nil {
-		return err
-	}
-	if *metricsAddr != "" && !isLoopback(*metricsAddr) {
-		return fmt.Errorf("%w: -metrics %q: the harness serves on loopback only", errUsage, *metricsAddr)
-	}
-	o.listen = *addr
-	o.closeDelay = *metricsAddr != ""
-	stopProf, err := startCPUProfile(o.cpuProf)
-	if err != nil {
-		return err
-	}
-	defer stopProf()
-	srv, err := startServer(o)
-	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	shutdown := func() error {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -82,19 +74,30 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return shutdown()
 }
 
+// isLoopback reports whether addr (HOST:PORT) is on localhost or a
+// loopback address.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
 // serveMetrics serves srv's metrics at http://addr/metrics until the
 // returned function is called, which waits for the HTTP server to stop.
 func serveMetrics(addr string, srv baseline.Server) (func(), error) {
-	h := metricsHandler(srv)
-	if h == nil {
-		return nil, fmt.Errorf("%w: -metrics: this server has no metrics to serve (a baseline measures its close delay only with an idle timeout: -idle D after --)", errUsage)
+	ms, ok := srv.(interface{ MetricsHandler() http.Handler })
+	if !ok || ms.MetricsHandler() == nil {
+		return nil, fmt.Errorf("%w: -metrics: this server has no metrics to serve (a baseline measures its close delay only with -idle)", errUsage)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: -metrics: %w", err)
+		return nil, fmt.Errorf("compare: -metrics: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
+	mux.Handle("/metrics", ms.MetricsHandler())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -107,15 +110,14 @@ func serveMetrics(addr string, srv baseline.Server) (func(), error) {
 	}, nil
 }
 
-// startServe starts `loadtest serve` for kind in a child process, serving
-// at most life, and returns once it listens.
-func startServe(ctx context.Context, kind string, runArgs []string, life time.Duration, serveArgs ...string) (*serverProc, error) {
+// startServe starts `compare serve` for kind in a child process, with the
+// given idle timeout, serving at most life, and returns once it listens.
+func startServe(ctx context.Context, kind string, idle, life time.Duration, serveArgs ...string) (*serverProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: %w", err)
+		return nil, fmt.Errorf("compare: %w", err)
 	}
-	args := append(append([]string{"serve", "-server", kind, "-for", life.String()}, serveArgs...), "--")
-	args = append(args, runArgs...)
+	args := append([]string{"serve", "-server", kind, "-idle", idle.String(), "-for", life.String()}, serveArgs...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
 	setParentDeathSignal(cmd)
@@ -153,7 +155,7 @@ const (
 // seen the listening address, or the process exited, or startBound passed.
 func startProc(cmd *exec.Cmd, w *lineWatch) (*serverProc, error) {
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("loadtest: starting the server process: %w", err)
+		return nil, fmt.Errorf("compare: starting the server process: %w", err)
 	}
 	p := &serverProc{pid: cmd.Process.Pid, cmd: cmd, out: w, exited: make(chan struct{})}
 	go func() {
@@ -165,10 +167,10 @@ func startProc(cmd *exec.Cmd, w *lineWatch) (*serverProc, error) {
 		p.addr = w.value()
 		return p, nil
 	case <-p.exited:
-		return nil, fmt.Errorf("loadtest: %w (%v)%s", errExitedEarly, p.waitErr, w.lastWords())
+		return nil, fmt.Errorf("compare: %w (%v)%s", errExitedEarly, p.waitErr, w.lastWords())
 	case <-time.After(startBound):
 		_ = p.stop()
-		return nil, fmt.Errorf("loadtest: the server process did not say where it listens within %s%s", startBound, w.lastWords())
+		return nil, fmt.Errorf("compare: the server process did not say where it listens within %s%s", startBound, w.lastWords())
 	}
 }
 

@@ -15,14 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/baseline"
-	"github.com/netwheel/netwheel/loadtest/internal/limits"
-	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/bench/internal/baseline"
+	"github.com/netwheel/netwheel/internal/limits"
 )
 
-// This file is compare's default mode: the table of netwheel (cmd/echo as
-// shipped) against its baselines (docs/perf.md, "The server against its
+// This file is compare: the table of netwheel (cmd/echo as shipped)
+// against its baselines (docs/perf.md, "The server against its
 // baselines"), each server in a process of its own, over rounds in
 // alternating order, with per-round ratios to the reference server.
 
@@ -52,6 +50,7 @@ type tableOptions struct {
 	spreadSet  bool // -idle-spread given: passed on; otherwise the harness's default
 	dialConc   int
 	echoBin    string
+	harnessBin string // -loadtest-bin
 	phaseList  string // -phases
 }
 
@@ -79,6 +78,7 @@ func tableFlags(fs *flag.FlagSet) (t *tableOptions, names []string) {
 	fs.IntVar(&t.size, "size", 64, "table: message payload `bytes`")
 	fs.IntVar(&t.dialConc, "dial-concurrency", 128, "table: dials in flight at once, so that no SYN backlog overflows")
 	fs.StringVar(&t.echoBin, "echo-bin", "", "table: the cmd/echo binary to measure as netwheel (default: go build it from the module here)")
+	fs.StringVar(&t.harnessBin, "loadtest-bin", "", "table: the loadtest binary that drives the servers (default: go build it from the module here)")
 	fs.StringVar(&t.refName, "reference", baseline.KindGnet, "table: the server the ratios are to")
 	fs.StringVar(&t.phaseList, "phases", strings.Join(tablePhases, ","), "table: comma-separated phases to run, of "+strings.Join(tablePhases, ", ")+
 		" (their rows alone are printed)")
@@ -88,6 +88,42 @@ func tableFlags(fs *flag.FlagSet) (t *tableOptions, names []string) {
 		}
 	})
 	return t, names
+}
+
+// compareCmd parses the flags, runs the table and prints it.
+func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	servers := fs.String("servers", defaultTableServers, "comma-separated servers, in the table's column order: netwheel (cmd/echo), gnet, gnetafterfunc, netdeadline, nbio")
+	rounds := fs.Int("rounds", defaultTableRounds, "rotations: every server runs once per round in every phase, the order changing each round")
+	pause := fs.Duration("pause", 500*time.Millisecond, "pause between runs")
+	t, _ := tableFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: compare [-servers LIST] [-rounds N] [flags]\n"+
+			"       compare serve [-server KIND] [-listen ADDR] [-idle D]   one baseline server alone\n\n"+
+			"Prints the table of docs/perf.md, \"The server against its baselines\": netwheel (cmd/echo with its\n"+
+			"default settings) against its baselines, each server in a process of its own, driven by the loadtest\n"+
+			"binary, phase by phase, in rounds of alternating order: closed-loop msgs/s, p99 latency and server CPU\n"+
+			"time at a fixed rate, close error of idle connections reaped, RSS with connections open; then each\n"+
+			"server's per-round ratios to the reference (bare gnet), their median and spread, and for the reaps,\n"+
+			"which bare gnet never makes, each server's own median and spread over rounds. About five minutes at\n"+
+			"the defaults (docs/perf.md's table: -rounds 3, about eight); for a quick look:\n"+
+			"-conns-closed 50 -conns-fixed 200 -conns-idle 200 -conns-rss 200 -rounds 1; for one phase over more\n"+
+			"rounds: -phases reap -rounds 6\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q (compare takes flags only; run flags go to loadtest itself)", errUsage, fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := checkTable(t, *servers, *rounds, *pause, set); err != nil {
+		return err
+	}
+	return compareTable(ctx, t, stdout, stderr)
 }
 
 // checkTable validates the table's options, given the servers, rounds and
@@ -141,15 +177,14 @@ func checkTable(t *tableOptions, servers string, rounds int, pause time.Duration
 	if t.echoBin != "" && !slices.Contains(t.servers, kindNetwheel) {
 		return fmt.Errorf("%w: -echo-bin without netwheel among -servers", errUsage)
 	}
-	// The harness's own checks of every phase's flags (rate, size, spread
-	// against the idle timeout), before any server starts.
-	for _, ph := range t.phases {
-		if ph == phaseRSS {
-			continue
-		}
-		if _, err := parseFlags(t.phaseArgs(ph, "127.0.0.1:1"), io.Discard); err != nil {
-			return fmt.Errorf("loadtest compare: the %s phase: %w", ph, err)
-		}
+	// What the harness would refuse, before any server starts.
+	switch {
+	case !(t.fixedRate > 0) || t.fixedRate > 1e6:
+		return fmt.Errorf("%w: -rate-fixed %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, t.fixedRate)
+	case t.size < 1:
+		return fmt.Errorf("%w: -size %d: want at least 1 byte", errUsage, t.size)
+	case t.idleSpread < 0 || t.spreadSet && t.idleSpread > t.idleTimeout/2:
+		return fmt.Errorf("%w: -idle-spread %s: want 0 to half of -idle-timeout (%s)", errUsage, t.idleSpread, t.idleTimeout)
 	}
 	t.netwheelArgs = strings.Join(echoArgs(t.trafficIdle), " ")
 	if t.idleTimeout != t.trafficIdle {
@@ -218,15 +253,23 @@ func compareTable(ctx context.Context, t *tableOptions, stdout, stderr io.Writer
 	if uint64(most)+100 > fdLimit {
 		return fmt.Errorf("%w: %d connections need as many open files in this process; the limit is %d", errUsage, most, fdLimit)
 	}
-	if slices.Contains(t.servers, kindNetwheel) && t.echoBin == "" {
-		dir, err := os.MkdirTemp("", "loadtest-echo-")
+	if (slices.Contains(t.servers, kindNetwheel) && t.echoBin == "") || t.harnessBin == "" {
+		dir, err := os.MkdirTemp("", "compare-bin-")
 		if err != nil {
-			return fmt.Errorf("loadtest: %w", err)
+			return fmt.Errorf("compare: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		fmt.Fprintf(stderr, "building %s\n", echoPackage)
-		if t.echoBin, err = buildEcho(ctx, dir); err != nil {
-			return err
+		if slices.Contains(t.servers, kindNetwheel) && t.echoBin == "" {
+			fmt.Fprintf(stderr, "building %s\n", echoPackage)
+			if t.echoBin, err = build(ctx, dir, echoPackage, "-echo-bin"); err != nil {
+				return err
+			}
+		}
+		if t.harnessBin == "" {
+			fmt.Fprintf(stderr, "building %s\n", loadtestPackage)
+			if t.harnessBin, err = build(ctx, dir, loadtestPackage, "-loadtest-bin"); err != nil {
+				return err
+			}
 		}
 	}
 	figs := make([][]tableFigures, len(t.servers)) // [server][round]
@@ -257,7 +300,7 @@ func compareTable(ctx context.Context, t *tableOptions, stdout, stderr io.Writer
 				start := time.Now()
 				n, err := t.runPhase(ctx, ph, kind, f)
 				if err != nil {
-					return fmt.Errorf("loadtest compare: round %d, %s phase, %s: %w", r+1, ph, kind, err)
+					return fmt.Errorf("compare: round %d, %s phase, %s: %w", r+1, ph, kind, err)
 				}
 				for _, s := range n {
 					notes = append(notes, fmt.Sprintf("round %d, %s phase, %s: %s", r+1, ph, kind, s))
@@ -277,19 +320,27 @@ func progressLine(phase string, f *tableFigures) string {
 	case phaseClosed:
 		return fmt.Sprintf("%.0f msgs/s", f.closedRate)
 	case phaseFixed:
-		return fmt.Sprintf("p99 %s  server CPU %.2fs  %.0f msgs/s", report.D(int64(f.fixedP99)), f.cpu, f.fixedRate)
+		return fmt.Sprintf("p99 %s  server CPU %.2fs  %.0f msgs/s", dur(f.fixedP99), f.cpu, f.fixedRate)
 	case phaseRSS:
 		return fmt.Sprintf("RSS %.1f MiB at start, %.1f MiB with %d open", f.rssStart/(1<<20), f.rssOpen/(1<<20), f.rssConns)
 	}
 	if f.neverReaped() {
 		return fmt.Sprintf("closed none of %d idle connections", f.reapExpected)
 	}
-	return fmt.Sprintf("close error p50 %s  p99 %s  max %s  (%d of %d closed)", report.D(int64(f.reapP50)), report.D(int64(f.reapP99)),
-		report.D(int64(f.reapMax)), f.reapClosed, f.reapExpected)
+	return fmt.Sprintf("close error p50 %s  p99 %s  max %s  (%d of %d closed)", dur(f.reapP50), dur(f.reapP99),
+		dur(f.reapMax), f.reapClosed, f.reapExpected)
+}
+
+// dur formats a figure in nanoseconds for the progress output.
+func dur(ns float64) string {
+	if math.IsNaN(ns) {
+		return "-"
+	}
+	return time.Duration(ns).Round(10 * time.Microsecond).String()
 }
 
 // startTableServer starts kind in a process of its own with the given idle
-// timeout: netwheel is cmd/echo; the others are `loadtest serve`, serving
+// timeout: netwheel is cmd/echo; the others are `compare serve`, serving
 // at most life. With metrics set, the server serves its metrics there
 // (the baselines then measure their close delay).
 func (t *tableOptions) startTableServer(ctx context.Context, kind string, idle, life time.Duration, metrics string) (*serverProc, error) {
@@ -300,7 +351,7 @@ func (t *tableOptions) startTableServer(ctx context.Context, kind string, idle, 
 	if kind == kindNetwheel {
 		return startEcho(ctx, t.echoBin, idle, extra...)
 	}
-	return startServe(ctx, kind, []string{"-proto", "raw", "-idle", idle.String()}, life, extra...)
+	return startServe(ctx, kind, idle, life, extra...)
 }
 
 // metricsPortAttempts bounds the starts of a server process whose metrics
@@ -317,7 +368,7 @@ var metricsAddrFor = freeLoopbackAddr
 func freeLoopbackAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", fmt.Errorf("loadtest: a port for the server's metrics: %w", err)
+		return "", fmt.Errorf("compare: a port for the server's metrics: %w", err)
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
@@ -331,26 +382,17 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 	if phase == phaseReap {
 		idle = t.idleTimeout
 	}
-	var o *options
 	var p *serverProc
+	var metrics string
 	for attempt := 1; ; attempt++ {
-		metrics := ""
+		metrics = ""
 		if phase == phaseReap && kind != baseline.KindGnet { // bare gnet closes nothing: no close delay to serve
 			if metrics, err = metricsAddrFor(); err != nil {
 				return nil, err
 			}
 		}
-		life := 10 * time.Minute
-		if phase != phaseRSS {
-			args := t.phaseArgs(phase, "127.0.0.1:1")
-			if metrics != "" {
-				args = append(args, "-metrics", metrics)
-			}
-			if o, err = parseFlags(args, io.Discard); err != nil {
-				return nil, err
-			}
-			life = hardBound(o) + time.Minute
-		}
+		// The bound of a server whose client died; runPhase stops it.
+		const life = 10 * time.Minute
 		if p, err = t.startTableServer(ctx, kind, idle, life, metrics); err == nil {
 			break
 		}
@@ -368,14 +410,17 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 	if phase == phaseRSS {
 		return t.measureRSS(ctx, p.pid, p.addr, f)
 	}
-	o.addr = p.addr
+	args := t.phaseArgs(phase, p.addr)
+	if metrics != "" {
+		args = append(args, "-metrics", metrics)
+	}
 	var cpu0 time.Duration
 	if phase == phaseFixed {
 		if cpu0, err = limits.ProcCPU(p.pid); err != nil {
 			return nil, err
 		}
 	}
-	res, err := run(ctx, o, io.Discard)
+	res, err := runHarness(ctx, t.harnessBin, args)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +440,7 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 	}
 	switch phase {
 	case phaseClosed, phaseFixed:
-		e := res.Scenario(attack.Echo)
+		e := res.scenario("echo")
 		notes = append(notes, openNotes(e)...)
 		if e.Lost > 0 {
 			notes = append(notes, fmt.Sprintf("%d of %d messages not echoed", e.Lost, e.Sent))
@@ -416,7 +461,7 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 			f.fixedP99 = float64(e.Latency.Quantile(0.99))
 		}
 	case phaseReap:
-		s := res.Scenario(attack.Idle)
+		s := res.scenario("idle")
 		notes = append(notes, openNotes(s)...)
 		f.reapExpected, f.reapClosed = s.Expected, int(s.ReapError.Count())
 		if f.reapClosed > 0 {
@@ -428,12 +473,12 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 				f.reapWireP99 = float64(w.Quantile(0.99))
 			}
 			if cd := res.CloseDelay; cd != nil {
-				if q, ok := cd.Quantile(0.99); ok {
+				if q, ok := cd.quantile(0.99); ok {
 					f.reapOwnP99 = q * 1e9
 				}
 			}
 			if s.NeverReaped > 0 {
-				notes = append(notes, fmt.Sprintf("%d of %d idle connections not closed within %s of their deadline", s.NeverReaped, s.Expected, o.timeouts.Slack))
+				notes = append(notes, fmt.Sprintf("%d of %d idle connections not closed within %s of their deadline", s.NeverReaped, s.Expected, res.Config.Timeouts.Slack))
 			}
 			if len(s.WrongReason) > 0 {
 				notes = append(notes, fmt.Sprintf("idle connections closed otherwise than by a FIN: %v", s.WrongReason))
@@ -464,7 +509,7 @@ func fixedShortfall(echoed float64, conns int, perConn float64) (string, bool) {
 }
 
 // openNotes notes the connections of a scenario that did not open.
-func openNotes(s *report.Scenario) []string {
+func openNotes(s *scenario) []string {
 	if s.Opened >= s.Conns {
 		return nil
 	}
