@@ -46,6 +46,9 @@ func main() {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, err)
 		}
+		if errors.Is(err, errUnreachable) {
+			os.Exit(1) // the server failed, not the command line
+		}
 		os.Exit(2)
 	}
 }

@@ -281,7 +281,7 @@ func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder,
 		for k := sent + 1; k <= sent+j; k++ {
 			batch = append(batch, payload(seed, k, size))
 		}
-		if err = cl.sendAll(batch); err == nil {
+		if _, err = cl.sendAll(batch); err == nil {
 			sent += j
 			r.ctr.Sent.Add(int64(j))
 		}
@@ -317,7 +317,7 @@ func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder,
 // close: until the sending window ends, and at least garbageWaitMin.
 func (r *run) garbage(ctx context.Context, cl *client, role string, res *report.ConnResult) {
 	b := garbage(rand.New(rand.NewPCG(rand.Uint64(), 0)), role, garbageBytes)
-	cl.size = len(b) // raw: the whole echo counts as one
+	cl.size, cl.expect = len(b), AnswerEcho // raw: the whole echo counts as one, whatever the server's protocol
 	go cl.read()
 	res.Misbehaved = time.Now()
 	if _, err := cl.c.Write(b); err != nil { // to the socket: the frame.Conn sends only frames
@@ -359,8 +359,7 @@ func (r *run) connflood(ctx context.Context) {
 				return
 			}
 			res.Connect, res.Misbehaved = dt, res.OpenedAt
-			cl := newClient(c, r.cfg.Proto, r.ctr)
-			cl.size = r.cfg.Size
+			cl := r.client(c)
 			cl.replies(frame.ReplyAll)
 			go cl.read()
 			select {
