@@ -388,6 +388,11 @@ func (t *turns) run(ctx context.Context) {
 	}
 }
 
+// testPauseSender, set only by tests, is called by the open-loop echo
+// sender before each batch with the messages sent so far: it may sleep, as
+// a stopped process would, so that the next batch catches up.
+var testPauseSender func(sent uint64)
+
 // testDialDelay, set only by tests, delays connection i of scenario's dial.
 var testDialDelay func(scenario string, i int) time.Duration
 
@@ -738,6 +743,9 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 		for sent < total {
 			if !wait(ctx, cl, p.At(sent)) {
 				break
+			}
+			if testPauseSender != nil {
+				testPauseSender(sent)
 			}
 			due := min(p.Due(time.Since(p.At(0))+p.Offset(0)), total)
 			n, err := cl.send(r.payload, int(due-sent)) // the ones due, in one write
