@@ -480,7 +480,9 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 			flood = true // alone, afterwards
 			continue
 		case Echo, Splitter:
+			r.mu.Lock() // churn, started before, writes its own
 			r.outcome.Elapsed[s] = cfg.Duration
+			r.mu.Unlock()
 		}
 		for i := range n {
 			role := roleOf(s, cfg.Proto, i)
