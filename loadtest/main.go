@@ -8,6 +8,8 @@
 //	go run ./loadtest                          embedded netwheel server, every scenario
 //	go run ./loadtest -server gnetafterfunc    a baseline server, raw protocol
 //	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
+//	go run ./loadtest -addr 127.0.0.1:6379 -preset redis -scenario idle -idle 3s
+//	                                           a server of another protocol (-payload, -expect)
 //	go run ./loadtest report a.json b.json     re-render or merge results
 //	go run ./loadtest compare                  netwheel (cmd/echo) against the baselines:
 //	                                           the table of docs/perf.md, "The server
