@@ -222,7 +222,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, err
 	}
 	var err error
-	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0); err != nil {
+	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0, o.payload != nil || o.expect.Kind != attack.AnswerEcho); err != nil {
 		return nil, err
 	}
 	if err := checkHostile(o, set); err != nil {
@@ -389,6 +389,9 @@ func assumedTimeouts(o *options, set map[string]bool) []string {
 	}
 	var notes []string
 	for _, s := range o.scenarios {
+		if attack.NotApplicable(s, o.proto, o.expect) != "" {
+			continue
+		}
 		var missing []string
 		for _, name := range need[s] {
 			if !set[name] {
@@ -404,12 +407,14 @@ func assumedTimeouts(o *options, set map[string]bool) []string {
 
 // parseScenarios parses -scenario; by default (or mixed) it returns every
 // scenario the protocol supports, with connflood only if the server's
-// connection limit is known (limit).
-func parseScenarios(s string, p attack.Proto, limit bool) ([]string, error) {
+// connection limit is known (limit). With a raw protocol of the user's
+// (other: -payload, -expect or -preset), the framed-only scenarios are
+// listed too, and reported not applicable (attack.NotApplicable).
+func parseScenarios(s string, p attack.Proto, limit, other bool) ([]string, error) {
 	var out []string
 	if s == "" || s == "mixed" {
 		for _, n := range attack.All {
-			if (p == attack.Framed || !attack.FramedOnly(n)) && (n != attack.Connflood || limit) {
+			if (p == attack.Framed || other || !attack.FramedOnly(n)) && (n != attack.Connflood || limit) {
 				out = append(out, n)
 			}
 		}
@@ -422,7 +427,7 @@ func parseScenarios(s string, p attack.Proto, limit bool) ([]string, error) {
 			return nil, fmt.Errorf("%w: -scenario mixed means all; do not combine it with others", errUsage)
 		case !slices.Contains(attack.All, n):
 			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, keepalive, retransmit, slowloris, churn, nonreader, splitter, pingflood, connflood, garbage or mixed", errUsage, n)
-		case attack.FramedOnly(n) && p != attack.Framed:
+		case attack.FramedOnly(n) && p != attack.Framed && !other:
 			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
 		case slices.Contains(out, n):
 			return nil, fmt.Errorf("%w: -scenario %s given twice", errUsage, n)
@@ -442,7 +447,9 @@ func checkTimeouts(o *options) error {
 			return fmt.Errorf("%w: timeouts must not be negative", errUsage)
 		}
 	}
-	has := func(s string) bool { return slices.Contains(o.scenarios, s) }
+	has := func(s string) bool {
+		return slices.Contains(o.scenarios, s) && attack.NotApplicable(s, o.proto, o.expect) == ""
+	}
 	switch {
 	case has(attack.Idle) && t.Idle == 0:
 		return fmt.Errorf("%w: the idle scenario needs -idle > 0", errUsage)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,16 +150,19 @@ func TestRun_LineProtocol(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := realMain(ctx, []string{"-addr", addr, "-payload", `hello\n`, "-expect", "OK ", "-scenario", "echo,churn,splitter",
+	err := realMain(ctx, []string{"-addr", addr, "-payload", `hello\n`, "-expect", "OK ", "-scenario", "echo,churn,splitter,keepalive",
 		"-conns", "20", "-rate", "200", "-duration", "500ms", "-churn-rate", "50", "-q"}, &out, io.Discard)
 	require.NoError(t, err, out.String())
 	text := out.String()
 	assert.Contains(t, text, "server timeouts: none given; slack ")
 	assert.Contains(t, text, `each message "hello\n"; an answer: "OK "`)
-	assert.NotContains(t, text, "keepalive", "no netwheel defaults for an external server")
+	header, _, _ := strings.Cut(text, "\n\n")
+	assert.NotContains(t, header, "keepalive", "no netwheel defaults for an external server")
 	assert.Contains(t, text, "[echo] ok")
 	assert.Contains(t, text, "[churn] ok")
 	assert.Contains(t, text, "[splitter] not applicable")
+	assert.Contains(t, text, "[keepalive] not applicable: 0/0 connections opened")
+	assert.Contains(t, text, "keepalive needs the framed protocol")
 	lines := regexp.MustCompile(`messages: (\d+) sent, (\d+) echoed, 0 lost`).FindAllStringSubmatch(text, -1)
 	require.Len(t, lines, 2, "echo and churn count their messages, none lost\n%s", text)
 	for _, m := range lines {
