@@ -170,3 +170,77 @@ func TestRun_LineProtocol(t *testing.T) {
 		assert.NotEqual(t, "0", m[1])
 	}
 }
+
+// serveSilent runs a server on 127.0.0.1 that reads and closes a
+// connection after idle without a byte from it; answer, if not nil, is
+// written (in two pieces) after each read.
+func serveSilent(t *testing.T, idle time.Duration, answer []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					_ = c.SetReadDeadline(time.Now().Add(idle))
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					if answer != nil {
+						_, _ = c.Write(answer[:1])
+						_, _ = c.Write(answer[1:])
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// A server that answers nothing (-expect none), or anything (-expect
+// any), is still judged on its idle timeout; echo, which counts answers one
+// by one, says not applicable.
+func TestRun_UncountedAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		expect string
+		answer []byte
+	}{
+		{expect: "none"},
+		{expect: "any", answer: []byte("whatever")},
+	} {
+		t.Run("expect="+tt.expect, func(t *testing.T) {
+			addr := serveSilent(t, time.Second, tt.answer)
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := realMain(ctx, []string{"-addr", addr, "-payload", `x`, "-expect", tt.expect, "-scenario", "echo,idle",
+				"-idle", "1s", "-conns", "10", "-q"}, &out, io.Discard)
+			require.NoError(t, err, out.String())
+			text := out.String()
+			assert.Contains(t, text, "[echo] not applicable", text)
+			assert.Contains(t, text, "[idle] ok: 10/10", text)
+			assert.Contains(t, text, `10 expected to close by "idle": 10 on time`, text)
+		})
+	}
+}
