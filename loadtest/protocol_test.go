@@ -244,3 +244,15 @@ func TestRun_UncountedAnswers(t *testing.T) {
 		})
 	}
 }
+
+// A server taken for an echo server that echoes nothing gets a hint to
+// say its protocol.
+func TestRun_NotEchoHint(t *testing.T) {
+	addr := serveSilent(t, 5*time.Second, nil)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := realMain(ctx, []string{"-addr", addr, "-proto", "raw", "-scenario", "idle", "-idle", "1s", "-conns", "5", "-q"}, &out, io.Discard)
+	require.ErrorIs(t, err, errJudged, out.String())
+	assert.Contains(t, out.String(), "note: no message was echoed: if the server speaks another protocol")
+}

@@ -347,6 +347,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections ran out of ephemeral ports; use -shard over several hosts", s, n))
 		}
 	}
+	if note := notEchoNote(o, res.Scenarios); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 	if rc != nil {
 		opened := 0
 		for _, f := range res.Scenarios {
@@ -385,6 +388,21 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	pr.Goroutines[1], pr.FDs[1] = runtime.NumGoroutine(), limits.OpenFiles()
 	res.Process = &pr
 	return res, nil
+}
+
+// notEchoNote returns a hint when an external server taken for an echo
+// server (no -payload, -expect or -preset) answered none of the messages
+// of a scenario: it may speak another protocol.
+func notEchoNote(o *options, figs []*report.Scenario) string {
+	if o.addr == "" || o.proto != attack.Raw || o.payload != nil || o.expect.Kind != attack.AnswerEcho {
+		return ""
+	}
+	for _, f := range figs {
+		if f.Sent > 0 && f.Recv == 0 {
+			return "no message was echoed: if the server speaks another protocol, say what to send and what it answers with -preset (redis, memcached, http, line) or -payload and -expect"
+		}
+	}
+	return ""
 }
 
 // errUnreachable is run's error when -addr cannot be connected to: the
