@@ -205,7 +205,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	switch proto {
 	case "":
 		o.proto = attack.Raw
-		if o.server == kindNetwheel {
+		if o.server == kindNetwheel && !set["payload"] && !set["expect"] && !set["preset"] { // those describe a raw protocol
 			o.proto = attack.Framed
 		}
 	case "raw":
@@ -301,8 +301,8 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 	if o.proto != attack.Raw {
 		return fmt.Errorf("%w: -payload, -expect and -preset describe a raw protocol; they cannot be used with -proto framed", errUsage)
 	}
-	if set["payload"] && set["size"] {
-		return fmt.Errorf("%w: -size is the length of the default payload; with -payload, leave it out", errUsage)
+	if (set["payload"] || set["preset"]) && set["size"] {
+		return fmt.Errorf("%w: -size is the length of the default payload; with -payload or -preset, leave it out", errUsage)
 	}
 	if set["preset"] {
 		pr, ok := presets[preset]

@@ -29,6 +29,7 @@ func TestParseFlags_ProtocolErrors(t *testing.T) {
 		{name: "unknown preset", args: []string{"-addr", "127.0.0.1:1", "-preset", "smtp"}, want: "-preset"},
 		{name: "expect embedded", args: []string{"-proto", "raw", "-expect", "any"}, want: "need -addr"},
 		{name: "size and payload", args: []string{"-addr", "127.0.0.1:1", "-payload", "x", "-size", "3"}, want: "-size"},
+		{name: "size and preset", args: []string{"-addr", "127.0.0.1:1", "-preset", "redis", "-size", "3"}, want: "-size"},
 		{name: "bad escape", args: []string{"-addr", "127.0.0.1:1", "-payload", `a\q`}, want: "Go escapes"},
 		{name: "empty payload", args: []string{"-addr", "127.0.0.1:1", "-payload", ""}, want: "-payload"},
 	}
@@ -67,6 +68,14 @@ func TestParseFlags_Presets(t *testing.T) {
 			assert.Equal(t, tt.wantPrefix, string(o.expect.Prefix))
 		})
 	}
+}
+
+// -payload alone drives the embedded echo server, over the raw protocol.
+func TestParseFlags_PayloadEmbeddedIsRaw(t *testing.T) {
+	o, err := parseFlags([]string{"-payload", `hi\n`, "-scenario", "echo"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, attack.Raw, o.proto)
+	assert.Equal(t, "hi\n", string(o.payload))
 }
 
 // A refused -addr fails at once, in one line, before any scenario starts.

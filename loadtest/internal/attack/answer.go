@@ -69,8 +69,8 @@ func ParseExpect(s string) (Expect, error) {
 	return Expect{Kind: AnswerLine, Prefix: b}, nil
 }
 
-// String returns what ParseExpect reads back as e (Go-quoted bytes for a
-// prefix).
+// String describes e as -expect takes it (a prefix Go-quoted), but for a
+// line of any content (an empty prefix), "any line".
 func (e Expect) String() string {
 	switch e.Kind {
 	case AnswerAny:
@@ -78,6 +78,9 @@ func (e Expect) String() string {
 	case AnswerNone:
 		return "none"
 	case AnswerLine, AnswerHTTP:
+		if len(e.Prefix) == 0 {
+			return "any line"
+		}
 		return strconv.Quote(string(e.Prefix))
 	}
 	return "echo"

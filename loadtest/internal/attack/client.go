@@ -264,7 +264,9 @@ func (cl *client) readRaw() {
 					cl.wrong.Add(uint64(wrong))
 				}
 			case cl.expect == AnswerAny:
-				k = cl.sending.Load() - min(echoes, cl.sending.Load())
+				if sent := cl.sending.Load(); sent > echoes {
+					k = sent - echoes
+				}
 			}
 			for end := echoes + k; echoes < end; {
 				echoes++
