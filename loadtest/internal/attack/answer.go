@@ -27,8 +27,8 @@ const (
 	AnswerLine
 	// AnswerHTTP is an HTTP/1.x response: its header, up to the empty
 	// line, must begin with Expect.Prefix ("HTTP/1." by default), and its
-	// body is Content-Length bytes (none without one; a chunked or
-	// close-delimited body is not supported: its bytes would read as wrong
+	// body is Content-Length bytes, or chunked, or none (a body delimited
+	// by the close is not supported: its bytes would read as wrong
 	// answers).
 	AnswerHTTP
 	// AnswerAny is any bytes: whatever arrives answers every message sent
@@ -181,76 +181,136 @@ func (a *lineAnswers) feed(b []byte) (done, wrong int) {
 }
 
 // httpAnswers reads HTTP/1.x responses: a header beginning with prefix, up
-// to an empty line, then Content-Length bytes of body.
+// to an empty line, then a body of Content-Length bytes, or chunked
+// (Transfer-Encoding: chunked: chunks, the last of size 0, and trailer
+// lines up to an empty one), or none.
 type httpAnswers struct {
 	prefix []byte
-	head   []byte // the current response's header so far (bounded)
-	body   int64  // body bytes still to skip
-	bad    bool
+	state  httpState
+	head   []byte // stHead: the header so far; stChunkSize, stTrailer: the line so far (both bounded)
+	body   int64  // stBody, stChunkData: bytes still to skip
+	bad    bool   // the current response is wrong
 }
 
-// maxHTTPHeader bounds a response header held to find its end and its
-// Content-Length; a longer one counts as wrong (its length is lost).
+type httpState uint8
+
+const (
+	stHead      httpState = iota // reading the header
+	stBody                       // skipping a Content-Length body
+	stChunkSize                  // reading a chunk-size line
+	stChunkData                  // skipping a chunk's data and its CRLF
+	stTrailer                    // reading trailer lines after the last chunk
+)
+
+// maxHTTPHeader bounds a response header (or a chunk-size or trailer
+// line) held to find its end; a longer one counts as a wrong answer, and
+// the parser starts over on the next bytes.
 const maxHTTPHeader = 64 << 10
 
 func (a *httpAnswers) feed(b []byte) (done, wrong int) {
 	for len(b) > 0 {
-		if a.body > 0 {
+		switch a.state {
+		case stBody, stChunkData:
 			n := int(min(int64(len(b)), a.body))
 			b, a.body = b[n:], a.body-int64(n)
-			if a.body == 0 {
+			if a.body > 0 {
+				continue
+			}
+			if a.state == stBody {
 				done, wrong = a.end(done, wrong)
+			} else {
+				a.state = stChunkSize
 			}
 			continue
 		}
-		// Header: append up to and including the line that ends it.
-		start := max(len(a.head)-3, 0)
+		// A header, or a line: up to its end.
+		sep := []byte("\r\n")
+		if a.state == stHead {
+			sep = []byte("\r\n\r\n")
+		}
+		start := max(len(a.head)-len(sep)+1, 0)
 		a.head = append(a.head, b...)
-		i := bytes.Index(a.head[start:], []byte("\r\n\r\n"))
+		i := bytes.Index(a.head[start:], sep)
 		if i < 0 {
 			if len(a.head) > maxHTTPHeader {
-				a.head, a.bad = a.head[:0], false
-				return done + 1, wrong + 1
+				a.head, a.state, a.bad = a.head[:0], stHead, false
+				done++
+				wrong++
 			}
 			return done, wrong
 		}
-		end := start + i + 4
-		rest := len(a.head) - end // bytes of b past the header
-		head := a.head[:end]
-		if !bytes.HasPrefix(head, a.prefix) {
-			a.bad = true
-		}
-		a.body = contentLength(head)
-		b = b[len(b)-rest:]
+		end := start + i + len(sep)
+		b = b[len(b)-(len(a.head)-end):] // the bytes past it
+		text := a.head[:end-len(sep)]
 		a.head = a.head[:0]
-		if a.body == 0 {
-			done, wrong = a.end(done, wrong)
+		switch a.state {
+		case stHead:
+			if !bytes.HasPrefix(text, a.prefix) {
+				a.bad = true
+			}
+			switch a.body = contentLength(text); {
+			case chunked(text):
+				a.state = stChunkSize
+			case a.body > 0:
+				a.state = stBody
+			default:
+				done, wrong = a.end(done, wrong)
+			}
+		case stChunkSize:
+			hex, _, _ := bytes.Cut(text, []byte(";"))
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(hex)), 16, 64)
+			switch {
+			case err != nil || n < 0:
+				a.bad, a.state = true, stTrailer // cannot follow it: wrong, and on to the next empty line
+			case n == 0:
+				a.state = stTrailer
+			default:
+				a.state, a.body = stChunkData, n+2 // and its CRLF
+			}
+		case stTrailer:
+			if len(text) == 0 {
+				done, wrong = a.end(done, wrong)
+			}
 		}
 	}
 	return done, wrong
 }
 
+// end counts the response just read and starts the next one.
 func (a *httpAnswers) end(done, wrong int) (int, int) {
 	if a.bad {
 		wrong++
 	}
-	a.bad = false
+	a.bad, a.state = false, stHead
 	return done + 1, wrong
 }
 
 // contentLength returns the Content-Length of a response header, 0 if it
 // has none or it is not a number.
 func contentLength(head []byte) int64 {
+	v := headerValue(head, "Content-Length")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// chunked reports whether a response header says its body is chunked.
+func chunked(head []byte) bool {
+	return strings.Contains(strings.ToLower(headerValue(head, "Transfer-Encoding")), "chunked")
+}
+
+// headerValue returns the value of the first header field name of a
+// response header, trimmed, or "".
+func headerValue(head []byte, name string) string {
 	for _, line := range bytes.Split(head, []byte("\r\n")) {
 		k, v, ok := bytes.Cut(line, []byte(":"))
-		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), "Content-Length") {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			if err == nil && n > 0 {
-				return n
-			}
+		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), name) {
+			return string(bytes.TrimSpace(v))
 		}
 	}
-	return 0
+	return ""
 }
 
 // NotApplicable returns why scenario cannot be run against a raw server

@@ -25,6 +25,7 @@ func feedSplit(a answers, stream []byte, rng *rand.Rand) (done, wrong int) {
 // segmentation: answers split across reads, several in one read.
 func TestAnswers_AnySegmentation(t *testing.T) {
 	httpOK := "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: keep-alive\r\n\r\nhello\r\n\r\nxyz"
+	httpChunked := "HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n5\r\nhello\r\nC;ext=1\r\n\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n"
 	tests := []struct {
 		name      string
 		expect    string
@@ -42,6 +43,8 @@ func TestAnswers_AnySegmentation(t *testing.T) {
 		{name: "http content-length", expect: `HTTP/1.`, stream: strings.Repeat(httpOK, 4), wantDone: 4},
 		{name: "http no body", expect: `HTTP/1.`, stream: "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.0 200 OK\r\ncontent-length:  3\r\n\r\nabc", wantDone: 2},
 		{name: "http wrong", expect: `HTTP/1.`, stream: "SSH-2.0\r\n\r\n" + httpOK, wantDone: 2, wantWrong: 1},
+		{name: "http chunked", expect: `HTTP/1.`, stream: strings.Repeat(httpChunked, 3) + httpOK, wantDone: 4},
+		{name: "http bad chunk size", expect: `HTTP/1.`, stream: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n" + httpOK, wantDone: 2, wantWrong: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
