@@ -29,6 +29,9 @@ type options struct {
 	addr      string // "" means embedded
 	server    string // netwheel (embedded) or external (-addr)
 	proto     attack.Proto
+	payload   []byte           // raw: each message's bytes (nil: -size bytes of the echo pattern)
+	expect    attack.Expect    // raw: what an answer must be
+	known     *report.Timeouts // -addr: the timeouts the flags gave (the others zero); nil embedded
 	scenarios []string
 	conns     int
 	rate      float64
@@ -141,7 +144,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(out)
-	var proto, scen, shard string
+	var proto, scen, shard, payload, expect, preset string
 	t := &o.timeouts
 	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
@@ -151,6 +154,11 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.IntVar(&o.conns, "conns", 400, "connections per polite scenario (keepalive: half survive, half silent)")
 	fs.Float64Var(&o.rate, "rate", 20, "echo: messages/s per connection, open loop")
 	fs.IntVar(&o.size, "size", 64, "message payload `bytes`")
+	fs.StringVar(&payload, "payload", "", "raw: the `bytes` of each message, Go escapes allowed (PING\\r\\n) (default: -size bytes of a letter pattern, for an echo server)")
+	fs.StringVar(&expect, "expect", "", "raw, with -addr: what an answer to each message must be: `echo` (the message itself, the default); any (any bytes); none (the server answers nothing);\n"+
+		"or the bytes it begins with, Go escapes allowed: a line (through its \\n) beginning so, or an HTTP/1.x response (a prefix beginning HTTP/, its body by Content-Length or chunked)")
+	fs.StringVar(&preset, "preset", "", "raw, with -addr: -payload and -expect for a common protocol (either flag, given, overrides its half):\n"+
+		"redis (PING / +PONG), memcached (version / VERSION), http (a keep-alive GET / / HTTP/1.), line (a line / any line)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "echo and churn sending time; the run lasts until the timer scenarios finish too")
 	fs.BoolVar(&o.closed, "closed", false, "echo: closed loop (each connection sends when its previous echo arrived) instead of open loop")
 	fs.Float64Var(&o.churnRate, "churn-rate", 100, "churn: connections opened (and closed) per second")
@@ -220,7 +228,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	switch proto {
 	case "":
 		o.proto = attack.Raw
-		if o.server == kindNetwheel {
+		if o.server == kindNetwheel && !set["payload"] && !set["expect"] && !set["preset"] { // those describe a raw protocol
 			o.proto = attack.Framed
 		}
 	case "raw":
@@ -230,8 +238,11 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	default:
 		return nil, fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
 	}
+	if err := parseExchange(o, payload, expect, preset, set); err != nil {
+		return nil, err
+	}
 	var err error
-	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0); err != nil {
+	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0, o.payload != nil || o.expect.Kind != attack.AnswerEcho); err != nil {
 		return nil, err
 	}
 	if err := checkHostile(o, set); err != nil {
@@ -245,7 +256,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -conns %d is negative", errUsage, o.conns)
 	case !(o.rate > 0) || o.rate > 1e6:
 		return nil, fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.rate)
-	case o.size < 1 || o.size > frame.DefaultMax-9:
+	case o.payload == nil && (o.size < 1 || o.size > frame.DefaultMax-9):
 		return nil, fmt.Errorf("%w: -size %d: want 1 to %d bytes", errUsage, o.size, frame.DefaultMax-9)
 	case o.duration <= 0 || o.duration > 24*time.Hour:
 		return nil, fmt.Errorf("%w: -duration %s: want more than 0 and at most 24h", errUsage, o.duration)
@@ -280,17 +291,146 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	if err := checkTimeouts(o); err != nil {
 		return nil, err
 	}
+	if o.addr != "" {
+		o.known = knownTimeouts(*t, set)
+		o.notes = append(o.notes, assumedTimeouts(o, set)...)
+	}
 	return o, nil
+}
+
+// presets are -preset's protocols: each message, and what its answer must
+// be (ParseExpect's syntax). http's Host is -addr.
+var presets = map[string]struct{ payload, expect string }{
+	"redis":     {payload: `PING\r\n`, expect: `+PONG\r\n`},
+	"memcached": {payload: `version\r\n`, expect: `VERSION `},
+	"http":      {payload: `GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: netwheel-loadtest\r\n\r\n`, expect: `HTTP/1.`},
+	"line":      {payload: `ping\n`},
+}
+
+// parseExchange sets o.payload and o.expect from -payload, -expect and
+// -preset (set: the flags given): raw only; a protocol other than echo
+// only with -addr, the embedded servers being echo servers.
+func parseExchange(o *options, payload, expect, preset string, set map[string]bool) error {
+	if !set["payload"] && !set["expect"] && !set["preset"] {
+		return nil
+	}
+	if o.proto != attack.Raw {
+		return fmt.Errorf("%w: -payload, -expect and -preset describe a raw protocol; they cannot be used with -proto framed", errUsage)
+	}
+	if (set["payload"] || set["preset"]) && set["size"] {
+		return fmt.Errorf("%w: -size is the length of the default payload; with -payload or -preset, leave it out", errUsage)
+	}
+	if set["preset"] {
+		pr, ok := presets[preset]
+		if !ok {
+			return fmt.Errorf("%w: -preset %q: want redis, memcached, http or line", errUsage, preset)
+		}
+		if !set["payload"] {
+			payload = pr.payload
+			if preset == "http" {
+				payload = fmt.Sprintf(payload, o.addr)
+			}
+		}
+		if !set["expect"] {
+			expect = pr.expect
+		}
+	}
+	var err error
+	if o.expect, err = attack.ParseExpect(expect); err != nil {
+		return fmt.Errorf("%w: -expect: %v", errUsage, err)
+	}
+	if preset == "line" && !set["expect"] {
+		o.expect = attack.Expect{Kind: attack.AnswerLine} // any line
+	}
+	if o.expect.Kind != attack.AnswerEcho && o.addr == "" {
+		return fmt.Errorf("%w: -expect and -preset describe an external server's protocol and need -addr (the embedded servers echo)", errUsage)
+	}
+	if set["payload"] || set["preset"] {
+		b, err := attack.Unescape(payload)
+		if err != nil {
+			return fmt.Errorf("%w: -payload: %v", errUsage, err)
+		}
+		if len(b) == 0 || len(b) > frame.DefaultMax-9 {
+			return fmt.Errorf("%w: -payload: want 1 to %d bytes, got %d", errUsage, frame.DefaultMax-9, len(b))
+		}
+		o.payload, o.size = b, len(b)
+	}
+	return nil
+}
+
+// timeoutFlags maps each server timeout flag to the field of
+// report.Timeouts it sets, for knownTimeouts.
+var timeoutFlags = map[string]func(t *report.Timeouts) any{
+	"idle":              func(t *report.Timeouts) any { return &t.Idle },
+	"keepalive":         func(t *report.Timeouts) any { return &t.KeepaliveTime },
+	"keepalive-timeout": func(t *report.Timeouts) any { return &t.KeepaliveTimeout },
+	"keepalive-count":   func(t *report.Timeouts) any { return &t.KeepaliveCount },
+	"frame-timeout":     func(t *report.Timeouts) any { return &t.Frame },
+	"rto":               func(t *report.Timeouts) any { return &t.InitialRTO },
+	"min-rto":           func(t *report.Timeouts) any { return &t.MinRTO },
+	"max-rto":           func(t *report.Timeouts) any { return &t.MaxRTO },
+	"max-retransmits":   func(t *report.Timeouts) any { return &t.MaxRetransmits },
+	"give-up":           func(t *report.Timeouts) any { return &t.GiveUpAfter },
+	"tick":              func(t *report.Timeouts) any { return &t.Tick },
+}
+
+// knownTimeouts returns what is known of an external server's timeouts:
+// t with the server's fields that no flag gave zeroed (the harness's own,
+// the slack, kept).
+func knownTimeouts(t report.Timeouts, set map[string]bool) *report.Timeouts {
+	k := t
+	for name, field := range timeoutFlags {
+		if set[name] {
+			continue
+		}
+		switch f := field(&k).(type) {
+		case *time.Duration:
+			*f = 0
+		case *int:
+			*f = 0
+		}
+	}
+	return &k
+}
+
+// assumedTimeouts returns a note for each timeout an external server's
+// scenario is judged against that no flag gave: the harness's default is
+// assumed.
+func assumedTimeouts(o *options, set map[string]bool) []string {
+	need := map[string][]string{
+		attack.Idle:       {"idle"},
+		attack.Keepalive:  {"keepalive", "keepalive-timeout", "keepalive-count"},
+		attack.Retransmit: {"rto", "min-rto", "max-rto", "max-retransmits", "give-up"},
+		attack.Slowloris:  {"frame-timeout"},
+	}
+	var notes []string
+	for _, s := range o.scenarios {
+		if attack.NotApplicable(s, o.proto, o.expect) != "" {
+			continue
+		}
+		var missing []string
+		for _, name := range need[s] {
+			if !set[name] {
+				missing = append(missing, "-"+name)
+			}
+		}
+		if len(missing) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: judged against the harness's default %s (not given: the server's own may differ)", s, strings.Join(missing, ", ")))
+		}
+	}
+	return notes
 }
 
 // parseScenarios parses -scenario; by default (or mixed) it returns every
 // scenario the protocol supports, with connflood only if the server's
-// connection limit is known (limit).
-func parseScenarios(s string, p attack.Proto, limit bool) ([]string, error) {
+// connection limit is known (limit). With a raw protocol of the user's
+// (other: -payload, -expect or -preset), the framed-only scenarios are
+// listed too, and reported not applicable (attack.NotApplicable).
+func parseScenarios(s string, p attack.Proto, limit, other bool) ([]string, error) {
 	var out []string
 	if s == "" || s == "mixed" {
 		for _, n := range attack.All {
-			if (p == attack.Framed || !attack.FramedOnly(n)) && (n != attack.Connflood || limit) {
+			if (p == attack.Framed || other || !attack.FramedOnly(n)) && (n != attack.Connflood || limit) {
 				out = append(out, n)
 			}
 		}
@@ -303,7 +443,7 @@ func parseScenarios(s string, p attack.Proto, limit bool) ([]string, error) {
 			return nil, fmt.Errorf("%w: -scenario mixed means all; do not combine it with others", errUsage)
 		case !slices.Contains(attack.All, n):
 			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, keepalive, retransmit, slowloris, churn, nonreader, splitter, pingflood, connflood, garbage or mixed", errUsage, n)
-		case attack.FramedOnly(n) && p != attack.Framed:
+		case attack.FramedOnly(n) && p != attack.Framed && !other:
 			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
 		case slices.Contains(out, n):
 			return nil, fmt.Errorf("%w: -scenario %s given twice", errUsage, n)
@@ -323,7 +463,9 @@ func checkTimeouts(o *options) error {
 			return fmt.Errorf("%w: timeouts must not be negative", errUsage)
 		}
 	}
-	has := func(s string) bool { return slices.Contains(o.scenarios, s) }
+	has := func(s string) bool {
+		return slices.Contains(o.scenarios, s) && attack.NotApplicable(s, o.proto, o.expect) == ""
+	}
 	switch {
 	case has(attack.Idle) && t.Idle == 0:
 		return fmt.Errorf("%w: the idle scenario needs -idle > 0", errUsage)

@@ -7,6 +7,8 @@
 //
 //	go run ./loadtest                          embedded netwheel server, every scenario
 //	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
+//	go run ./loadtest -addr 127.0.0.1:6379 -preset redis -scenario idle -idle 3s
+//	                                           a server of another protocol (-payload, -expect)
 //	go run ./loadtest -shard 2/4 -json s2.json one shard of a test spread over processes
 //	go run ./loadtest report a.json b.json     re-render or merge results
 //
@@ -41,6 +43,9 @@ func main() {
 		}
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, err)
+		}
+		if errors.Is(err, errUnreachable) {
+			os.Exit(1) // the server failed, not the command line
 		}
 		os.Exit(2)
 	}

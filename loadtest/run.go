@@ -110,6 +110,9 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 // requested returns the connections asked for scenario s, all shards
 // together: -conns for the polite scenarios, the hostile ones' own flags.
 func requested(o *options, s string) int {
+	if attack.NotApplicable(s, o.proto, o.expect) != "" {
+		return 0
+	}
 	switch s {
 	case attack.Nonreader:
 		return o.nonreaders
@@ -175,6 +178,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 
 	var srv embeddedServer
 	target := o.addr
+	if o.addr != "" {
+		if err := probe(ctx, o.addr); err != nil {
+			return nil, err
+		}
+	}
 	if o.addr == "" {
 		if srv, err = startNetserver(o); err != nil {
 			return nil, err
@@ -189,7 +197,13 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	}
 	res.Config = report.Config{Target: targetName, Server: o.server, Proto: o.proto.String(), Scenarios: o.scenarios,
 		Conns: map[string]int{}, Rate: o.rate, Size: o.size, Duration: o.duration, Closed: o.closed,
-		ChurnRate: o.churnRate, Timeouts: o.timeouts}
+		ChurnRate: o.churnRate, Timeouts: o.timeouts, Known: o.known}
+	if o.payload != nil || o.expect.Kind != attack.AnswerEcho {
+		res.Config.Payload, res.Config.Expect = strconv.Quote(string(o.payload)), o.expect.String()
+		if o.payload == nil {
+			res.Config.Payload = fmt.Sprintf("%d bytes of a letter pattern", o.size)
+		}
+	}
 	for _, s := range o.scenarios {
 		if s != attack.Churn {
 			res.Config.Conns[s] = requested(o, s)
@@ -198,7 +212,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
-		HostileBytes: o.hostileBytes, FloodHold: o.floodHold}
+		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect}
 	if o.fins {
 		c, note, err := openFINs(target)
 		if err != nil {
@@ -231,6 +245,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		figs[s] = report.NewScenario(s)
 		figs[s].Hostile = attack.Hostile(s)
 		figs[s].Proto = o.proto.String()
+		figs[s].Unjudged = attack.NotApplicable(s, o.proto, o.expect)
 		switch s {
 		case attack.Retransmit:
 			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp
@@ -241,7 +256,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 			// a close may first be seen.
 			figs[s].CloseWithin = o.duration + attack.HostileDrain
 		}
-		if s == attack.Nonreader {
+		if s == attack.Nonreader && figs[s].Unjudged == "" {
 			figs[s].Unjudged = nonreaderUnjudged(o)
 			figs[s].FloodBytes = o.hostileBytes
 		}
@@ -300,6 +315,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections ran out of ephemeral ports; use -shard over several hosts", s, n))
 		}
 	}
+	if note := notEchoNote(o, res.Scenarios); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 	if rc != nil {
 		opened := 0
 		for _, f := range res.Scenarios {
@@ -336,6 +354,41 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	pr.Goroutines[1], pr.FDs[1] = runtime.NumGoroutine(), limits.OpenFiles()
 	res.Process = &pr
 	return res, nil
+}
+
+// notEchoNote returns a hint when an external server taken for an echo
+// server (no -payload, -expect or -preset) answered none of the messages
+// of a scenario: it may speak another protocol.
+func notEchoNote(o *options, figs []*report.Scenario) string {
+	if o.addr == "" || o.proto != attack.Raw || o.payload != nil || o.expect.Kind != attack.AnswerEcho {
+		return ""
+	}
+	for _, f := range figs {
+		if f.Sent > 0 && f.Recv == 0 {
+			return "no message was echoed: if the server speaks another protocol, say what to send and what it answers with -preset (redis, memcached, http, line) or -payload and -expect"
+		}
+	}
+	return ""
+}
+
+// errUnreachable is run's error when -addr cannot be connected to: the
+// exit status is 1, as for a failed judgement.
+var errUnreachable = errors.New("loadtest: cannot reach the server")
+
+// probeTimeout bounds the connection run tries to -addr before the
+// scenarios start.
+const probeTimeout = 3 * time.Second
+
+// probe opens and closes one connection to addr, so that a refused or
+// unreachable server fails the run at once with one line rather than with
+// a report of every connection failing.
+func probe(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: probeTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%w at %s: %v", errUnreachable, addr, err)
+	}
+	return c.Close()
 }
 
 // progress prints a live line every second when stdout is a terminal and

@@ -67,16 +67,22 @@ func FramedOnly(scenario string) bool {
 
 // Config is one attack. Conns are this process's share (after sharding).
 type Config struct {
-	Addr            string
-	Proto           Proto
-	Sources         []net.IP // local addresses to dial from, round robin; nil: the system's choice
-	Scenarios       []string
-	Conns           map[string]int // connections per scenario (churn: ignored; connflood: all it opens)
-	Rate            float64        // echo messages/s per connection (open loop)
-	Closed          bool           // echo closed-loop: next message when the previous echo arrives
-	Size            int            // message payload bytes
-	Duration        time.Duration  // echo sending window; churn window; survivor minimum lifetime
-	ChurnRate       float64        // churn connections/s
+	Addr      string
+	Proto     Proto
+	Sources   []net.IP // local addresses to dial from, round robin; nil: the system's choice
+	Scenarios []string
+	Conns     map[string]int // connections per scenario (churn: ignored; connflood: all it opens)
+	Rate      float64        // echo messages/s per connection (open loop)
+	Closed    bool           // echo closed-loop: next message when the previous echo arrives
+	Size      int            // message payload bytes (the echo pattern's; ignored with Payload)
+	// Payload, raw, is the bytes of each message (nil: Size bytes of a
+	// letter pattern, for an echo server).
+	Payload []byte
+	// Expect, raw, is what an answer to each message must be (zero: the
+	// message echoed).
+	Expect          Expect
+	Duration        time.Duration // echo sending window; churn window; survivor minimum lifetime
+	ChurnRate       float64       // churn connections/s
 	Timeouts        report.Timeouts
 	DialConcurrency int           // dials in flight at once (0: 128)
 	Drain           time.Duration // how long to wait for outstanding echoes (0: 2 s)
@@ -382,6 +388,11 @@ func (t *turns) run(ctx context.Context) {
 	}
 }
 
+// testPauseSender, set only by tests, is called by the open-loop echo
+// sender before each batch with the messages sent so far: it may sleep, as
+// a stopped process would, so that the next batch catches up.
+var testPauseSender func(sent uint64)
+
 // testDialDelay, set only by tests, delays connection i of scenario's dial.
 var testDialDelay func(scenario string, i int) time.Duration
 
@@ -415,14 +426,17 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	if cfg.IdleSpread < 0 {
 		return Outcome{}, fmt.Errorf("attack: idle spread %s must not be negative", cfg.IdleSpread)
 	}
-	if cfg.Size <= 0 {
+	if cfg.Size <= 0 && len(cfg.Payload) == 0 {
 		return Outcome{}, fmt.Errorf("attack: message size %d must be positive", cfg.Size)
 	}
 	r := &run{cfg: cfg, ctr: ctr, start: time.Now(), dialSem: make(chan struct{}, cfg.DialConcurrency),
 		outcome: Outcome{Latency: map[string]*hist.Histogram{}, Elapsed: map[string]time.Duration{}}}
-	r.payload = make([]byte, cfg.Size)
-	for i := range r.payload {
-		r.payload[i] = byte('a' + i%26)
+	r.payload = cfg.Payload
+	if len(r.payload) == 0 {
+		r.payload = make([]byte, cfg.Size)
+		for i := range r.payload {
+			r.payload[i] = byte('a' + i%26)
+		}
 	}
 	var mu sync.Mutex
 	r.emit = func(cr report.ConnResult) { mu.Lock(); emit(cr); mu.Unlock() }
@@ -466,7 +480,9 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 			flood = true // alone, afterwards
 			continue
 		case Echo, Splitter:
+			r.mu.Lock() // churn, started before, writes its own
 			r.outcome.Elapsed[s] = cfg.Duration
+			r.mu.Unlock()
 		}
 		for i := range n {
 			role := roleOf(s, cfg.Proto, i)
@@ -602,8 +618,7 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 		return
 	}
 	res.Connect = dt
-	cl := newClient(c, r.cfg.Proto, r.ctr)
-	cl.size = r.cfg.Size
+	cl := r.client(c)
 	switch role {
 	case Echo:
 		r.echo(ctx, cl, i, n, rec, &res)
@@ -630,6 +645,7 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	if res.End == "" { // hostile roles set it themselves
 		res.End = cl.end
 	}
+	res.Mismatch += cl.wrong.Load()
 	res.Pings = int(cl.pings.Load())
 	if cl.closedByServer() && res.Expect != "" {
 		res.ClosedAt = cl.endAt
@@ -643,6 +659,13 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 		}
 	}
 	r.emit(res)
+}
+
+// client returns a client over c speaking the run's protocol.
+func (r *run) client(c net.Conn) *client {
+	cl := newClient(c, r.cfg.Proto, r.ctr)
+	cl.size, cl.expect, cl.prefix = len(r.payload), r.cfg.Expect.Kind, r.cfg.Expect.Prefix
+	return cl
 }
 
 // message appends message seq (1-based) in the client's protocol, for
@@ -701,7 +724,7 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	if r.cfg.Closed {
 		for time.Now().Before(end) {
 			sentAt.Store(time.Now().UnixNano())
-			if err := cl.send(r.payload, 1); err != nil {
+			if _, err := cl.send(r.payload, 1); err != nil {
 				res.Err = "write"
 				break
 			}
@@ -723,13 +746,19 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 			if !wait(ctx, cl, p.At(sent)) {
 				break
 			}
+			if testPauseSender != nil {
+				testPauseSender(sent)
+			}
 			due := min(p.Due(time.Since(p.At(0))+p.Offset(0)), total)
-			if err := cl.send(r.payload, int(due-sent)); err != nil { // the ones due, in one write
+			n, err := cl.send(r.payload, int(due-sent)) // the ones due, in one write
+			// A failed write may have sent part of the batch (a large one
+			// after the client was paused, say): what went out counts.
+			r.ctr.Sent.Add(int64(n))
+			sent += uint64(n)
+			if err != nil {
 				res.Err = "write"
 				break
 			}
-			r.ctr.Sent.Add(int64(due - sent))
-			sent = due
 		}
 	}
 	// Wait for the outstanding echoes.
@@ -750,6 +779,12 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	cl.shut() // the reader is done: the batch is ours
 	e.flush()
 	res.Sent, res.Recv = sent, e.recv.Load()
+	if res.Err == "write" && res.Recv > res.Sent {
+		// Framed, a failed batch's frames that went out are not known
+		// (sendAll): those echoed were evidently sent.
+		r.ctr.Sent.Add(int64(res.Recv - res.Sent))
+		res.Sent = res.Recv
+	}
 	if res.Recv < res.Sent {
 		res.Lost = res.Sent - res.Recv
 		r.ctr.Errors.Add(int64(res.Lost))
@@ -785,12 +820,15 @@ func startForOnce(cl *client) chan struct{} {
 func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *report.ConnResult) (time.Time, bool) {
 	cl.answerFrom.Store(uint64(cl.keepalives) + 1)
 	t := time.Now()
-	if err := cl.send(r.payload, 1); err != nil {
+	if _, err := cl.send(r.payload, 1); err != nil {
 		res.Err = "write"
 		return t, false
 	}
 	res.Sent = 1
 	r.ctr.Sent.Add(1)
+	if cl.proto == Raw && cl.expect == AnswerNone {
+		return t, true // nothing comes back: written is delivered
+	}
 	select {
 	case <-got:
 		res.Recv = 1
@@ -832,7 +870,7 @@ func (r *run) quietStart(ctx context.Context, cl *client, turn <-chan struct{}, 
 		keep = tk.C
 	}
 	keepAlive := func() error {
-		if err := cl.send(r.payload, 1); err != nil {
+		if _, err := cl.send(r.payload, 1); err != nil {
 			select {
 			case <-cl.done: // the server closed it: quietEnded says so
 			case <-time.After(100 * time.Millisecond):
@@ -991,7 +1029,7 @@ func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) 
 			break
 		}
 		seq++
-		if err := cl.send(r.payload, 1); err != nil {
+		if _, err := cl.send(r.payload, 1); err != nil {
 			res.Err = "write"
 			break
 		}
@@ -1096,14 +1134,14 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 				return
 			}
 			res.Connect = dt
-			cl := newClient(c, r.cfg.Proto, r.ctr)
-			cl.size = r.cfg.Size
+			cl := r.client(c)
 			cl.replies(frame.ReplyAll)
 			if _, ok := r.once(ctx, cl, &res); ok {
 				rec.flush([]int64{int64(time.Since(at))})
 			}
 			cl.shut()
 			res.End = cl.end
+			res.Mismatch += cl.wrong.Load()
 			r.emit(res)
 		})
 	}

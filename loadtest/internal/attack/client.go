@@ -35,7 +35,9 @@ type client struct {
 	ctr   *Counters
 
 	// set before read starts
-	size   int                                                 // raw: message size
+	size   int                                                 // raw: message size (AnswerEcho: an answer's size)
+	expect AnswerKind                                          // raw: how answers are read
+	prefix []byte                                              // raw: what an answer begins with (AnswerLine, AnswerHTTP)
 	onEcho func(k uint64, at time.Time)                        // k-th echo (1-based) arrived
 	onData func(seq uint64, p []byte, at time.Time) (dup bool) // framed: every DATA, before echo counting; p is valid during the call
 	onRaw  func(b []byte)                                      // raw: every byte that arrived, in order; b is valid during the call
@@ -45,6 +47,8 @@ type client struct {
 	closing    atomic.Bool
 	pings      atomic.Int64
 	pongs      atomic.Int64
+	wrong      atomic.Uint64 // raw: answers that were not what -expect says, as the reader found them
+	sending    atomic.Uint64 // raw: messages handed to the socket so far (AnswerAny: what an arrival answers)
 	done       chan struct{}
 
 	keepalives int      // quiet roles': keep-alive messages sent while waiting at the barrier
@@ -77,9 +81,10 @@ func (cl *client) replies(r frame.Reply) {
 }
 
 // send sends n messages of payload p in one write: framed, DATA frames
-// numbered on from the last (frame.Conn numbers them); raw, p n times. The
+// numbered on from the last (frame.Conn numbers them); raw, p n times. It
+// returns how many messages were written whole, as sendAll does. The
 // role's goroutine; allocation-free once its buffers have grown.
-func (cl *client) send(p []byte, n int) error {
+func (cl *client) send(p []byte, n int) (int, error) {
 	for len(cl.ps) < n {
 		cl.ps = append(cl.ps, p)
 	}
@@ -90,18 +95,36 @@ func (cl *client) send(p []byte, n int) error {
 	return cl.sendAll(ps)
 }
 
-// sendAll sends the messages ps in one write. The role's goroutine.
-func (cl *client) sendAll(ps [][]byte) error {
+// sendAll sends the messages ps in one write and returns how many of them
+// were written whole: all of them, or, when the write fails, raw, those
+// before the byte it failed at; framed, 0 (frame.Conn does not say how
+// far a failed write got: the server's echoes show it). The role's
+// goroutine.
+func (cl *client) sendAll(ps [][]byte) (int, error) {
 	if cl.fc != nil {
-		_, err := cl.fc.SendAll(ps...)
-		return err
+		if _, err := cl.fc.SendAll(ps...); err != nil {
+			return 0, err
+		}
+		return len(ps), nil
 	}
 	cl.out = cl.out[:0]
 	for _, p := range ps {
 		cl.out = append(cl.out, p...)
 	}
-	_, err := cl.c.Write(cl.out)
-	return err
+	cl.sending.Add(uint64(len(ps))) // before the write: an answer may come before it returns
+	n, err := cl.c.Write(cl.out)
+	if err == nil {
+		return len(ps), nil
+	}
+	whole := 0
+	for _, p := range ps {
+		if n < len(p) {
+			break
+		}
+		n -= len(p)
+		whole++
+	}
+	return whole, err
 }
 
 // lastWrite returns the start of the last write that completed.
@@ -207,25 +230,45 @@ func protocolError(err error) bool {
 }
 
 // rawReadBuf is the read buffer of a raw client of message size size:
-// four messages, between 4 and 16 KiB. Echoes are counted in bytes, so
-// any size reads correctly; the bound keeps 8 000 idle clients' buffers
-// at 32 MiB rather than 128.
+// four messages, between 4 and 16 KiB. Answers are cut out of the stream
+// whatever its segmentation, so any size reads correctly; the bound keeps
+// 8 000 idle clients' buffers at 32 MiB rather than 128.
 func rawReadBuf(size int) int {
 	return min(max(4*size, 4<<10), 16<<10)
 }
 
+// readRaw reads the server's bytes and counts its answers as cl.expect
+// says: cut out of the stream by their parser (answer.go), or, for
+// AnswerAny, whatever arrives answering every message sent before it;
+// AnswerNone counts none.
 func (cl *client) readRaw() {
 	buf := make([]byte, rawReadBuf(cl.size))
-	var echoes, rawBytes uint64
+	var ans answers
+	if cl.expect != AnswerAny && cl.expect != AnswerNone {
+		ans = newAnswers(Expect{Kind: cl.expect, Prefix: cl.prefix}, cl.size)
+	}
+	var echoes uint64
 	for {
 		n, err := cl.c.Read(buf)
 		now := time.Now()
 		if n > 0 {
-			rawBytes += uint64(n)
 			if cl.onRaw != nil {
 				cl.onRaw(buf[:n])
 			}
-			for k := rawBytes / uint64(cl.size); echoes < k; {
+			var k uint64
+			switch {
+			case ans != nil:
+				done, wrong := ans.feed(buf[:n])
+				k = uint64(done)
+				if wrong > 0 {
+					cl.wrong.Add(uint64(wrong))
+				}
+			case cl.expect == AnswerAny:
+				if sent := cl.sending.Load(); sent > echoes {
+					k = sent - echoes
+				}
+			}
+			for end := echoes + k; echoes < end; {
 				echoes++
 				if echoes >= max(cl.answerFrom.Load(), 1) {
 					cl.answered.CompareAndSwap(0, now.UnixNano())

@@ -36,7 +36,8 @@ func TestClient_EchoPathAllocationFree(t *testing.T) {
 	payload := make([]byte, 64)
 	var sent uint64
 	roundTrip := func() {
-		require.NoError(t, cl.send(payload, 3))
+		_, err := cl.send(payload, 3)
+		require.NoError(t, err)
 		sent += 3
 		for e.recv.Load() < sent {
 			select {

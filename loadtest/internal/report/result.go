@@ -57,6 +57,16 @@ type Config struct {
 	Closed    bool           `json:"closed_loop"`
 	ChurnRate float64        `json:"churn_rate"`
 	Timeouts  Timeouts       `json:"timeouts"`
+	// Known, for an external server, is what the flags told of its
+	// timeouts: Timeouts with the fields no flag gave zeroed (Timeouts
+	// holds the harness's defaults the scenarios assumed for them). The
+	// header shows Known when it is set.
+	Known *Timeouts `json:"known_timeouts,omitempty"`
+	// Payload and Expect describe a raw protocol other than echo: each
+	// message (Go-quoted) and what its answer must be (as -expect takes
+	// it); both "" for an echo server.
+	Payload string `json:"payload,omitempty"`
+	Expect  string `json:"expect,omitempty"`
 }
 
 // ConnResult is what one connection of an attack reports when it ends.

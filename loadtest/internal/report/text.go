@@ -111,7 +111,14 @@ func (t Timeouts) String() string {
 	if t.InitialRTO > 0 || t.MaxRetransmits > 0 {
 		parts = append(parts, fmt.Sprintf("rto %s (min %s, max %s), %d retransmits, give up after %s", t.InitialRTO, t.MinRTO, t.MaxRTO, t.MaxRetransmits, t.GiveUpAfter))
 	}
-	return fmt.Sprintf("server timeouts: %s; tick %s, slack %s", strings.Join(parts, ", "), t.Tick, t.Slack)
+	if len(parts) == 0 {
+		parts = append(parts, "none given")
+	}
+	tick := ""
+	if t.Tick > 0 {
+		tick = fmt.Sprintf("tick %s, ", t.Tick)
+	}
+	return fmt.Sprintf("server timeouts: %s; %sslack %s", strings.Join(parts, ", "), tick, t.Slack)
 }
 
 // Verdict is a scenario's pass/fail checks: each failed check is a line.
@@ -249,7 +256,13 @@ func Text(w io.Writer, r *Result) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("netwheel load test: %s server (%s), %s protocol, %s", c.Server, c.Target, c.Proto, r.End.Sub(r.Start).Round(10*time.Millisecond))
 	t := c.Timeouts
+	if c.Known != nil {
+		t = *c.Known // an external server: only what the flags said
+	}
 	p("  %s", t.String())
+	if c.Payload != "" || c.Expect != "" {
+		p("  each message %s; an answer: %s", c.Payload, c.Expect)
+	}
 	if len(r.Shards) > 0 && !(len(r.Shards) == 1 && r.Shards[0] == "1/1") {
 		p("  shards: %s", strings.Join(r.Shards, ", "))
 	}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+)
+
+func TestParseFlags_ProtocolErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "preset framed", args: []string{"-addr", "127.0.0.1:1", "-proto", "framed", "-preset", "redis"}, want: "-proto framed"},
+		{name: "unknown preset", args: []string{"-addr", "127.0.0.1:1", "-preset", "smtp"}, want: "-preset"},
+		{name: "expect embedded", args: []string{"-proto", "raw", "-expect", "any"}, want: "need -addr"},
+		{name: "size and payload", args: []string{"-addr", "127.0.0.1:1", "-payload", "x", "-size", "3"}, want: "-size"},
+		{name: "size and preset", args: []string{"-addr", "127.0.0.1:1", "-preset", "redis", "-size", "3"}, want: "-size"},
+		{name: "bad escape", args: []string{"-addr", "127.0.0.1:1", "-payload", `a\q`}, want: "Go escapes"},
+		{name: "empty payload", args: []string{"-addr", "127.0.0.1:1", "-payload", ""}, want: "-payload"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestParseFlags_Presets(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        []string
+		wantPayload string
+		wantKind    attack.AnswerKind
+		wantPrefix  string
+	}{
+		{name: "redis", args: []string{"-preset", "redis"}, wantPayload: "PING\r\n", wantKind: attack.AnswerLine, wantPrefix: "+PONG\r\n"},
+		{name: "memcached", args: []string{"-preset", "memcached"}, wantPayload: "version\r\n", wantKind: attack.AnswerLine, wantPrefix: "VERSION "},
+		{name: "http", args: []string{"-preset", "http"}, wantPayload: "GET / HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: netwheel-loadtest\r\n\r\n",
+			wantKind: attack.AnswerHTTP, wantPrefix: "HTTP/1."},
+		{name: "line", args: []string{"-preset", "line"}, wantPayload: "ping\n", wantKind: attack.AnswerLine},
+		{name: "preset, expect given", args: []string{"-preset", "redis", "-expect", "any"}, wantPayload: "PING\r\n", wantKind: attack.AnswerAny},
+		{name: "payload only: echoed", args: []string{"-payload", `a\tb`}, wantPayload: "a\tb", wantKind: attack.AnswerEcho},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(append([]string{"-addr", "127.0.0.1:9"}, tt.args...), io.Discard)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantPayload, string(o.payload))
+			assert.Equal(t, len(tt.wantPayload), o.size)
+			assert.Equal(t, tt.wantKind, o.expect.Kind)
+			assert.Equal(t, tt.wantPrefix, string(o.expect.Prefix))
+		})
+	}
+}
+
+// -payload alone drives the embedded echo server, over the raw protocol.
+func TestParseFlags_PayloadEmbeddedIsRaw(t *testing.T) {
+	o, err := parseFlags([]string{"-payload", `hi\n`, "-scenario", "echo"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, attack.Raw, o.proto)
+	assert.Equal(t, "hi\n", string(o.payload))
+}
+
+// A refused -addr fails at once, in one line, before any scenario starts.
+func TestRun_UnreachableFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: refused
+	var out bytes.Buffer
+	start := time.Now()
+	err = realMain(context.Background(), []string{"-addr", addr, "-q"}, &out, io.Discard)
+	require.ErrorIs(t, err, errUnreachable)
+	assert.Less(t, time.Since(start), probeTimeout+time.Second)
+	assert.Contains(t, err.Error(), addr)
+	assert.NotContains(t, err.Error(), "\n", "one line")
+	assert.Empty(t, out.String(), "no report")
+}
+
+// serveLines runs a line server on 127.0.0.1: each line it reads it
+// answers with "OK " and the line, written cut at random byte boundaries
+// (down to a byte a write, two answers sometimes joined in one write).
+func serveLines(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
+		for i := uint64(0); ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				_ = c.(*net.TCPConn).SetNoDelay(true)
+				rng := rand.New(rand.NewPCG(i, 1))
+				r := bufio.NewReader(c)
+				var pending []byte
+				for {
+					line, err := r.ReadBytes('\n')
+					if err != nil {
+						return
+					}
+					pending = append(append(pending, "OK "...), line...)
+					if r.Buffered() > 0 && rng.IntN(2) == 0 {
+						continue // joined with the next answer
+					}
+					for len(pending) > 0 {
+						n := min(len(pending), 1+rng.IntN(4))
+						if _, err := c.Write(pending[:n]); err != nil {
+							return
+						}
+						pending = pending[n:]
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// A line protocol over real TCP, its answers cut at random: every message
+// is answered once, none wrongly; the splitter, which needs an echo server,
+// says not applicable; the header gives only the flags given.
+func TestRun_LineProtocol(t *testing.T) {
+	addr := serveLines(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := realMain(ctx, []string{"-addr", addr, "-payload", `hello\n`, "-expect", "OK ", "-scenario", "echo,churn,splitter,keepalive",
+		"-conns", "20", "-rate", "200", "-duration", "500ms", "-churn-rate", "50", "-q"}, &out, io.Discard)
+	require.NoError(t, err, out.String())
+	text := out.String()
+	assert.Contains(t, text, "server timeouts: none given; slack ")
+	assert.Contains(t, text, `each message "hello\n"; an answer: "OK "`)
+	header, _, _ := strings.Cut(text, "\n\n")
+	assert.NotContains(t, header, "keepalive", "no netwheel defaults for an external server")
+	assert.Contains(t, text, "[echo] ok")
+	assert.Contains(t, text, "[churn] ok")
+	assert.Contains(t, text, "[splitter] not applicable")
+	assert.Contains(t, text, "[keepalive] not applicable: 0/0 connections opened")
+	assert.Contains(t, text, "keepalive needs the framed protocol")
+	lines := regexp.MustCompile(`messages: (\d+) sent, (\d+) echoed, 0 lost`).FindAllStringSubmatch(text, -1)
+	require.Len(t, lines, 2, "echo and churn count their messages, none lost\n%s", text)
+	for _, m := range lines {
+		assert.Equal(t, m[1], m[2], "every message answered once\n%s", text)
+		assert.NotEqual(t, "0", m[1])
+	}
+}
+
+// serveSilent runs a server on 127.0.0.1 that reads and closes a
+// connection after idle without a byte from it; answer, if not nil, is
+// written (in two pieces) after each read.
+func serveSilent(t *testing.T, idle time.Duration, answer []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					_ = c.SetReadDeadline(time.Now().Add(idle))
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					if answer != nil {
+						_, _ = c.Write(answer[:1])
+						_, _ = c.Write(answer[1:])
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// A server that answers nothing (-expect none), or anything (-expect
+// any), is still judged on its idle timeout; echo, which counts answers one
+// by one, says not applicable.
+func TestRun_UncountedAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		expect string
+		answer []byte
+	}{
+		{expect: "none"},
+		{expect: "any", answer: []byte("whatever")},
+	} {
+		t.Run("expect="+tt.expect, func(t *testing.T) {
+			addr := serveSilent(t, time.Second, tt.answer)
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := realMain(ctx, []string{"-addr", addr, "-payload", `x`, "-expect", tt.expect, "-scenario", "echo,idle",
+				"-idle", "1s", "-conns", "10", "-q"}, &out, io.Discard)
+			require.NoError(t, err, out.String())
+			text := out.String()
+			assert.Contains(t, text, "[echo] not applicable", text)
+			assert.Contains(t, text, "[idle] ok: 10/10", text)
+			assert.Contains(t, text, `10 expected to close by "idle": 10 on time`, text)
+		})
+	}
+}
+
+// A server taken for an echo server that echoes nothing gets a hint to
+// say its protocol.
+func TestRun_NotEchoHint(t *testing.T) {
+	addr := serveSilent(t, 5*time.Second, nil)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := realMain(ctx, []string{"-addr", addr, "-proto", "raw", "-scenario", "idle", "-idle", "1s", "-conns", "5", "-q"}, &out, io.Discard)
+	require.ErrorIs(t, err, errJudged, out.String())
+	assert.Contains(t, out.String(), "note: no message was echoed: if the server speaks another protocol")
+}
