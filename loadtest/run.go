@@ -17,6 +17,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/baseline"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
+	"github.com/netwheel/netwheel/loadtest/internal/lag"
 	"github.com/netwheel/netwheel/loadtest/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
@@ -287,12 +288,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srvPeak int64
 	stopProgress := progress(o, &ctr, srv, &srvPeak, stdout)
 	actx, cancel := context.WithTimeout(ctx, hardBound(o))
+	mon := lag.Start()
 	res.Start = time.Now()
 	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) { figs[r.Scenario].Add(r, o.timeouts) })
 	if cfg.FINs != nil {
 		cfg.FINs.Close() // before the leak check counts goroutines and files
 	}
 	res.End = time.Now()
+	res.SelfLag = mon.Stop()
 	hitBound := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
 	stopProgress()

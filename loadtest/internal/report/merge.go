@@ -78,6 +78,12 @@ func Merge(rs ...*Result) (*Result, error) {
 		if r.Memory != nil && len(rs) == 1 {
 			out.Memory = r.Memory
 		}
+		if r.SelfLag != nil {
+			if out.SelfLag == nil {
+				out.SelfLag = &SelfLag{Lag: &hist.Histogram{}}
+			}
+			out.SelfLag.merge(r.SelfLag)
+		}
 	}
 	cd, note := mergeCloseDelay(rs)
 	out.CloseDelay = cd

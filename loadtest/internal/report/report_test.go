@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netwheel/netwheel/loadtest/internal/hist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -524,4 +525,48 @@ func TestScenario_NonreaderFlood(t *testing.T) {
 			assert.Equal(t, tc.notApplicable, s.NotApplicable() != "", s.NotApplicable())
 		})
 	}
+}
+
+// selfLag returns a harness's lag figures: every wake late by late, and
+// the other processes' CPU.
+func selfLag(late time.Duration, wakes int, others time.Duration) *SelfLag {
+	l := &SelfLag{Lag: &hist.Histogram{}, Wall: 10 * time.Second, CPUs: 2, OwnCPU: time.Second, OtherCPU: others}
+	for range wakes {
+		l.Lag.Record(int64(late))
+		l.Stalled += max(late-time.Millisecond, 0)
+	}
+	l.Stalled = min(l.Stalled, l.Wall)
+	return l
+}
+
+func TestMergeAndJSON_SelfLag(t *testing.T) {
+	a, b := shard("1/2", 10), shard("2/2", 10)
+	a.SelfLag, b.SelfLag = selfLag(time.Millisecond, 100, 3*time.Second), selfLag(300*time.Millisecond, 10, 15*time.Second)
+	m, err := Merge(a, b)
+	require.NoError(t, err)
+	require.NotNil(t, m.SelfLag)
+	assert.Equal(t, uint64(110), m.SelfLag.Lag.Count())
+	assert.Equal(t, int64(300*time.Millisecond), m.SelfLag.Lag.Max())
+	assert.Equal(t, 18*time.Second, m.SelfLag.OtherCPU, "added up")
+	assert.Equal(t, 20*time.Second, m.SelfLag.Wall, "added up, so that the stalled share is the shards' average")
+	assert.Equal(t, uint64(100), a.SelfLag.Lag.Count(), "inputs untouched")
+
+	var buf bytes.Buffer
+	require.NoError(t, JSON(&buf, m))
+	assert.Contains(t, buf.String(), `"self_lag"`)
+	got, err := ReadJSON(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, m.SelfLag.Lag.Quantile(0.99), got.SelfLag.Lag.Quantile(0.99))
+	assert.Equal(t, m.SelfLag.OtherCPU, got.SelfLag.OtherCPU)
+	var txt bytes.Buffer
+	Text(&txt, got)
+	assert.Contains(t, txt.String(), "other processes 18.0 CPU-s")
+
+	// Written before the lag was measured: none, and merges without it.
+	old, err := ReadJSON(strings.NewReader(`{"version":1,"self_lag":{"wall":1}}`))
+	require.NoError(t, err)
+	assert.NotNil(t, old.SelfLag.Lag, "an absent histogram reads as empty")
+	m, err = Merge(shard("1/1", 1))
+	require.NoError(t, err)
+	assert.Nil(t, m.SelfLag)
 }

@@ -484,6 +484,61 @@ type Process struct {
 	FDs          [2]int        `json:"fds"`        // before, after
 }
 
+// SelfLag is how promptly the harness itself got the CPU over the run
+// (package lag measures it): a load generator kept waiting cannot tell a
+// late server from its own lateness. Merged from shards, the histograms
+// merge and the durations add up (Wall too, so that Stalled/Wall stays the
+// share of the time stalled); CPUs is the largest.
+type SelfLag struct {
+	// Lag is how late each 1 ms wake of a monitor goroutine came, its wait
+	// in the Go scheduler's queue behind the harness's goroutines
+	// included, in ns.
+	Lag *hist.Histogram `json:"lag"`
+	// Stalled is the wakes' lateness beyond 1 ms, added up: the time the
+	// harness was kept from running.
+	Stalled time.Duration `json:"stalled"`
+	Wall    time.Duration `json:"wall"` // how long it was measured
+	CPUs    int           `json:"cpus"`
+	// OwnCPU is the harness process's CPU time (the embedded server's
+	// included), OtherCPU the busy time of every CPU of the machine that
+	// was not the harness's: the other processes', and StealCPU what the
+	// hypervisor took from the machine. From /proc (Linux), in 10 ms
+	// ticks.
+	OwnCPU   time.Duration `json:"own_cpu"`
+	OtherCPU time.Duration `json:"other_cpu"`
+	StealCPU time.Duration `json:"steal_cpu"`
+	// Err says why the CPU figures are missing (no /proc); the lag is
+	// still measured.
+	Err string `json:"err,omitempty"`
+}
+
+// StalledShare returns the share of the run the harness was kept waiting,
+// 0 to 1.
+func (l *SelfLag) StalledShare() float64 {
+	if l == nil || l.Wall <= 0 {
+		return 0
+	}
+	return min(float64(l.Stalled)/float64(l.Wall), 1)
+}
+
+// Capacity returns the CPU time the machine had over the run: its CPUs
+// times the wall time.
+func (l *SelfLag) Capacity() time.Duration { return time.Duration(l.CPUs) * l.Wall }
+
+// merge adds o's figures to l's.
+func (l *SelfLag) merge(o *SelfLag) {
+	l.Lag.Merge(o.Lag)
+	l.Stalled += o.Stalled
+	l.Wall += o.Wall
+	l.CPUs = max(l.CPUs, o.CPUs)
+	l.OwnCPU += o.OwnCPU
+	l.OtherCPU += o.OtherCPU
+	l.StealCPU += o.StealCPU
+	if l.Err == "" {
+		l.Err = o.Err
+	}
+}
+
 // Result is one run of the harness, or a merge of several shards.
 type Result struct {
 	Version   int         `json:"version"`
@@ -498,6 +553,9 @@ type Result struct {
 	Remote    *Remote     `json:"remote,omitempty"` // -metrics: the external server's leak check
 	Memory    *Memory     `json:"memory,omitempty"` // with hostile scenarios: the server's memory growth
 	Scenarios []*Scenario `json:"scenarios"`
+	// SelfLag is the harness's own scheduling over the run; nil in
+	// results written before it was measured.
+	SelfLag *SelfLag `json:"self_lag,omitempty"`
 
 	// CloseDelay is the server's own account of its timeout closes
 	// (CloseDelayMetric): for each connection a timeout closed, from the

@@ -33,6 +33,9 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 			return nil, fmt.Errorf("report: reading result: %w", err)
 		}
 	}
+	if l := r.SelfLag; l != nil && l.Lag == nil {
+		l.Lag = &hist.Histogram{}
+	}
 	for _, s := range r.Scenarios { // maps and histograms may be absent in JSON
 		if s.Proto == "" {
 			s.Proto = r.Config.Proto // written before scenarios had their own
@@ -373,6 +376,9 @@ func Text(w io.Writer, r *Result) {
 	if rm := r.Remote; rm != nil {
 		remoteText(p, rm)
 	}
+	if sl := r.SelfLag; sl != nil {
+		selfLagText(p, sl)
+	}
 	for _, l := range r.Limits {
 		p("LIMIT: %s", l)
 	}
@@ -492,6 +498,21 @@ func memoryText(p func(string, ...any), m *Memory, bad []string) {
 		p("  ! %s", l)
 	}
 }
+
+// selfLagText writes how promptly the harness got the CPU.
+func selfLagText(p func(string, ...any), sl *SelfLag) {
+	p("harness lag (a 1 ms wake, its wait behind the harness's goroutines included): p50 %s  p99 %s  max %s; kept waiting %s of %s (%.0f%%)",
+		D(sl.Lag.Quantile(0.5)), D(sl.Lag.Quantile(0.99)), D(sl.Lag.Max()), D(int64(sl.Stalled)), D(int64(sl.Wall)), 100*sl.StalledShare())
+	if sl.Err != "" {
+		p("  other processes' CPU: not read: %s", sl.Err)
+		return
+	}
+	p("  CPU over the run: this process %s, other processes %s, stolen by the hypervisor %s, of %s (%d CPUs)",
+		cpuS(sl.OwnCPU), cpuS(sl.OtherCPU), cpuS(sl.StealCPU), cpuS(sl.Capacity()), sl.CPUs)
+}
+
+// cpuS formats CPU time in CPU-seconds.
+func cpuS(d time.Duration) string { return fmt.Sprintf("%.1f CPU-s", d.Seconds()) }
 
 // remoteText writes the external server's leak check.
 func remoteText(p func(string, ...any), rm *Remote) {
