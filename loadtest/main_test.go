@@ -87,6 +87,7 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "bad byte size", args: []string{"-output-limit", "4 lots"}, want: "byte count"},
 		{name: "no hostile bytes", args: []string{"-hostile-bytes", "0"}, want: "-hostile-bytes"},
 		{name: "server pid without addr", args: []string{"-server-pid", "1"}, want: "needs -addr"},
+		{name: "horizon within the slack", args: []string{"-slack", "1s", "-close-horizon", "500ms"}, want: "-close-horizon"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,10 +283,12 @@ func TestEndToEnd_Baseline(t *testing.T) {
 
 func TestEndToEnd_BaselineWithoutTimersNeverReaps(t *testing.T) {
 	r, out := e2e(t, "-server", "gnet", "-scenario", "idle", "-conns", "10", "-duration", "200ms",
-		"-idle", "200ms", "-slack", "100ms")
+		"-idle", "200ms", "-slack", "100ms", "-close-horizon", "400ms")
 	s := r.Scenario("idle")
 	assert.Equal(t, 10, s.NeverReaped, "a server without timers never reaps")
+	assert.Equal(t, 400*time.Millisecond, s.Horizon)
 	assert.Contains(t, out, "CHECK")
+	assert.Contains(t, out, "10 of 10 not closed within 400ms (the horizon) of their deadline")
 }
 
 func TestEndToEnd_Netwheel(t *testing.T) {

@@ -185,7 +185,7 @@ func hardBound(o *options) time.Duration {
 	t := o.timeouts
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, giveUp)
-	d := o.duration + o.barrier + o.spread + longest + 2*t.Slack + 20*time.Second
+	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
 	if hasScenario(o, attack.Connflood) {
 		d += o.barrier + o.floodHold // after the others: its dials, then the hold
 	}
@@ -222,7 +222,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	}
 	res.Config = report.Config{Target: targetName, Server: o.server, Proto: o.proto.String(), Scenarios: o.scenarios,
 		Conns: map[string]int{}, Rate: o.rate, Size: o.size, Duration: o.duration, Closed: o.closed,
-		ChurnRate: o.churnRate, Timeouts: o.timeouts}
+		ChurnRate: o.churnRate, Timeouts: o.timeouts, CloseHorizon: o.horizon}
 	for _, s := range o.scenarios {
 		if s != attack.Churn {
 			res.Config.Conns[s] = requested(o, s)
@@ -231,7 +231,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
-		HostileBytes: o.hostileBytes, FloodHold: o.floodHold}
+		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, CloseHorizon: o.horizon}
 	if o.fins {
 		c, note, err := openFINs(target)
 		if err != nil {
@@ -264,6 +264,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		figs[s] = report.NewScenario(s)
 		figs[s].Hostile = attack.Hostile(s)
 		figs[s].Proto = o.proto.String()
+		figs[s].Horizon = o.horizon
 		switch s {
 		case attack.Retransmit:
 			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp

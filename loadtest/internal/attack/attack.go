@@ -108,6 +108,12 @@ type Config struct {
 	// one dialed (0: 1 s). Keep it below the server's idle timeout, or the
 	// connections it keeps die idle.
 	FloodHold time.Duration
+	// CloseHorizon is how long after its expected close a connection waits
+	// for the server to close it, so that a late close is measured rather
+	// than cut off (0, or less than Timeouts.Slack: the slack). A close on
+	// time ends the wait at once; only a late or missing one makes the run
+	// longer.
+	CloseHorizon time.Duration
 }
 
 // Barrier is how the quiet connections' barrier ended.
@@ -412,6 +418,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	if cfg.FloodHold <= 0 {
 		cfg.FloodHold = time.Second
 	}
+	cfg.CloseHorizon = max(cfg.CloseHorizon, cfg.Timeouts.Slack)
 	if cfg.IdleSpread < 0 {
 		return Outcome{}, fmt.Errorf("attack: idle spread %s must not be negative", cfg.IdleSpread)
 	}
@@ -805,10 +812,10 @@ func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *
 }
 
 // expectClose waits for the server to close the connection, until
-// expected + slack, and records the expectation.
+// expected + CloseHorizon, and records the expectation.
 func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResult, reason string, expected time.Time) {
 	res.Expect, res.ExpectedAt = reason, expected
-	wait(ctx, cl, expected.Add(r.cfg.Timeouts.Slack))
+	wait(ctx, cl, expected.Add(r.cfg.CloseHorizon))
 }
 
 // quietStart starts a quiet connection's reader, answering pings until its
@@ -1045,7 +1052,7 @@ func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult)
 	}
 	res.Expect, res.ExpectedAt = "frame_deadline", t0.Add(r.cfg.Timeouts.Frame)
 	every := max(r.cfg.Timeouts.Frame/4, 10*time.Millisecond)
-	end := res.ExpectedAt.Add(r.cfg.Timeouts.Slack)
+	end := res.ExpectedAt.Add(r.cfg.CloseHorizon) // trickling on: a late server's idle timeout must not take it
 	for i, next := frame.HeaderSize, t0.Add(every); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
 		if !wait(ctx, cl, next) {
 			return

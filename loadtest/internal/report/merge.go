@@ -135,6 +135,8 @@ func (s *Scenario) merge(o *Scenario) {
 	s.Expected += o.Expected
 	s.Reaped += o.Reaped
 	s.NeverReaped += o.NeverReaped
+	s.Late += o.Late
+	s.Horizon = max(s.Horizon, o.Horizon)
 	s.Early += o.Early
 	s.Survivors += o.Survivors
 	s.Survived += o.Survived

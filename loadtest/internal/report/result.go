@@ -57,6 +57,10 @@ type Config struct {
 	Closed    bool           `json:"closed_loop"`
 	ChurnRate float64        `json:"churn_rate"`
 	Timeouts  Timeouts       `json:"timeouts"`
+	// CloseHorizon is how long after its expected close a connection
+	// waited for the server's close (-close-horizon); 0 in results written
+	// before it, which waited the slack.
+	CloseHorizon time.Duration `json:"close_horizon,omitempty"`
 }
 
 // ConnResult is what one connection of an attack reports when it ends.
@@ -135,13 +139,22 @@ type Scenario struct {
 	Connect *hist.Histogram `json:"connect,omitempty"` // ns, dial times
 
 	// Timer checks: connections that a server timeout must close.
-	Expect      string          `json:"expect,omitempty"`
-	Expected    int             `json:"expected,omitempty"`
-	Reaped      int             `json:"reaped,omitempty"`       // closed within slack, right reason
-	WrongReason map[string]int  `json:"wrong_reason,omitempty"` // closed in time for another reason
-	NeverReaped int             `json:"never_reaped,omitempty"` // not closed within expected + slack
-	Early       int             `json:"early,omitempty"`        // closed more than a tick early
-	ReapError   *hist.Histogram `json:"reap_error,omitempty"`   // ns, observed - expected close
+	Expect      string         `json:"expect,omitempty"`
+	Expected    int            `json:"expected,omitempty"`
+	Reaped      int            `json:"reaped,omitempty"`       // closed within slack, right reason
+	WrongReason map[string]int `json:"wrong_reason,omitempty"` // closed in time for another reason
+	// Late counts the closes seen after expected + slack but within the
+	// horizon, whatever their reason: their lateness is in ReapError.
+	Late int `json:"late,omitempty"`
+	// NeverReaped counts the connections not closed within the horizon
+	// after their expected close (results written before the horizon: not
+	// within the slack, late ones included).
+	NeverReaped int `json:"never_reaped,omitempty"`
+	// Horizon is how long after its expected close each connection waited
+	// for the close; the caller sets it (0: the slack).
+	Horizon   time.Duration   `json:"horizon,omitempty"`
+	Early     int             `json:"early,omitempty"`      // closed more than a tick early
+	ReapError *hist.Histogram `json:"reap_error,omitempty"` // ns, observed - expected close
 	// Idle connections with an answer to their last message (AckedAt): the
 	// close error measured from the answer's arrival instead of the send,
 	// and the send-to-answer time. ReapError (from the send) is an upper
@@ -299,8 +312,10 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 		s.Expect = r.Expect
 		s.Expected++
 		switch {
-		case r.ClosedAt.IsZero() || r.ClosedAt.Sub(r.ExpectedAt) > t.Slack:
+		case r.ClosedAt.IsZero():
 			s.NeverReaped++
+		case r.ClosedAt.Sub(r.ExpectedAt) > t.Slack:
+			s.Late++
 		case r.End != r.Expect && !(r.End == "eof" && r.Expect == "idle" && s.Proto == "raw"): // a raw server closes with EOF; a framed one must say why
 			s.WrongReason[r.End]++
 		default:

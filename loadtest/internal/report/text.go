@@ -146,10 +146,13 @@ func (s *Scenario) Verdict() []string {
 		bad = append(bad, fmt.Sprintf("%d messages never answered", s.Lost))
 	}
 	if s.Early > 0 {
-		bad = append(bad, fmt.Sprintf("%d connections closed EARLY", s.Early))
+		bad = append(bad, fmt.Sprintf("%d of %d closed EARLY, by up to %s", s.Early, s.Expected, D(-s.ReapError.Min())))
+	}
+	if s.Late > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d closed late, beyond the slack: %s", s.Late, s.Expected, lateness(s.ReapError)))
 	}
 	if s.NeverReaped > 0 {
-		bad = append(bad, fmt.Sprintf("%d connections not closed within timeout + slack", s.NeverReaped))
+		bad = append(bad, fmt.Sprintf("%d of %d not closed within %s of their deadline", s.NeverReaped, s.Expected, s.horizonText()))
 	}
 	if n := sum(s.WrongReason); n > 0 {
 		bad = append(bad, fmt.Sprintf("%d closed for another reason (%s)", n, counts(s.WrongReason)))
@@ -158,6 +161,20 @@ func (s *Scenario) Verdict() []string {
 		bad = append(bad, fmt.Sprintf("%d of %d %s survivors were closed", s.Survivors-s.Survived, s.Survivors, s.Name))
 	}
 	return append(bad, s.mustCloseVerdict()...)
+}
+
+// lateness describes the close errors of h, in ns: how late the closes
+// came.
+func lateness(h *hist.Histogram) string {
+	return fmt.Sprintf("late p50 %s, p99 %s, max %s", D(h.Quantile(0.5)), D(h.Quantile(0.99)), D(h.Max()))
+}
+
+// horizonText says how long after its deadline a close was waited for.
+func (s *Scenario) horizonText() string {
+	if s.Horizon <= 0 {
+		return "the slack" // results written before the horizon
+	}
+	return D(int64(s.Horizon)) + " (the horizon)"
 }
 
 // mustClose is, for each hostile scenario whose every connection the
@@ -298,8 +315,8 @@ func Text(w io.Writer, r *Result) {
 			p("  latency:  %s", quantiles(s.Latency))
 		}
 		if s.Expected > 0 {
-			p("  %d expected to close by %q: %d on time, %d never (within slack), %d early, other reasons: %s",
-				s.Expected, s.Expect, s.Reaped, s.NeverReaped, s.Early, counts(s.WrongReason))
+			p("  %d expected to close by %q: %d on time, %d late (beyond the slack), %d never (within %s), %d early, other reasons: %s",
+				s.Expected, s.Expect, s.Reaped, s.Late, s.NeverReaped, s.horizonText(), s.Early, counts(s.WrongReason))
 			if s.ReapError.Count() > 0 {
 				p("  close error (observed - expected): p50 %s  p99 %s  max %s  min %s", D(s.ReapError.Quantile(0.5)),
 					D(s.ReapError.Quantile(0.99)), D(s.ReapError.Max()), D(s.ReapError.Min()))
