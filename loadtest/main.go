@@ -43,6 +43,9 @@ func main() {
 		if errors.Is(err, errJudged) {
 			os.Exit(1)
 		}
+		if errors.Is(err, errStarved) {
+			os.Exit(3)
+		}
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, err)
 		}
@@ -78,8 +81,18 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := output(res, o.jsonPath, o.plotPath, stdout); err != nil {
 		return err
 	}
-	if res.Failures() > 0 {
+	return judged(res)
+}
+
+// judged returns the error that gives a result's exit status: errJudged if
+// a judgement failed, else errStarved if some were not judged because the
+// harness was starved, else nil.
+func judged(res *report.Result) error {
+	switch {
+	case res.Failures() > 0:
 		return errJudged
+	case res.NotJudged() > 0:
+		return errStarved
 	}
 	return nil
 }
@@ -87,6 +100,12 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // errJudged is realMain's error when the run completed but some of its
 // judgements failed (the report says which): the exit status is 1.
 var errJudged = errors.New("loadtest: some checks failed")
+
+// errStarved is realMain's error when no judgement failed but some checks
+// of timing were not judged, because the harness itself was starved of
+// the CPU (the report says how): the exit status is 3, neither a pass nor
+// a failure of the server.
+var errStarved = errors.New("loadtest: some checks not judged: the load generator was starved")
 
 // output renders res as text to stdout, and to the JSON and plot files if
 // asked.

@@ -265,6 +265,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		figs[s].Hostile = attack.Hostile(s)
 		figs[s].Proto = o.proto.String()
 		figs[s].Horizon = o.horizon
+		figs[s].AnswerWait, figs[s].DialWait = attack.DefaultDrain, attack.DialTimeout
 		switch s {
 		case attack.Retransmit:
 			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp

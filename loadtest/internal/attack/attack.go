@@ -79,7 +79,7 @@ type Config struct {
 	ChurnRate       float64        // churn connections/s
 	Timeouts        report.Timeouts
 	DialConcurrency int           // dials in flight at once (0: 128)
-	Drain           time.Duration // how long to wait for outstanding echoes (0: 2 s)
+	Drain           time.Duration // how long to wait for outstanding echoes (0: DefaultDrain)
 	// IdleSpread is the window over which the quiet connections (idle, and
 	// keepalive's silent half) send their last message, evenly: connection i
 	// of n sends at release + IdleSpread*i/n, where release is when every
@@ -115,6 +115,14 @@ type Config struct {
 	// longer.
 	CloseHorizon time.Duration
 }
+
+// Waits of the harness: the default Config.Drain, how long an answer is
+// waited for before the message counts as lost, and how long a dial may
+// take.
+const (
+	DefaultDrain = 2 * time.Second
+	DialTimeout  = 5 * time.Second
+)
 
 // Barrier is how the quiet connections' barrier ended.
 type Barrier struct {
@@ -407,7 +415,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		cfg.DialConcurrency = 128
 	}
 	if cfg.Drain <= 0 {
-		cfg.Drain = 2 * time.Second
+		cfg.Drain = DefaultDrain
 	}
 	if cfg.BarrierTimeout <= 0 {
 		cfg.BarrierTimeout = 10 * time.Second
@@ -568,7 +576,7 @@ func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, er
 		return nil, 0, ctx.Err()
 	}
 	defer func() { <-r.dialSem }()
-	d := net.Dialer{Timeout: 5 * time.Second}
+	d := net.Dialer{Timeout: DialTimeout}
 	if rcvBuf > 0 {
 		d.Control = rcvBufControl(rcvBuf)
 	}
@@ -1058,7 +1066,7 @@ func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult)
 			return
 		}
 		if _, err := cl.c.Write(msg[i : i+1]); err != nil {
-			return
+			break // the server closed it, most likely: the reader says how, below
 		}
 	}
 	wait(ctx, cl, end)

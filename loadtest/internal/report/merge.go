@@ -138,6 +138,9 @@ func (s *Scenario) merge(o *Scenario) {
 	s.Late += o.Late
 	s.Horizon = max(s.Horizon, o.Horizon)
 	s.Early += o.Early
+	s.EarlyDeadPeer += o.EarlyDeadPeer
+	s.AnswerWait = max(s.AnswerWait, o.AnswerWait)
+	s.DialWait = max(s.DialWait, o.DialWait)
 	s.Survivors += o.Survivors
 	s.Survived += o.Survived
 	s.Pings += o.Pings

@@ -120,6 +120,12 @@ const (
 // Scenario is the figures of one scenario. The JSON form is the full record.
 type Scenario struct {
 	Name string `json:"name"`
+	// AnswerWait is how long the harness waits for the answer to a message
+	// before it counts it lost, and DialWait for a connection to open; the
+	// caller sets them (0: not known, a lost message or a dial timeout is
+	// then no check of timing).
+	AnswerWait time.Duration `json:"answer_wait,omitempty"`
+	DialWait   time.Duration `json:"dial_wait,omitempty"`
 	// Proto is the client protocol, "raw" or "framed"; the caller sets it
 	// before adding results. It decides what a close can say: a raw
 	// server closes without a reason (EOF), a framed one with a CLOSE
@@ -152,9 +158,13 @@ type Scenario struct {
 	NeverReaped int `json:"never_reaped,omitempty"`
 	// Horizon is how long after its expected close each connection waited
 	// for the close; the caller sets it (0: the slack).
-	Horizon   time.Duration   `json:"horizon,omitempty"`
-	Early     int             `json:"early,omitempty"`      // closed more than a tick early
-	ReapError *hist.Histogram `json:"reap_error,omitempty"` // ns, observed - expected close
+	Horizon time.Duration `json:"horizon,omitempty"`
+	Early   int           `json:"early,omitempty"` // closed more than a tick early
+	// EarlyDeadPeer counts the early closes of connections the server
+	// closed as dead peers although they were not to be: the harness did
+	// not answer its pings in time.
+	EarlyDeadPeer int             `json:"early_dead_peer,omitempty"`
+	ReapError     *hist.Histogram `json:"reap_error,omitempty"` // ns, observed - expected close
 	// Idle connections with an answer to their last message (AckedAt): the
 	// close error measured from the answer's arrival instead of the send,
 	// and the send-to-answer time. ReapError (from the send) is an upper
@@ -326,6 +336,9 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 			s.ReapError.Record(int64(e))
 			if e < -max(t.Tick, time.Millisecond) {
 				s.Early++
+				if r.End == "dead_peer" && r.Expect != "dead_peer" {
+					s.EarlyDeadPeer++
+				}
 			}
 			if !r.WireFinAt.IsZero() {
 				s.ReapErrorWire.Record(int64(r.WireFinAt.Sub(r.ExpectedAt)))
@@ -571,6 +584,9 @@ type Result struct {
 	// SelfLag is the harness's own scheduling over the run; nil in
 	// results written before it was measured.
 	SelfLag *SelfLag `json:"self_lag,omitempty"`
+	// Judgement is what the figures judge, written by JSON for readers of
+	// the file; nil otherwise (Judge and Failures compute it).
+	Judgement *Judgement `json:"judgement,omitempty"`
 
 	// CloseDelay is the server's own account of its timeout closes
 	// (CloseDelayMetric): for each connection a timeout closed, from the
