@@ -381,3 +381,21 @@ func TestServe_RefusesMetricsItCannotServe(t *testing.T) {
 	assert.ErrorContains(t, err, "no metrics to serve")
 	assert.NotContains(t, out.String(), "listening", "it stopped before announcing itself")
 }
+
+// TestWaitRunning: the wait ends at once when done, never before d when
+// not; the extension for a late poll is the machine's business.
+func TestWaitRunning(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	assert.True(t, waitRunning(time.Hour, time.Hour, func() bool { calls++; return calls == 3 }))
+	assert.Equal(t, 3, calls)
+	assert.Less(t, time.Since(start), time.Hour)
+
+	start = time.Now()
+	assert.False(t, waitRunning(60*time.Millisecond, time.Hour, func() bool { return false }))
+	assert.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond, "never early")
+
+	start = time.Now()
+	assert.False(t, waitRunning(time.Hour, 50*time.Millisecond, func() bool { return false }), "bounded")
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+}
