@@ -36,8 +36,14 @@ func idleRun(n int, late func(i int) time.Duration, l *SelfLag) *Result {
 		}
 		s.Add(r, judgeTimeouts)
 	}
-	return &Result{Version: Version, Config: Config{Proto: "raw", Scenarios: []string{"idle"}, Timeouts: judgeTimeouts},
+	return &Result{Version: Version, Config: Config{Target: "127.0.0.1:6379", Proto: "raw", Scenarios: []string{"idle"}, Timeouts: judgeTimeouts},
 		Scenarios: []*Scenario{s}, SelfLag: l}
+}
+
+// remote moves r's server to another machine.
+func remote(r *Result) *Result {
+	r.Config.Target = "192.0.2.7:6379"
+	return r
 }
 
 // redisLate is Redis's idle sweep, as measured: 1.3 s late at the median,
@@ -80,7 +86,10 @@ func TestResult_JudgeStarvation(t *testing.T) {
 		{name: "the harness kept waiting by its own work: failed", r: idleRun(1000, redisLate, selfBusy), wantFailures: 1},
 		{name: "stalls small against the slack: failed", r: idleRun(1000, redisLate, smallStalls), wantFailures: 1},
 		{name: "no CPU figures: failed", r: idleRun(1000, redisLate, noProc), wantFailures: 1},
-		{name: "early is never the harness's lateness: failed", r: idleRun(10, func(int) time.Duration { return -300 * time.Millisecond }, starved), wantFailures: 1},
+		{name: "early on a quiet machine: failed", r: idleRun(10, func(int) time.Duration { return -300 * time.Millisecond }, quiet), wantFailures: 1},
+		{name: "early, a server on the starved machine: not judged", r: idleRun(10, func(int) time.Duration { return -300 * time.Millisecond }, starved), wantNotJudged: 1},
+		{name: "early, a server elsewhere: failed, the harness's lateness never makes a close early",
+			r: remote(idleRun(10, func(int) time.Duration { return -300 * time.Millisecond }, starved)), wantFailures: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
