@@ -16,6 +16,12 @@
 //	                                           one echo run, servers in rotation: msgs/s and ratios
 //	go run ./loadtest serve -server gnet       a server alone, for a client elsewhere
 //
+// The exit status is 0 when every judgement passed, 1 when one failed, 3
+// when none failed but some checks of timing were not judged because the
+// harness itself was starved of the CPU (the report gives its lag and the
+// CPU other processes took), and 2 for bad flags or a run that could not
+// be made.
+//
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags, README.md ("Load-test any server") for driving a server
 // of your own, and docs/perf.md for the results it gives.
