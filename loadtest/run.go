@@ -290,7 +290,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srvPeak int64
 	stopProgress := progress(o, &ctr, srv, &srvPeak, stdout)
 	actx, cancel := context.WithTimeout(ctx, hardBound(o))
-	mon := lag.Start()
+	mon := lag.Start(o.serverPID)
 	res.Start = time.Now()
 	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) { figs[r.Scenario].Add(r, o.timeouts) })
 	if cfg.FINs != nil {

@@ -11,11 +11,14 @@
 package lag
 
 import (
+	"cmp"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/hist"
+	"github.com/netwheel/netwheel/loadtest/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -36,6 +39,12 @@ type Monitor struct {
 	start   time.Time
 	cpu0    CPU
 	cpuErr  error
+	// serverPID is the server's process (0: none known), whose CPU is not
+	// the other processes': a server that burns the CPU is the server's
+	// fault, not the machine's. server0 is its CPU time at the start.
+	serverPID int
+	server0   time.Duration
+	serverErr error
 }
 
 // stallFloor is the lateness counted as noise rather than a stall: a
@@ -43,10 +52,15 @@ type Monitor struct {
 const stallFloor = time.Millisecond
 
 // Start starts a monitor; Stop ends it. It costs one goroutine waking
-// every Period (a few microseconds of CPU each time).
-func Start() *Monitor {
-	m := &Monitor{done: make(chan struct{}), start: time.Now()}
+// every Period (a few microseconds of CPU each time). serverPID, if not 0,
+// is the process of the server under test on this machine: its CPU is
+// counted apart from the other processes'.
+func Start(serverPID int) *Monitor {
+	m := &Monitor{done: make(chan struct{}), start: time.Now(), serverPID: serverPID}
 	m.cpu0, m.cpuErr = ReadCPU()
+	if serverPID != 0 {
+		m.server0, m.serverErr = limits.ProcCPU(serverPID)
+	}
 	m.wg.Go(m.loop)
 	return m
 }
@@ -92,5 +106,14 @@ func (m *Monitor) Stop() *report.SelfLag {
 	}
 	d := cpu1.Sub(m.cpu0)
 	s.OwnCPU, s.OtherCPU, s.StealCPU, s.CPUs = d.Own, d.Others(), d.Steal, max(d.CPUs, 1)
+	if m.serverPID != 0 {
+		server1, err := limits.ProcCPU(m.serverPID)
+		if err == nil && m.serverErr == nil {
+			s.ServerCPU = max(server1-m.server0, 0)
+			s.OtherCPU = max(s.OtherCPU-s.ServerCPU, 0)
+		} else {
+			s.Err = fmt.Sprintf("the server's CPU (-server-pid %d) not read, so not told from the other processes': %v", m.serverPID, cmp.Or(m.serverErr, err))
+		}
+	}
 	return s
 }

@@ -1,6 +1,7 @@
 package lag
 
 import (
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestCPUOthers(t *testing.T) {
 // monitor's goroutine; how late the wakes come is the machine's business.
 func TestMonitor(t *testing.T) {
 	before := runtime.NumGoroutine()
-	m := Start()
+	m := Start(0)
 	// Wait for wakes without sleeping on a timer of our own: spin on the
 	// clock until 20 ms have passed.
 	for t0 := time.Now(); time.Since(t0) < 20*time.Millisecond; {
@@ -70,4 +71,17 @@ func TestMonitor(t *testing.T) {
 		assert.Positive(t, s.CPUs)
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "Stop waits for the monitor's goroutine")
+}
+
+// TestMonitor_ServerCPU: the server's CPU is counted apart; an unreadable
+// server process is said, and leaves the CPU figures unjudged.
+func TestMonitor_ServerCPU(t *testing.T) {
+	if _, err := ReadCPU(); err != nil {
+		t.Skipf("no CPU accounts here: %v", err)
+	}
+	s := Start(os.Getpid()).Stop() // this process as the "server"
+	assert.Empty(t, s.Err)
+	assert.GreaterOrEqual(t, s.ServerCPU, time.Duration(0))
+	s = Start(1 << 30).Stop() // beyond pid_max
+	assert.Contains(t, s.Err, "-server-pid")
 }

@@ -535,6 +535,9 @@ type SelfLag struct {
 	OwnCPU   time.Duration `json:"own_cpu"`
 	OtherCPU time.Duration `json:"other_cpu"`
 	StealCPU time.Duration `json:"steal_cpu"`
+	// ServerCPU is, with -server-pid, the server's CPU time, not counted
+	// in OtherCPU: a server that takes the CPU is not the machine's load.
+	ServerCPU time.Duration `json:"server_cpu,omitempty"`
 	// Err says why the CPU figures are missing (no /proc); the lag is
 	// still measured.
 	Err string `json:"err,omitempty"`
@@ -562,6 +565,7 @@ func (l *SelfLag) merge(o *SelfLag) {
 	l.OwnCPU += o.OwnCPU
 	l.OtherCPU += o.OtherCPU
 	l.StealCPU += o.StealCPU
+	l.ServerCPU += o.ServerCPU
 	if l.Err == "" {
 		l.Err = o.Err
 	}

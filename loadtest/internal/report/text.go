@@ -615,8 +615,12 @@ func selfLagText(p func(string, ...any), sl *SelfLag) {
 		p("  other processes' CPU: not read: %s", sl.Err)
 		return
 	}
-	p("  CPU over the run: this process %s, other processes %s, stolen by the hypervisor %s, of %s (%d CPUs)",
-		cpuS(sl.OwnCPU), cpuS(sl.OtherCPU), cpuS(sl.StealCPU), cpuS(sl.Capacity()), sl.CPUs)
+	server := ""
+	if sl.ServerCPU > 0 {
+		server = ", the server (-server-pid) " + cpuS(sl.ServerCPU)
+	}
+	p("  CPU over the run: this process %s%s, other processes %s, stolen by the hypervisor %s, of %s (%d CPUs)",
+		cpuS(sl.OwnCPU), server, cpuS(sl.OtherCPU), cpuS(sl.StealCPU), cpuS(sl.Capacity()), sl.CPUs)
 }
 
 // cpuS formats CPU time in CPU-seconds.
