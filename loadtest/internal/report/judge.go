@@ -46,6 +46,10 @@ type Check struct {
 //     earlier, but a server starved with it may expire a timer before it
 //     reads the bytes that were to reset it.
 //
+// Shards run on one machine count each other among its other processes:
+// give each shard a machine of its own, or read a starved verdict of such
+// a run as the harness's own load.
+//
 // Measured on 2 CPUs (the docs/perf.md machine): two processes spinning at
 // nice -15 beside `go run ./loadtest` give a lag p99 of 385 ms, kept
 // waiting 92% of the run, other processes 94% of the CPU; alone, or beside
