@@ -103,6 +103,7 @@ func TestResult_JudgeStarvation(t *testing.T) {
 			case tt.wantNotJudged > 0:
 				assert.Contains(t, txt.String(), "[idle] not judged")
 				assert.Contains(t, txt.String(), "not judged: the load generator was starved (lag p99 ")
+				assert.Contains(t, txt.String(), "\nno scenario judged; 1 not judged (idle): the load generator was starved")
 			default:
 				assert.Contains(t, txt.String(), "all 1 scenarios ok")
 			}

@@ -511,8 +511,11 @@ func Text(w io.Writer, r *Result) {
 	if len(notJudged) > 0 {
 		// Not judged is no failure, and no pass either: the exit status
 		// is 3 unless something failed.
-		if len(notApplicable) == 0 {
-			all = fmt.Sprintf("all %d judged scenarios ok", len(r.Scenarios)-len(notJudged))
+		switch judged := len(r.Scenarios) - len(notJudged) - len(notApplicable); {
+		case judged == 0:
+			all = "no scenario judged"
+		case len(notApplicable) == 0:
+			all = fmt.Sprintf("all %d judged scenarios ok", judged)
 		}
 		njWhy = fmt.Sprintf("; %d not judged (%s): %s (lines marked ~)", len(notJudged), strings.Join(notJudged, ", "), r.SelfLag.Why())
 	}
