@@ -512,6 +512,8 @@ func Text(w io.Writer, r *Result) {
 		// Not judged is no failure, and no pass either: the exit status
 		// is 3 unless something failed.
 		switch judged := len(r.Scenarios) - len(notJudged) - len(notApplicable); {
+		case judged == 0 && len(notApplicable) > 0:
+			all = fmt.Sprintf("no scenario judged, %d not applicable (%s)", len(notApplicable), strings.Join(notApplicable, ", "))
 		case judged == 0:
 			all = "no scenario judged"
 		case len(notApplicable) == 0:
