@@ -197,3 +197,22 @@ func TestResult_JudgeGarbageClosedAsDeadPeer(t *testing.T) {
 	r.SelfLag = selfLag(time.Millisecond, 1000, time.Second)
 	assert.Equal(t, 1, r.Failures(), "on a quiet machine a dead-peer close of a garbage connection fails")
 }
+
+// TestResult_JudgeFloodNotClosed: ping flooders the server did not close
+// within the window: a failure on a quiet machine, not judged on a starved
+// one, where the harness could not flood, nor the server read, in time.
+func TestResult_JudgeFloodNotClosed(t *testing.T) {
+	mk := func(l *SelfLag) *Result {
+		s := hostile("pingflood")
+		s.Proto, s.CloseWithin = "framed", 5300*time.Millisecond
+		for range 4 {
+			s.Add(ConnResult{Role: "reading", Misbehaved: t0, End: EndClient}, judgeTimeouts)
+		}
+		return &Result{Version: Version, Config: Config{Proto: "framed", Timeouts: judgeTimeouts}, Scenarios: []*Scenario{s}, SelfLag: l}
+	}
+	r := mk(selfLag(time.Millisecond, 1000, time.Second))
+	assert.Equal(t, 1, r.Failures())
+	r = mk(selfLag(100*time.Millisecond, 100, 19*time.Second)) // p99 100 ms, kept waiting 9.9 s
+	assert.Zero(t, r.Failures())
+	assert.Equal(t, 1, r.NotJudged())
+}
