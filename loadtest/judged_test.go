@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/hist"
@@ -61,4 +64,53 @@ func TestJudged_ExitStatus(t *testing.T) {
 			assert.Equal(t, tt.want, judged(tt.r))
 		})
 	}
+}
+
+// TestEndToEnd_LateServerMeasured: a server whose idle timeout fires
+// 600 ms late, beyond the 100 ms slack, is measured up to the horizon and
+// failed; or, if this machine starved the harness meanwhile, not judged,
+// which its own figures must then say.
+func TestEndToEnd_LateServerMeasured(t *testing.T) {
+	const idle, late = 300 * time.Millisecond, 600 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 512)
+				for {
+					_ = c.SetReadDeadline(time.Now().Add(idle + late))
+					n, err := c.Read(buf)
+					if n > 0 {
+						if _, err := c.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	r, out := e2e(t, "-addr", ln.Addr().String(), "-proto", "raw", "-scenario", "idle", "-conns", "20",
+		"-idle", idle.String(), "-slack", "100ms", "-close-horizon", "3s")
+	s := r.Scenario(attack.Idle)
+	require.NotNil(t, s)
+	assert.Equal(t, 20, s.Late+s.NeverReaped, "every close beyond the slack")
+	assert.Zero(t, s.NeverReaped, "a close 600 ms late is within the 3 s horizon")
+	assert.GreaterOrEqual(t, s.ReapError.Min(), int64(late), "measured, not cut off at the slack")
+	assert.Contains(t, out, "closed late, beyond the slack: late p50 ")
+	if r.NotJudged() > 0 {
+		assert.True(t, r.SelfLag.Starved(), "not judged only when starved:\n%s", out)
+		return
+	}
+	assert.Equal(t, 1, r.Failures(), out)
 }
