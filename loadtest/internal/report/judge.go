@@ -50,10 +50,11 @@ type Check struct {
 // give each shard a machine of its own, or read a starved verdict of such
 // a run as the harness's own load.
 //
-// Measured on 2026-11-27 on 2 CPUs (the docs/perf.md machine): two processes spinning at
-// nice -15 beside `go run ./loadtest` give a lag p99 of 385 ms, kept
-// waiting 92% of the run, other processes 94% of the CPU; alone, or beside
-// other agents' work at the same priority, a p99 of 5-7 ms, waiting 11-15%.
+// Measured on 2026-11-27 on 2 CPUs (the docs/perf.md machine): two
+// processes spinning at nice -15 beside `go run ./loadtest` give a lag
+// p99 of 385 ms to 5.9 s, kept waiting 92-99% of the run, other processes
+// 94-99% of the CPU; without them, beside other work at the same
+// priority, a p99 of 5-12 ms, waiting 4-18%.
 const (
 	starvedOthers   = 0.5
 	starvedShare    = 0.5
