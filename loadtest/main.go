@@ -12,6 +12,12 @@
 //	go run ./loadtest -shard 2/4 -json s2.json one shard of a test spread over processes
 //	go run ./loadtest report a.json b.json     re-render or merge results
 //
+// The exit status is 0 when every judgement passed, 1 when one failed, 3
+// when none failed but some checks of timing were not judged because the
+// harness itself was starved of the CPU (the report gives its lag and the
+// CPU other processes took), and 2 for bad flags or a run that could not
+// be made.
+//
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags, README.md ("Load-test any server") for driving a server
 // of your own, and docs/perf.md for the results it gives. The comparison of
@@ -40,6 +46,9 @@ func main() {
 	if err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, errJudged) {
 			os.Exit(1)
+		}
+		if errors.Is(err, errStarved) {
+			os.Exit(3)
 		}
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, err)
@@ -76,8 +85,18 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := output(res, o.jsonPath, o.plotPath, stdout); err != nil {
 		return err
 	}
-	if res.Failures() > 0 {
+	return judged(res)
+}
+
+// judged returns the error that gives a result's exit status: errJudged if
+// a judgement failed, else errStarved if some were not judged because the
+// harness was starved, else nil.
+func judged(res *report.Result) error {
+	switch {
+	case res.Failures() > 0:
 		return errJudged
+	case res.NotJudged() > 0:
+		return errStarved
 	}
 	return nil
 }
@@ -85,6 +104,12 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // errJudged is realMain's error when the run completed but some of its
 // judgements failed (the report says which): the exit status is 1.
 var errJudged = errors.New("loadtest: some checks failed")
+
+// errStarved is realMain's error when no judgement failed but some checks
+// of timing were not judged, because the harness itself was starved of
+// the CPU (the report says how): the exit status is 3, neither a pass nor
+// a failure of the server.
+var errStarved = errors.New("loadtest: some checks not judged: the load generator was starved")
 
 // output renders res as text to stdout, and to the JSON and plot files if
 // asked.

@@ -67,6 +67,7 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "bad byte size", args: []string{"-output-limit", "4 lots"}, want: "byte count"},
 		{name: "no hostile bytes", args: []string{"-hostile-bytes", "0"}, want: "-hostile-bytes"},
 		{name: "server pid without addr", args: []string{"-server-pid", "1"}, want: "needs -addr"},
+		{name: "horizon within the slack", args: []string{"-slack", "1s", "-close-horizon", "500ms"}, want: "-close-horizon"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,7 +172,7 @@ func e2e(t *testing.T, args ...string) (*report.Result, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	runErr := realMain(ctx, append(args, "-q", "-json", path), &out, io.Discard)
-	if !errors.Is(runErr, errJudged) {
+	if !errors.Is(runErr, errJudged) && !errors.Is(runErr, errStarved) {
 		require.NoError(t, runErr)
 	}
 	f, err := os.Open(path)
@@ -179,8 +180,12 @@ func e2e(t *testing.T, args ...string) (*report.Result, string) {
 	defer f.Close()
 	r, err := report.ReadJSON(f)
 	require.NoError(t, err)
-	// The exit status (1 for errJudged) says what the report's last line says.
+	// The exit status (1 for errJudged, 3 for errStarved) says what the
+	// report's last line says.
 	assert.Equal(t, r.Failures() > 0, errors.Is(runErr, errJudged), "run error %v, report:\n%s", runErr, out.String())
+	assert.Equal(t, r.Failures() == 0 && r.NotJudged() > 0, errors.Is(runErr, errStarved), "run error %v, report:\n%s", runErr, out.String())
+	require.NotNil(t, r.SelfLag, "the harness measured its own lag")
+	assert.Positive(t, r.SelfLag.Lag.Count())
 	return r, out.String()
 }
 
@@ -219,10 +224,14 @@ func TestEndToEnd_External(t *testing.T) {
 func TestEndToEnd_ServerWithoutTimersNeverReaps(t *testing.T) {
 	addr := startPlainEcho(t, 0)
 	r, out := e2e(t, "-addr", addr, "-scenario", "idle", "-conns", "10", "-duration", "200ms",
-		"-idle", "200ms", "-slack", "100ms")
+		"-idle", "200ms", "-slack", "100ms", "-close-horizon", "400ms")
 	s := r.Scenario("idle")
 	assert.Equal(t, 10, s.NeverReaped, "a server without timers never reaps")
-	assert.Contains(t, out, "CHECK")
+	assert.Equal(t, 400*time.Millisecond, s.Horizon)
+	if r.NotJudged() == 0 { // else the machine starved the harness: exit status 3, checked by e2e
+		assert.Contains(t, out, "CHECK")
+	}
+	assert.Contains(t, out, "10 of 10 not closed within 400ms (the horizon) of their deadline")
 }
 
 func TestEndToEnd_Netwheel(t *testing.T) {
@@ -299,4 +308,22 @@ func TestReportCmd_MergesShards(t *testing.T) {
 	assert.ErrorIs(t, err, report.ErrMerge)
 	err = realMain(context.Background(), []string{"report"}, &out, io.Discard)
 	assert.ErrorIs(t, err, errUsage)
+}
+
+// TestWaitRunning: the wait ends at once when done, never before d when
+// not; the extension for a late poll is the machine's business.
+func TestWaitRunning(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	assert.True(t, waitRunning(time.Hour, time.Hour, func() bool { calls++; return calls == 3 }))
+	assert.Equal(t, 3, calls)
+	assert.Less(t, time.Since(start), time.Hour)
+
+	start = time.Now()
+	assert.False(t, waitRunning(60*time.Millisecond, time.Hour, func() bool { return false }))
+	assert.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond, "never early")
+
+	start = time.Now()
+	assert.False(t, waitRunning(time.Hour, 50*time.Millisecond, func() bool { return false }), "bounded")
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
 }

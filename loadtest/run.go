@@ -17,6 +17,7 @@ import (
 	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
+	"github.com/netwheel/netwheel/loadtest/internal/lag"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -159,7 +160,7 @@ func hardBound(o *options) time.Duration {
 	t := o.timeouts
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, giveUp)
-	d := o.duration + o.barrier + o.spread + longest + 2*t.Slack + 20*time.Second
+	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
 	if hasScenario(o, attack.Connflood) {
 		d += o.barrier + o.floodHold // after the others: its dials, then the hold
 	}
@@ -197,7 +198,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	}
 	res.Config = report.Config{Target: targetName, Server: o.server, Proto: o.proto.String(), Scenarios: o.scenarios,
 		Conns: map[string]int{}, Rate: o.rate, Size: o.size, Duration: o.duration, Closed: o.closed,
-		ChurnRate: o.churnRate, Timeouts: o.timeouts, Known: o.known}
+		ChurnRate: o.churnRate, Timeouts: o.timeouts, Known: o.known, CloseHorizon: o.horizon}
 	if o.payload != nil || o.expect.Kind != attack.AnswerEcho {
 		res.Config.Payload, res.Config.Expect = strconv.Quote(string(o.payload)), o.expect.String()
 		if o.payload == nil {
@@ -212,7 +213,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
-		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect}
+		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect, CloseHorizon: o.horizon}
 	if o.fins {
 		c, note, err := openFINs(target)
 		if err != nil {
@@ -246,6 +247,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		figs[s].Hostile = attack.Hostile(s)
 		figs[s].Proto = o.proto.String()
 		figs[s].Unjudged = attack.NotApplicable(s, o.proto, o.expect)
+		figs[s].Horizon = o.horizon
+		figs[s].AnswerWait, figs[s].DialWait = attack.DefaultDrain, attack.DialTimeout
 		switch s {
 		case attack.Retransmit:
 			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp
@@ -270,12 +273,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srvPeak int64
 	stopProgress := progress(o, &ctr, srv, &srvPeak, stdout)
 	actx, cancel := context.WithTimeout(ctx, hardBound(o))
+	mon := lag.Start(o.serverPID)
 	res.Start = time.Now()
 	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) { figs[r.Scenario].Add(r, o.timeouts) })
 	if cfg.FINs != nil {
 		cfg.FINs.Close() // before the leak check counts goroutines and files
 	}
 	res.End = time.Now()
+	res.SelfLag = mon.Stop()
 	hitBound := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
 	stopProgress()
@@ -326,17 +331,17 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		rc.finish(res, opened)
 	}
 	if srv != nil {
-		// Every client has closed: the server must get back to nothing.
-		deadline := time.Now().Add(2 * time.Second)
+		// Every client has closed: the server must get back to nothing,
+		// within settleRunning of this process's running time.
 		st := srv.Stats()
-		for (st.Open > 0 || st.TimersPending > 0) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+		waitRunning(settleRunning, settleBound, func() bool {
 			st = srv.Stats()
-		}
+			return st.Open == 0 && st.TimersPending == 0
+		})
 		st.PeakOpen = max(st.PeakOpen, srvPeak)
 		res.Server = &st
 		if st.Open > 0 || st.TimersPending > 0 {
-			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers 2s after every client closed", st.Open, st.TimersPending))
+			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
 		}
 		if res.CloseDelay, err = handlerCloseDelay(srv.MetricsHandler()); err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
@@ -389,6 +394,36 @@ func probe(ctx context.Context, addr string) error {
 		return fmt.Errorf("%w at %s: %v", errUnreachable, addr, err)
 	}
 	return c.Close()
+}
+
+// settleRunning is how long the embedded server is given to get back to
+// no connection and no timer once every client has closed, counted in
+// time this process was running (waitRunning); settleBound bounds the wait
+// on a machine that starves it.
+const (
+	settleRunning = 2 * time.Second
+	settleBound   = 30 * time.Second
+)
+
+// waitRunning polls done every 20 ms until it reports true or this process
+// has had running time d, not counting the time it was kept waiting for
+// the CPU (a poll that comes late extends the wait by its lateness), or
+// bound has passed. It reports whether done did.
+func waitRunning(d, bound time.Duration, done func() bool) bool {
+	const every = 20 * time.Millisecond
+	start := time.Now()
+	deadline := start.Add(d)
+	for !done() {
+		now := time.Now()
+		if !now.Before(deadline) || now.Sub(start) >= bound {
+			return false
+		}
+		time.Sleep(every)
+		if late := time.Since(now) - every; late > time.Millisecond {
+			deadline = deadline.Add(late)
+		}
+	}
+	return true
 }
 
 // progress prints a live line every second when stdout is a terminal and

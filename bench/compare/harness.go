@@ -111,6 +111,7 @@ type scenario struct {
 	Expected      int             `json:"expected"`
 	WrongReason   map[string]int  `json:"wrong_reason"`
 	NeverReaped   int             `json:"never_reaped"`
+	Late          int             `json:"late"`
 	Early         int             `json:"early"`
 	ReapError     *hist.Histogram `json:"reap_error"`
 	ReapErrorAck  *hist.Histogram `json:"reap_error_ack"`

@@ -477,8 +477,8 @@ func (t *tableOptions) runPhase(ctx context.Context, phase, kind string, f *tabl
 					f.reapOwnP99 = q * 1e9
 				}
 			}
-			if s.NeverReaped > 0 {
-				notes = append(notes, fmt.Sprintf("%d of %d idle connections not closed within %s of their deadline", s.NeverReaped, s.Expected, res.Config.Timeouts.Slack))
+			if n := s.NeverReaped + s.Late; n > 0 {
+				notes = append(notes, fmt.Sprintf("%d of %d idle connections not closed within %s of their deadline", n, s.Expected, res.Config.Timeouts.Slack))
 			}
 			if len(s.WrongReason) > 0 {
 				notes = append(notes, fmt.Sprintf("idle connections closed otherwise than by a FIN: %v", s.WrongReason))

@@ -85,7 +85,7 @@ type Config struct {
 	ChurnRate       float64       // churn connections/s
 	Timeouts        report.Timeouts
 	DialConcurrency int           // dials in flight at once (0: 128)
-	Drain           time.Duration // how long to wait for outstanding echoes (0: 2 s)
+	Drain           time.Duration // how long to wait for outstanding echoes (0: DefaultDrain)
 	// IdleSpread is the window over which the quiet connections (idle, and
 	// keepalive's silent half) send their last message, evenly: connection i
 	// of n sends at release + IdleSpread*i/n, where release is when every
@@ -114,7 +114,21 @@ type Config struct {
 	// one dialed (0: 1 s). Keep it below the server's idle timeout, or the
 	// connections it keeps die idle.
 	FloodHold time.Duration
+	// CloseHorizon is how long after its expected close a connection waits
+	// for the server to close it, so that a late close is measured rather
+	// than cut off (0, or less than Timeouts.Slack: the slack). A close on
+	// time ends the wait at once; only a late or missing one makes the run
+	// longer.
+	CloseHorizon time.Duration
 }
+
+// Waits of the harness: the default Config.Drain, how long an answer is
+// waited for before the message counts as lost, and how long a dial may
+// take.
+const (
+	DefaultDrain = 2 * time.Second
+	DialTimeout  = 5 * time.Second
+)
 
 // Barrier is how the quiet connections' barrier ended.
 type Barrier struct {
@@ -412,7 +426,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		cfg.DialConcurrency = 128
 	}
 	if cfg.Drain <= 0 {
-		cfg.Drain = 2 * time.Second
+		cfg.Drain = DefaultDrain
 	}
 	if cfg.BarrierTimeout <= 0 {
 		cfg.BarrierTimeout = 10 * time.Second
@@ -423,6 +437,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	if cfg.FloodHold <= 0 {
 		cfg.FloodHold = time.Second
 	}
+	cfg.CloseHorizon = max(cfg.CloseHorizon, cfg.Timeouts.Slack)
 	if cfg.IdleSpread < 0 {
 		return Outcome{}, fmt.Errorf("attack: idle spread %s must not be negative", cfg.IdleSpread)
 	}
@@ -577,7 +592,7 @@ func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, er
 		return nil, 0, ctx.Err()
 	}
 	defer func() { <-r.dialSem }()
-	d := net.Dialer{Timeout: 5 * time.Second}
+	d := net.Dialer{Timeout: DialTimeout}
 	if rcvBuf > 0 {
 		d.Control = rcvBufControl(rcvBuf)
 	}
@@ -843,10 +858,10 @@ func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *
 }
 
 // expectClose waits for the server to close the connection, until
-// expected + slack, and records the expectation.
+// expected + CloseHorizon, and records the expectation.
 func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResult, reason string, expected time.Time) {
 	res.Expect, res.ExpectedAt = reason, expected
-	wait(ctx, cl, expected.Add(r.cfg.Timeouts.Slack))
+	wait(ctx, cl, expected.Add(r.cfg.CloseHorizon))
 }
 
 // quietStart starts a quiet connection's reader, answering pings until its
@@ -1083,13 +1098,13 @@ func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult)
 	}
 	res.Expect, res.ExpectedAt = "frame_deadline", t0.Add(r.cfg.Timeouts.Frame)
 	every := max(r.cfg.Timeouts.Frame/4, 10*time.Millisecond)
-	end := res.ExpectedAt.Add(r.cfg.Timeouts.Slack)
+	end := res.ExpectedAt.Add(r.cfg.CloseHorizon) // trickling on: a late server's idle timeout must not take it
 	for i, next := frame.HeaderSize, t0.Add(every); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
 		if !wait(ctx, cl, next) {
 			return
 		}
 		if _, err := cl.c.Write(msg[i : i+1]); err != nil {
-			return
+			break // the server closed it, most likely: the reader says how, below
 		}
 	}
 	wait(ctx, cl, end)

@@ -78,6 +78,12 @@ func Merge(rs ...*Result) (*Result, error) {
 		if r.Memory != nil && len(rs) == 1 {
 			out.Memory = r.Memory
 		}
+		if r.SelfLag != nil {
+			if out.SelfLag == nil {
+				out.SelfLag = &SelfLag{Lag: &hist.Histogram{}}
+			}
+			out.SelfLag.merge(r.SelfLag)
+		}
 	}
 	cd, note := mergeCloseDelay(rs)
 	out.CloseDelay = cd
@@ -129,7 +135,12 @@ func (s *Scenario) merge(o *Scenario) {
 	s.Expected += o.Expected
 	s.Reaped += o.Reaped
 	s.NeverReaped += o.NeverReaped
+	s.Late += o.Late
+	s.Horizon = max(s.Horizon, o.Horizon)
 	s.Early += o.Early
+	s.EarlyDeadPeer += o.EarlyDeadPeer
+	s.AnswerWait = max(s.AnswerWait, o.AnswerWait)
+	s.DialWait = max(s.DialWait, o.DialWait)
 	s.Survivors += o.Survivors
 	s.Survived += o.Survived
 	s.Pings += o.Pings

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netwheel/netwheel/internal/hist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,6 +23,7 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 		proto       string // "": framed
 		r           ConnResult
 		reaped      int
+		late        int
 		never       int
 		early       int
 		wrongReason string
@@ -29,7 +31,8 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 		{name: "on time", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(3 * time.Millisecond)}, reaped: 1},
 		{name: "half a tick early is tolerated", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(-500 * time.Microsecond)}, reaped: 1},
 		{name: "early", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(-2 * time.Millisecond)}, reaped: 1, early: 1},
-		{name: "too late counts as never", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(101 * time.Millisecond)}, never: 1},
+		{name: "beyond the slack is late, and measured", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(101 * time.Millisecond)}, late: 1},
+		{name: "late for another reason is late", r: ConnResult{End: "dead_peer", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(3 * time.Second)}, late: 1},
 		{name: "never closed", r: ConnResult{End: "client", Expect: "idle", ExpectedAt: exp}, never: 1},
 		{name: "raw eof counts as idle", proto: "raw", r: ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp}, reaped: 1},
 		{name: "framed eof is no idle close: no CLOSE frame said why", proto: "framed", r: ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp}, wrongReason: "eof"},
@@ -44,6 +47,7 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 			s.Add(tt.r, to)
 			assert.Equal(t, 1, s.Expected)
 			assert.Equal(t, tt.reaped, s.Reaped, "reaped")
+			assert.Equal(t, tt.late, s.Late, "late")
 			assert.Equal(t, tt.never, s.NeverReaped, "never")
 			assert.Equal(t, tt.early, s.Early, "early")
 			if tt.wrongReason != "" {
@@ -55,6 +59,32 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestScenario_VerdictSaysByHowMuch checks every timing verdict gives its
+// figures: how early, how late, and the horizon of a never.
+func TestScenario_VerdictSaysByHowMuch(t *testing.T) {
+	exp := t0.Add(2 * time.Second)
+	s := NewScenario("idle")
+	s.Proto, s.Horizon = "raw", 10*time.Second
+	for i := range 1000 {
+		r := ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(time.Millisecond)}
+		switch {
+		case i < 341: // nginx: a third early, by up to 298 ms
+			r.ClosedAt = exp.Add(-2*time.Millisecond - time.Duration(i)*296*time.Millisecond/340)
+		case i < 400:
+			r.ClosedAt = exp.Add(time.Duration(i-340) * 50 * time.Millisecond) // 0.05 to 2.95 s late
+		case i < 403:
+			r.ClosedAt, r.End = time.Time{}, EndClient
+		}
+		s.Add(r, to)
+	}
+	v := s.Verdict()
+	require.Len(t, v, 3, "%q", v)
+	assert.Equal(t, "341 of 1000 closed EARLY, by up to 298ms", v[0])
+	assert.Contains(t, v[1], "57 of 1000 closed late, beyond the slack: late p50 ")
+	assert.Contains(t, v[1], "max 2.95s")
+	assert.Equal(t, "3 of 1000 not closed within 10.00s (the horizon) of their deadline", v[2])
 }
 
 func TestScenario_AddDialErrorsAndSurvivors(t *testing.T) {
@@ -524,4 +554,48 @@ func TestScenario_NonreaderFlood(t *testing.T) {
 			assert.Equal(t, tc.notApplicable, s.NotApplicable() != "", s.NotApplicable())
 		})
 	}
+}
+
+// selfLag returns a harness's lag figures: every wake late by late, and
+// the other processes' CPU.
+func selfLag(late time.Duration, wakes int, others time.Duration) *SelfLag {
+	l := &SelfLag{Lag: &hist.Histogram{}, Wall: 10 * time.Second, CPUs: 2, OwnCPU: time.Second, OtherCPU: others}
+	for range wakes {
+		l.Lag.Record(int64(late))
+		l.Stalled += max(late-time.Millisecond, 0)
+	}
+	l.Stalled = min(l.Stalled, l.Wall)
+	return l
+}
+
+func TestMergeAndJSON_SelfLag(t *testing.T) {
+	a, b := shard("1/2", 10), shard("2/2", 10)
+	a.SelfLag, b.SelfLag = selfLag(time.Millisecond, 100, 3*time.Second), selfLag(300*time.Millisecond, 10, 15*time.Second)
+	m, err := Merge(a, b)
+	require.NoError(t, err)
+	require.NotNil(t, m.SelfLag)
+	assert.Equal(t, uint64(110), m.SelfLag.Lag.Count())
+	assert.Equal(t, int64(300*time.Millisecond), m.SelfLag.Lag.Max())
+	assert.Equal(t, 18*time.Second, m.SelfLag.OtherCPU, "added up")
+	assert.Equal(t, 20*time.Second, m.SelfLag.Wall, "added up, so that the stalled share is the shards' average")
+	assert.Equal(t, uint64(100), a.SelfLag.Lag.Count(), "inputs untouched")
+
+	var buf bytes.Buffer
+	require.NoError(t, JSON(&buf, m))
+	assert.Contains(t, buf.String(), `"self_lag"`)
+	got, err := ReadJSON(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, m.SelfLag.Lag.Quantile(0.99), got.SelfLag.Lag.Quantile(0.99))
+	assert.Equal(t, m.SelfLag.OtherCPU, got.SelfLag.OtherCPU)
+	var txt bytes.Buffer
+	Text(&txt, got)
+	assert.Contains(t, txt.String(), "other processes 18.0 CPU-s")
+
+	// Written before the lag was measured: none, and merges without it.
+	old, err := ReadJSON(strings.NewReader(`{"version":1,"self_lag":{"wall":1}}`))
+	require.NoError(t, err)
+	assert.NotNil(t, old.SelfLag.Lag, "an absent histogram reads as empty")
+	m, err = Merge(shard("1/1", 1))
+	require.NoError(t, err)
+	assert.Nil(t, m.SelfLag)
 }

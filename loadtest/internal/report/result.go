@@ -67,6 +67,10 @@ type Config struct {
 	// it); both "" for an echo server.
 	Payload string `json:"payload,omitempty"`
 	Expect  string `json:"expect,omitempty"`
+	// CloseHorizon is how long after its expected close a connection
+	// waited for the server's close (-close-horizon); 0 in results written
+	// before it, which waited the slack.
+	CloseHorizon time.Duration `json:"close_horizon,omitempty"`
 }
 
 // ConnResult is what one connection of an attack reports when it ends.
@@ -126,6 +130,12 @@ const (
 // Scenario is the figures of one scenario. The JSON form is the full record.
 type Scenario struct {
 	Name string `json:"name"`
+	// AnswerWait is how long the harness waits for the answer to a message
+	// before it counts it lost, and DialWait for a connection to open; the
+	// caller sets them (0: not known, a lost message or a dial timeout is
+	// then no check of timing).
+	AnswerWait time.Duration `json:"answer_wait,omitempty"`
+	DialWait   time.Duration `json:"dial_wait,omitempty"`
 	// Proto is the client protocol, "raw" or "framed"; the caller sets it
 	// before adding results. It decides what a close can say: a raw
 	// server closes without a reason (EOF), a framed one with a CLOSE
@@ -145,13 +155,26 @@ type Scenario struct {
 	Connect *hist.Histogram `json:"connect,omitempty"` // ns, dial times
 
 	// Timer checks: connections that a server timeout must close.
-	Expect      string          `json:"expect,omitempty"`
-	Expected    int             `json:"expected,omitempty"`
-	Reaped      int             `json:"reaped,omitempty"`       // closed within slack, right reason
-	WrongReason map[string]int  `json:"wrong_reason,omitempty"` // closed in time for another reason
-	NeverReaped int             `json:"never_reaped,omitempty"` // not closed within expected + slack
-	Early       int             `json:"early,omitempty"`        // closed more than a tick early
-	ReapError   *hist.Histogram `json:"reap_error,omitempty"`   // ns, observed - expected close
+	Expect      string         `json:"expect,omitempty"`
+	Expected    int            `json:"expected,omitempty"`
+	Reaped      int            `json:"reaped,omitempty"`       // closed within slack, right reason
+	WrongReason map[string]int `json:"wrong_reason,omitempty"` // closed in time for another reason
+	// Late counts the closes seen after expected + slack but within the
+	// horizon, whatever their reason: their lateness is in ReapError.
+	Late int `json:"late,omitempty"`
+	// NeverReaped counts the connections not closed within the horizon
+	// after their expected close (results written before the horizon: not
+	// within the slack, late ones included).
+	NeverReaped int `json:"never_reaped,omitempty"`
+	// Horizon is how long after its expected close each connection waited
+	// for the close; the caller sets it (0: the slack).
+	Horizon time.Duration `json:"horizon,omitempty"`
+	Early   int           `json:"early,omitempty"` // closed more than a tick early
+	// EarlyDeadPeer counts the early closes of connections the server
+	// closed as dead peers although they were not to be: the harness did
+	// not answer its pings in time.
+	EarlyDeadPeer int             `json:"early_dead_peer,omitempty"`
+	ReapError     *hist.Histogram `json:"reap_error,omitempty"` // ns, observed - expected close
 	// Idle connections with an answer to their last message (AckedAt): the
 	// close error measured from the answer's arrival instead of the send,
 	// and the send-to-answer time. ReapError (from the send) is an upper
@@ -309,8 +332,10 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 		s.Expect = r.Expect
 		s.Expected++
 		switch {
-		case r.ClosedAt.IsZero() || r.ClosedAt.Sub(r.ExpectedAt) > t.Slack:
+		case r.ClosedAt.IsZero():
 			s.NeverReaped++
+		case r.ClosedAt.Sub(r.ExpectedAt) > t.Slack:
+			s.Late++
 		case r.End != r.Expect && !(r.End == "eof" && r.Expect == "idle" && s.Proto == "raw"): // a raw server closes with EOF; a framed one must say why
 			s.WrongReason[r.End]++
 		default:
@@ -321,6 +346,9 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 			s.ReapError.Record(int64(e))
 			if e < -max(t.Tick, time.Millisecond) {
 				s.Early++
+				if r.End == "dead_peer" && r.Expect != "dead_peer" {
+					s.EarlyDeadPeer++
+				}
 			}
 			if !r.WireFinAt.IsZero() {
 				s.ReapErrorWire.Record(int64(r.WireFinAt.Sub(r.ExpectedAt)))
@@ -494,6 +522,65 @@ type Process struct {
 	FDs          [2]int        `json:"fds"`        // before, after
 }
 
+// SelfLag is how promptly the harness itself got the CPU over the run
+// (package lag measures it): a load generator kept waiting cannot tell a
+// late server from its own lateness. Merged from shards, the histograms
+// merge and the durations add up (Wall too, so that Stalled/Wall stays the
+// share of the time stalled); CPUs is the largest.
+type SelfLag struct {
+	// Lag is how late each 1 ms wake of a monitor goroutine came, its wait
+	// in the Go scheduler's queue behind the harness's goroutines
+	// included, in ns.
+	Lag *hist.Histogram `json:"lag"`
+	// Stalled is the wakes' lateness beyond 1 ms, added up: the time the
+	// harness was kept from running.
+	Stalled time.Duration `json:"stalled"`
+	Wall    time.Duration `json:"wall"` // how long it was measured
+	CPUs    int           `json:"cpus"`
+	// OwnCPU is the harness process's CPU time (the embedded server's
+	// included), OtherCPU the busy time of every CPU of the machine that
+	// was not the harness's: the other processes', and StealCPU what the
+	// hypervisor took from the machine. From /proc (Linux), in 10 ms
+	// ticks.
+	OwnCPU   time.Duration `json:"own_cpu"`
+	OtherCPU time.Duration `json:"other_cpu"`
+	StealCPU time.Duration `json:"steal_cpu"`
+	// ServerCPU is, with -server-pid, the server's CPU time, not counted
+	// in OtherCPU: a server that takes the CPU is not the machine's load.
+	ServerCPU time.Duration `json:"server_cpu,omitempty"`
+	// Err says why the CPU figures are missing (no /proc); the lag is
+	// still measured.
+	Err string `json:"err,omitempty"`
+}
+
+// StalledShare returns the share of the run the harness was kept waiting,
+// 0 to 1.
+func (l *SelfLag) StalledShare() float64 {
+	if l == nil || l.Wall <= 0 {
+		return 0
+	}
+	return min(float64(l.Stalled)/float64(l.Wall), 1)
+}
+
+// Capacity returns the CPU time the machine had over the run: its CPUs
+// times the wall time.
+func (l *SelfLag) Capacity() time.Duration { return time.Duration(l.CPUs) * l.Wall }
+
+// merge adds o's figures to l's.
+func (l *SelfLag) merge(o *SelfLag) {
+	l.Lag.Merge(o.Lag)
+	l.Stalled += o.Stalled
+	l.Wall += o.Wall
+	l.CPUs = max(l.CPUs, o.CPUs)
+	l.OwnCPU += o.OwnCPU
+	l.OtherCPU += o.OtherCPU
+	l.StealCPU += o.StealCPU
+	l.ServerCPU += o.ServerCPU
+	if l.Err == "" {
+		l.Err = o.Err
+	}
+}
+
 // Result is one run of the harness, or a merge of several shards.
 type Result struct {
 	Version   int         `json:"version"`
@@ -508,6 +595,12 @@ type Result struct {
 	Remote    *Remote     `json:"remote,omitempty"` // -metrics: the external server's leak check
 	Memory    *Memory     `json:"memory,omitempty"` // with hostile scenarios: the server's memory growth
 	Scenarios []*Scenario `json:"scenarios"`
+	// SelfLag is the harness's own scheduling over the run; nil in
+	// results written before it was measured.
+	SelfLag *SelfLag `json:"self_lag,omitempty"`
+	// Judgement is what the figures judge, written by JSON for readers of
+	// the file; nil otherwise (Judge and Failures compute it).
+	Judgement *Judgement `json:"judgement,omitempty"`
 
 	// CloseDelay is the server's own account of its timeout closes
 	// (CloseDelayMetric): for each connection a timeout closed, from the

@@ -12,11 +12,14 @@ import (
 	"github.com/netwheel/netwheel/internal/hist"
 )
 
-// JSON writes r as indented JSON.
+// JSON writes r as indented JSON, with its judgement (Result.Judgement)
+// computed afresh; r is not modified.
 func JSON(w io.Writer, r *Result) error {
+	out := *r
+	out.Judgement = r.judge()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(&out)
 }
 
 // ReadJSON reads a result written by JSON.
@@ -32,6 +35,10 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 		if err := h.Check(); err != nil {
 			return nil, fmt.Errorf("report: reading result: %w", err)
 		}
+	}
+	r.Judgement = nil // the figures say it again
+	if l := r.SelfLag; l != nil && l.Lag == nil {
+		l.Lag = &hist.Histogram{}
 	}
 	for _, s := range r.Scenarios { // maps and histograms may be absent in JSON
 		if s.Proto == "" {
@@ -121,47 +128,114 @@ func (t Timeouts) String() string {
 	return fmt.Sprintf("server timeouts: %s; %sslack %s", strings.Join(parts, ", "), tick, t.Slack)
 }
 
-// Verdict is a scenario's pass/fail checks: each failed check is a line.
+// Verdict is a scenario's pass/fail checks: each failed check is a line
+// (Checks, without what the harness's lag may explain).
 func (s *Scenario) Verdict() []string {
-	var bad []string
-	dialErrs := s.DialErrors
+	var lines []string
+	for _, c := range s.Checks(Timeouts{}) {
+		lines = append(lines, c.Line)
+	}
+	return lines
+}
+
+// Checks returns the scenario's failed checks, in report order; t is the
+// server's timeouts the run expected, which say how long a check of timing
+// gave the harness and the server (Check.Tolerance).
+func (s *Scenario) Checks(t Timeouts) []Check {
+	var bad []Check
+	hard := func(format string, a ...any) { bad = append(bad, Check{Line: fmt.Sprintf(format, a...)}) }
+	timing := func(tol, need time.Duration, format string, a ...any) {
+		bad = append(bad, Check{Line: fmt.Sprintf(format, a...), Tolerance: tol, Need: max(need, tol)})
+	}
+	dialErrs := maps.Clone(s.DialErrors)
 	if s.Name == "connflood" {
 		// A server may refuse a flood at the door; only the client's own
 		// limits spoil the test.
 		dialErrs = map[string]int{"fd_limit": s.DialErrors["fd_limit"], "ephemeral_ports": s.DialErrors["ephemeral_ports"]}
 		maps.DeleteFunc(dialErrs, func(_ string, v int) bool { return v == 0 })
 	}
+	if n := dialErrs["timeout"]; n > 0 && s.DialWait > 0 {
+		timing(s.DialWait, 0, "%d connections not opened within %s (dial timeout)", n, D(int64(s.DialWait)))
+		delete(dialErrs, "timeout")
+	}
 	if n := sum(dialErrs); n > 0 {
-		bad = append(bad, fmt.Sprintf("%d connections failed to open (%s)", n, counts(dialErrs)))
+		hard("%d connections failed to open (%s)", n, counts(dialErrs))
 	}
 	if s.Mismatch > 0 {
-		bad = append(bad, fmt.Sprintf("%d echoes differed from what was sent", s.Mismatch))
+		hard("%d echoes differed from what was sent", s.Mismatch)
 	}
 	if s.Limit > 0 && s.Held() > s.Limit {
-		bad = append(bad, fmt.Sprintf("the server held %d connections open, above its limit of %d", s.Held(), s.Limit))
+		hard("the server held %d connections open, above its limit of %d", s.Held(), s.Limit)
 	}
 	// Over raw a refusal and an idle close are both EOF: only a framed
 	// server's CLOSE frames tell how many it refused.
 	if n := s.Ends["overload"]; s.Limit > 0 && s.Proto != "raw" && n > max(s.Opened-s.Limit, 0) {
-		bad = append(bad, fmt.Sprintf("the server refused %d connections as overload, more than the %d beyond its limit of %d (%d opened)",
-			n, max(s.Opened-s.Limit, 0), s.Limit, s.Opened))
+		hard("the server refused %d connections as overload, more than the %d beyond its limit of %d (%d opened)",
+			n, max(s.Opened-s.Limit, 0), s.Limit, s.Opened)
 	}
 	if s.Lost > 0 {
-		bad = append(bad, fmt.Sprintf("%d messages never answered", s.Lost))
+		timing(s.AnswerWait, 0, "%d messages never answered (within %s)", s.Lost, D(int64(s.AnswerWait)))
 	}
-	if s.Early > 0 {
-		bad = append(bad, fmt.Sprintf("%d connections closed EARLY", s.Early))
+	// A peer's answer to a ping that came too late is the harness's
+	// lateness, whatever the connection expected.
+	answer := t.KeepaliveTimeout
+	if n := s.Early - s.EarlyDeadPeer; n > 0 {
+		// The harness's lateness makes a close look later, never earlier;
+		// a server starved on the same machine may expire a timer before
+		// it reads the bytes that were to reset it.
+		early := -time.Duration(s.ReapError.Min())
+		bad = append(bad, Check{Line: fmt.Sprintf("%d of %d closed EARLY, by up to %s", n, s.Expected, D(int64(early))),
+			Tolerance: max(t.Tick, time.Millisecond), Need: early, Local: true})
+	}
+	if s.EarlyDeadPeer > 0 {
+		timing(answer, 0, "%d of %d closed as dead peers before their deadline: the harness did not answer the server's pings within %s",
+			s.EarlyDeadPeer, s.Expected, D(int64(answer)))
+	}
+	if s.Late > 0 {
+		timing(t.Slack, time.Duration(s.ReapError.Max())-t.Slack, "%d of %d closed late, beyond the slack: %s", s.Late, s.Expected, lateness(s.ReapError))
 	}
 	if s.NeverReaped > 0 {
-		bad = append(bad, fmt.Sprintf("%d connections not closed within timeout + slack", s.NeverReaped))
+		timing(t.Slack, s.Horizon, "%d of %d not closed within %s of their deadline", s.NeverReaped, s.Expected, s.horizonText())
 	}
-	if n := sum(s.WrongReason); n > 0 {
-		bad = append(bad, fmt.Sprintf("%d closed for another reason (%s)", n, counts(s.WrongReason)))
+	wrong := maps.Clone(s.WrongReason)
+	if n := wrong["dead_peer"] - s.EarlyDeadPeer; n > 0 && s.Expect != "dead_peer" {
+		timing(answer, 0, "%d closed as dead peers (the harness did not answer the server's pings within %s)", n, D(int64(answer)))
+	}
+	delete(wrong, "dead_peer")
+	if n := sum(wrong); n > 0 {
+		hard("%d closed for another reason (%s)", n, counts(wrong))
 	}
 	if s.Survivors > s.Survived {
-		bad = append(bad, fmt.Sprintf("%d of %d %s survivors were closed", s.Survivors-s.Survived, s.Survivors, s.Name))
+		// A survivor is closed when it answers, sends or finishes a frame
+		// too late, or when the server is wrong.
+		timing(shortest(t.KeepaliveTimeout, t.Frame, t.Idle), 0, "%d of %d %s survivors were closed", s.Survivors-s.Survived, s.Survivors, s.Name)
 	}
-	return append(bad, s.mustCloseVerdict()...)
+	return append(bad, s.mustCloseChecks(answer)...)
+}
+
+// shortest returns the shortest positive duration of ds, or 0.
+func shortest(ds ...time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		if d > 0 && (m == 0 || d < m) {
+			m = d
+		}
+	}
+	return m
+}
+
+// lateness describes the close errors of h, in ns: how late the closes
+// came.
+func lateness(h *hist.Histogram) string {
+	return fmt.Sprintf("late p50 %s, p99 %s, max %s", D(h.Quantile(0.5)), D(h.Quantile(0.99)), D(h.Max()))
+}
+
+// horizonText says how long after its deadline a close was waited for.
+func (s *Scenario) horizonText() string {
+	if s.Horizon <= 0 {
+		return "the slack" // results written before the horizon
+	}
+	return D(int64(s.Horizon)) + " (the horizon)"
 }
 
 // mustClose is, for each hostile scenario whose every connection the
@@ -181,43 +255,65 @@ var mustClose = map[string]struct {
 	"garbage": {what: "garbage connections", why: "bytes that are no frame must close the connection", reasons: []string{"frame_too_large", "protocol_error", "frame_deadline"}},
 }
 
-// mustCloseVerdict is the failed checks of a scenario whose every
+// mustCloseChecks is the failed checks of a scenario whose every
 // connection the server must close (mustClose), unless NotApplicable: a
 // connection the server did not close, a close later than CloseWithin
 // after the misbehaviour began, and, framed, a close that did not say one
-// of the scenario's reasons.
-func (s *Scenario) mustCloseVerdict() []string {
+// of the scenario's reasons. A close not seen within the window is a check
+// of timing (the harness may not have flooded, or the server read, in
+// time); what was sent whole and kept, or held when the memory passed its
+// bound, is not.
+//
+// answer is how long the server gives a peer to answer its ping: a close
+// as a dead peer is the harness's lateness.
+func (s *Scenario) mustCloseChecks(answer time.Duration) []Check {
 	mc, ok := mustClose[s.Name]
 	if !ok || s.NotApplicable() != "" {
 		return nil
 	}
-	var bad []string
+	var bad []Check
+	hard := func(format string, a ...any) { bad = append(bad, Check{Line: fmt.Sprintf(format, a...)}) }
+	// A starved harness floods slowly, and a server starved with it reads
+	// slowly: the close may not come within the window, of which at least
+	// garbageWait was given.
+	within := max(s.CloseWithin, garbageWait)
 	switch {
 	case s.FloodBytes > 0: // nonreader: only a connection that sent its whole flood must be closed
 		if s.FloodedOpen > 0 {
-			bad = append(bad, fmt.Sprintf("%d of %d %s sent their whole flood (%s) and were not closed by the server (%s)",
-				s.FloodedOpen, s.Opened, mc.what, MiB(s.FloodBytes), mc.why))
+			hard("%d of %d %s sent their whole flood (%s) and were not closed by the server (%s)",
+				s.FloodedOpen, s.Opened, mc.what, MiB(s.FloodBytes), mc.why)
 		}
 		if s.FloodStoppedOpen > 0 {
-			bad = append(bad, fmt.Sprintf("%d of %d %s were still open when the server's memory passed its bound (%s)",
-				s.FloodStoppedOpen, s.Opened, mc.what, mc.why))
+			hard("%d of %d %s were still open when the server's memory passed its bound (%s)",
+				s.FloodStoppedOpen, s.Opened, mc.what, mc.why)
 		}
 	case s.Opened > s.ServerClosed:
-		bad = append(bad, fmt.Sprintf("%d of %d %s were not closed by the server (%s)", s.Opened-s.ServerClosed, s.Opened, mc.what, mc.why))
+		bad = append(bad, Check{Line: fmt.Sprintf("%d of %d %s were not closed by the server (%s)", s.Opened-s.ServerClosed, s.Opened, mc.what, mc.why),
+			Tolerance: garbageWait, Need: within})
 	}
 	if s.CloseWithin > 0 && s.CloseAfter != nil && s.CloseAfter.Max() > int64(s.CloseWithin) {
-		bad = append(bad, fmt.Sprintf("the server closed %s as late as %s after their misbehaviour began, beyond the %s bound (the sending window)",
-			mc.what, D(s.CloseAfter.Max()), D(int64(s.CloseWithin))))
+		bad = append(bad, Check{Line: fmt.Sprintf("the server closed %s as late as %s after their misbehaviour began, beyond the %s bound (the sending window)",
+			mc.what, D(s.CloseAfter.Max()), D(int64(s.CloseWithin))),
+			Tolerance: garbageWait, Need: time.Duration(s.CloseAfter.Max()) - s.CloseWithin})
 	}
 	if len(mc.reasons) > 0 && s.Proto != "raw" {
 		other := maps.Clone(s.Ends)
 		maps.DeleteFunc(other, func(k string, _ int) bool { return k == EndClient || slices.Contains(mc.reasons, k) })
+		if n := other["dead_peer"]; n > 0 && answer > 0 {
+			bad = append(bad, Check{Line: fmt.Sprintf("%d %s closed as dead peers (the harness did not answer the server's pings within %s)", n, mc.what, D(int64(answer))),
+				Tolerance: answer, Need: answer})
+			delete(other, "dead_peer")
+		}
 		if n := sum(other); n > 0 {
-			bad = append(bad, fmt.Sprintf("%d %s ended without a CLOSE frame saying %s (%s)", n, mc.what, strings.Join(mc.reasons, " or "), counts(other)))
+			hard("%d %s ended without a CLOSE frame saying %s (%s)", n, mc.what, strings.Join(mc.reasons, " or "), counts(other))
 		}
 	}
 	return bad
 }
+
+// garbageWait is the least time a hostile connection waits for the
+// server's close (attack's garbageWaitMin).
+const garbageWait = time.Second
 
 // NotApplicable returns why the scenario's own check does not apply to the
 // run, or "" if it does: garbage over the raw protocol, where any bytes
@@ -281,16 +377,19 @@ func Text(w io.Writer, r *Result) {
 		}
 	}
 	failed := 0
-	var notApplicable []string
+	var notApplicable, notJudged []string
 	for _, s := range r.Scenarios {
 		p("")
-		bad := s.Verdict()
+		bad, nj := r.Judge(s)
 		na := s.NotApplicable()
 		status := "ok"
 		switch {
 		case len(bad) > 0:
 			status = "CHECK"
 			failed++
+		case len(nj) > 0:
+			status = "not judged"
+			notJudged = append(notJudged, s.Name)
 		case na != "":
 			status = "not applicable"
 			notApplicable = append(notApplicable, s.Name)
@@ -308,8 +407,8 @@ func Text(w io.Writer, r *Result) {
 			p("  latency:  %s", quantiles(s.Latency))
 		}
 		if s.Expected > 0 {
-			p("  %d expected to close by %q: %d on time, %d never (within slack), %d early, other reasons: %s",
-				s.Expected, s.Expect, s.Reaped, s.NeverReaped, s.Early, counts(s.WrongReason))
+			p("  %d expected to close by %q: %d on time, %d late (beyond the slack), %d never (within %s), %d early, other reasons: %s",
+				s.Expected, s.Expect, s.Reaped, s.Late, s.NeverReaped, s.horizonText(), s.Early, counts(s.WrongReason))
 			if s.ReapError.Count() > 0 {
 				p("  close error (observed - expected): p50 %s  p99 %s  max %s  min %s", D(s.ReapError.Quantile(0.5)),
 					D(s.ReapError.Quantile(0.99)), D(s.ReapError.Max()), D(s.ReapError.Min()))
@@ -354,7 +453,13 @@ func Text(w io.Writer, r *Result) {
 			p("  errors: %s", counts(s.Errors))
 		}
 		for _, b := range bad {
-			p("  ! %s", b)
+			p("  ! %s", b.Line)
+		}
+		if len(nj) > 0 {
+			p("  not judged: %s:", r.SelfLag.Why())
+		}
+		for _, c := range nj {
+			p("  ~ %s", c.Line)
 		}
 	}
 	if r.CloseDelay != nil && delayUnder == "" {
@@ -386,6 +491,9 @@ func Text(w io.Writer, r *Result) {
 	if rm := r.Remote; rm != nil {
 		remoteText(p, rm)
 	}
+	if sl := r.SelfLag; sl != nil {
+		selfLagText(p, sl)
+	}
 	for _, l := range r.Limits {
 		p("LIMIT: %s", l)
 	}
@@ -413,17 +521,31 @@ func Text(w io.Writer, r *Result) {
 	}
 	all := fmt.Sprintf("all %d scenarios ok", len(r.Scenarios))
 	if len(notApplicable) > 0 {
-		all = fmt.Sprintf("all %d judged scenarios ok, %d not applicable (%s)", len(r.Scenarios)-len(notApplicable), len(notApplicable), strings.Join(notApplicable, ", "))
+		all = fmt.Sprintf("all %d judged scenarios ok, %d not applicable (%s)", len(r.Scenarios)-len(notApplicable)-len(notJudged), len(notApplicable), strings.Join(notApplicable, ", "))
+	}
+	njWhy := ""
+	if len(notJudged) > 0 {
+		// Not judged is no failure, and no pass either: the exit status
+		// is 3 unless something failed.
+		switch judged := len(r.Scenarios) - len(notJudged) - len(notApplicable); {
+		case judged == 0 && len(notApplicable) > 0:
+			all = fmt.Sprintf("no scenario judged, %d not applicable (%s)", len(notApplicable), strings.Join(notApplicable, ", "))
+		case judged == 0:
+			all = "no scenario judged"
+		case len(notApplicable) == 0:
+			all = fmt.Sprintf("all %d judged scenarios ok", judged)
+		}
+		njWhy = fmt.Sprintf("; %d not judged (%s): %s (lines marked ~)", len(notJudged), strings.Join(notJudged, ", "), r.SelfLag.Why())
 	}
 	switch {
 	case failed == 0 && len(memBad) > 0:
-		p("%s, but the server's memory grew beyond its bound (line marked ! under [memory])", all)
+		p("%s, but the server's memory grew beyond its bound (line marked ! under [memory])%s", all, njWhy)
 	case failed == 0 && leaks == 0:
-		p("%s%s", all, mem)
+		p("%s%s%s", all, mem, njWhy)
 	case failed == 0:
-		p("%s%s, but the server may have leaked (LIMIT: LEAK? above)", all, mem)
+		p("%s%s, but the server may have leaked (LIMIT: LEAK? above)%s", all, mem, njWhy)
 	default:
-		p("%d of %d scenarios need a look (lines marked !)%s", failed, len(r.Scenarios), mem)
+		p("%d of %d scenarios need a look (lines marked !)%s%s", failed, len(r.Scenarios), mem, njWhy)
 	}
 }
 
@@ -506,6 +628,25 @@ func memoryText(p func(string, ...any), m *Memory, bad []string) {
 	}
 }
 
+// selfLagText writes how promptly the harness got the CPU.
+func selfLagText(p func(string, ...any), sl *SelfLag) {
+	p("harness lag (a 1 ms wake, its wait behind the harness's goroutines included): p50 %s  p99 %s  max %s; kept waiting %s of %s (%.0f%%)",
+		D(sl.Lag.Quantile(0.5)), D(sl.Lag.Quantile(0.99)), D(sl.Lag.Max()), D(int64(sl.Stalled)), D(int64(sl.Wall)), 100*sl.StalledShare())
+	if sl.Err != "" {
+		p("  other processes' CPU: not read: %s", sl.Err)
+		return
+	}
+	server := ""
+	if sl.ServerCPU > 0 {
+		server = ", the server (-server-pid) " + cpuS(sl.ServerCPU)
+	}
+	p("  CPU over the run: this process %s%s, other processes %s, stolen by the hypervisor %s, of %s (%d CPUs)",
+		cpuS(sl.OwnCPU), server, cpuS(sl.OtherCPU), cpuS(sl.StealCPU), cpuS(sl.Capacity()), sl.CPUs)
+}
+
+// cpuS formats CPU time in CPU-seconds.
+func cpuS(d time.Duration) string { return fmt.Sprintf("%.1f CPU-s", d.Seconds()) }
+
 // remoteText writes the external server's leak check.
 func remoteText(p func(string, ...any), rm *Remote) {
 	p("")
@@ -536,12 +677,13 @@ func remoteText(p func(string, ...any), rm *Remote) {
 }
 
 // Failures returns how many of the result's judgements failed: scenarios
-// with a failed check, the memory bound, a suspected leak. The report's
+// with a failed check the harness's starvation does not explain (Judge),
+// the memory bound, a suspected leak. The report's
 // last line says the same in words; zero means it says "ok".
 func (r *Result) Failures() int {
 	n := 0
 	for _, s := range r.Scenarios {
-		if len(s.Verdict()) > 0 {
+		if failed, _ := r.Judge(s); len(failed) > 0 {
 			n++
 		}
 	}

@@ -1,0 +1,119 @@
+// Package lag measures how promptly the harness itself got the CPU during
+// a run: a goroutine asks to wake every millisecond and records how late
+// it woke (and how long it then waited in the Go scheduler's queue behind
+// the harness's other goroutines), and /proc tells how much CPU the other
+// processes of the machine took meanwhile, and the hypervisor (steal).
+// A load generator that was not scheduled cannot tell a late server from
+// its own lateness; the report uses these figures to say so.
+//
+// It is not a CPU profiler: the figures are the harness's, the embedded
+// server's included, as a scheduler saw them.
+package lag
+
+import (
+	"cmp"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/netwheel/netwheel/internal/hist"
+	"github.com/netwheel/netwheel/internal/limits"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+)
+
+// Period is how often the monitor asks to wake.
+const Period = time.Millisecond
+
+// Monitor measures the harness's scheduling lag from Start to Stop.
+//
+// Ownership: the sampling goroutine (loop) owns lag until it exits; Stop
+// waits for it and only then reads lag. start and cpu0 are set by Start.
+type Monitor struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	lag  hist.Histogram // ns: how late each wake came, queueing included
+	// stalled is the sum of the lateness beyond stallFloor: the time the
+	// harness was kept waiting.
+	stalled time.Duration
+	start   time.Time
+	cpu0    CPU
+	cpuErr  error
+	// serverPID is the server's process (0: none known), whose CPU is not
+	// the other processes': a server that burns the CPU is the server's
+	// fault, not the machine's. server0 is its CPU time at the start.
+	serverPID int
+	server0   time.Duration
+	serverErr error
+}
+
+// stallFloor is the lateness counted as noise rather than a stall: a
+// timer's wake on an idle machine is late by tens of microseconds.
+const stallFloor = time.Millisecond
+
+// Start starts a monitor; Stop ends it. It costs one goroutine waking
+// every Period (a few microseconds of CPU each time). serverPID, if not 0,
+// is the process of the server under test on this machine: its CPU is
+// counted apart from the other processes'.
+func Start(serverPID int) *Monitor {
+	m := &Monitor{done: make(chan struct{}), start: time.Now(), serverPID: serverPID}
+	m.cpu0, m.cpuErr = ReadCPU()
+	if serverPID != 0 {
+		m.server0, m.serverErr = limits.ProcCPU(serverPID)
+	}
+	m.wg.Go(m.loop)
+	return m
+}
+
+func (m *Monitor) loop() {
+	tm := time.NewTimer(Period)
+	defer tm.Stop()
+	want := time.Now().Add(Period)
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-tm.C:
+		}
+		// Behind the harness's runnable goroutines: a timer's goroutine
+		// runs first on its P, and would not see the queue.
+		runtime.Gosched()
+		now := time.Now()
+		late := max(now.Sub(want), 0)
+		m.lag.Record(int64(late))
+		if late > stallFloor {
+			m.stalled += late - stallFloor
+		}
+		want = now.Add(Period)
+		tm.Reset(Period)
+	}
+}
+
+// Stop ends the monitor and returns its figures. Call it once, from the
+// goroutine that called Start.
+func (m *Monitor) Stop() *report.SelfLag {
+	close(m.done)
+	m.wg.Wait()
+	end := time.Now()
+	cpu1, err := ReadCPU()
+	if m.cpuErr != nil {
+		err = m.cpuErr
+	}
+	s := &report.SelfLag{Lag: &m.lag, Stalled: m.stalled, Wall: end.Sub(m.start), CPUs: runtime.NumCPU()}
+	if err != nil {
+		s.Err = err.Error()
+		return s
+	}
+	d := cpu1.Sub(m.cpu0)
+	s.OwnCPU, s.OtherCPU, s.StealCPU, s.CPUs = d.Own, d.Others(), d.Steal, max(d.CPUs, 1)
+	if m.serverPID != 0 {
+		server1, err := limits.ProcCPU(m.serverPID)
+		if err == nil && m.serverErr == nil {
+			s.ServerCPU = max(server1-m.server0, 0)
+			s.OtherCPU = max(s.OtherCPU-s.ServerCPU, 0)
+		} else {
+			s.Err = fmt.Sprintf("the server's CPU (-server-pid %d) not read, so not told from the other processes': %v", m.serverPID, cmp.Or(m.serverErr, err))
+		}
+	}
+	return s
+}
