@@ -88,30 +88,17 @@ func (c *Conn) Send(msg []byte) error {
 	if c.closing || c.closed {
 		return ErrClosed
 	}
-	l := c.own()
-	s := c.s
-	size := len(msg)
-	if s.cfg.Protocol == Framed {
-		size += frame.DataHeaderSize
-		if c.f.unacked.bytes()+len(msg) > s.lim.unackedBytes {
-			return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.f.unacked.bytes(), s.lim.unackedBytes)
-		}
-	}
-	if queued := c.gc.OutboundBuffered() + len(l.out); queued+size > s.lim.outputHard {
+	return c.s.proto.send(c, msg)
+}
+
+// roomFor reports whether size more bytes of output fit within c's hard
+// output limit, with what l, c's loop, holds for c; if not, it closes c
+// with ReasonOutputLimit and returns ErrOutputLimit.
+func (c *Conn) roomFor(l *loop, size int) error {
+	if queued := c.gc.OutboundBuffered() + len(l.out); queued+size > c.s.lim.outputHard {
 		c.overOutput(queued + size)
-		return fmt.Errorf("%w: %d bytes queued, limit %d", ErrOutputLimit, queued+size, s.lim.outputHard)
+		return fmt.Errorf("%w: %d bytes queued, limit %d", ErrOutputLimit, queued+size, c.s.lim.outputHard)
 	}
-	if s.cfg.Protocol == Raw {
-		l.out = append(l.out, msg...)
-		return nil
-	}
-	seq := c.f.sendNext
-	if err := c.f.rtx.Sent(seq, l.clock()); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnackedLimit, err)
-	}
-	c.f.sendNext++
-	c.f.unacked.push(msg)
-	l.out = frame.AppendData(l.out, seq, msg)
 	return nil
 }
 
@@ -212,11 +199,8 @@ func (c *Conn) closeFrame(r Reason, code frame.Code, text string) {
 	}
 	c.closing = true
 	c.reason = r
-	if c.s.cfg.Protocol == Framed && !c.sentClose && code != 0 &&
-		!(r == ReasonShutdown && c.s.cfg.SilentShutdown) {
-		c.sentClose = true
-		l := c.own()
-		l.out = frame.AppendClose(l.out, code, text)
+	if !c.sentClose && code != 0 && !(r == ReasonShutdown && c.s.cfg.SilentShutdown) {
+		c.s.proto.sayClose(c, code, text)
 	}
 	if c.l.inEvent != c {
 		c.l.flushOwner()
@@ -229,5 +213,8 @@ func (c *Conn) closeFrame(r Reason, code frame.Code, text string) {
 // isIdle reports whether c can be closed by a graceful shutdown without
 // losing anything: no frame half received, nothing unacknowledged or queued.
 func (c *Conn) isIdle() bool {
-	return !c.inFrame && (c.f == nil || c.f.unacked.len() == 0) && c.gc.OutboundBuffered() == 0
+	if _, msgs := c.s.proto.unacked(c); msgs != 0 {
+		return false
+	}
+	return !c.inFrame && c.gc.OutboundBuffered() == 0
 }

@@ -13,8 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/netserver/frame"
-	"github.com/netwheel/netwheel/retransmit"
 )
 
 // events implements gnet.EventHandler.
@@ -26,28 +24,41 @@ type events struct {
 func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 	s := e.s
 	s.eng = eng
-	s.addr = listenAddr(eng, s.cfg.Addr)
+	s.addr = boundAddr(eng, s.cfg.Addr)
 	close(s.booted)
 	return gnet.None
 }
 
+// OnOpen admits a new connection, sets up its timers and calls the
+// handler's OnOpen.
 func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := e.s
 	s.accepted.Add(1)
 	l := s.loopFor(gc.EventLoop())
 	now := l.event()
-	var c *Conn
-	if s.cfg.Protocol == Framed {
-		fc := &framedConn{framed: framed{recvNext: 1, sendNext: 1}}
-		c = &fc.Conn
-		c.f = &fc.framed
-	} else {
-		c = &Conn{}
-	}
+	c := s.proto.newConn()
 	c.gc, c.l, c.s = gc, l, s
 	gc.SetContext(c)
-	// Reserve a place first, so event loops opening connections at the same
-	// time cannot overshoot MaxConns together.
+	if r := s.admit(); r != ReasonNone {
+		c.refuse(r)
+		return s.proto.refusal(r), gnet.Close
+	}
+	if err := c.startTimers(now); err != nil { // validated in New; cannot happen
+		s.log.Error("netserver: connection timers", "err", err)
+		s.open.Add(-1)
+		c.refuse(ReasonPanic)
+		return nil, gnet.Close
+	}
+	s.setSockopts(gc)
+	l.addConn(c)
+	return nil, l.opened(c)
+}
+
+// admit counts a new connection open and returns ReasonNone, or, if it
+// must be refused, uncounts it and returns why. It reserves the place
+// first, so that event loops opening connections at the same time cannot
+// overshoot MaxConns together.
+func (s *Server) admit() Reason {
 	n := s.open.Add(1)
 	var reject Reason
 	switch {
@@ -59,60 +70,61 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if reject != ReasonNone {
 		s.open.Add(-1)
 		s.checkDrained()
-		c.rejected = true
-		c.closing = true
-		c.reason = reject
-		if s.cfg.Protocol == Framed {
-			return frame.AppendClose(nil, closeCode(reject), reject.String()), gnet.Close
-		}
-		return nil, gnet.Close
 	}
+	return reject
+}
 
-	// Only the hooks the configuration calls: each is an allocation.
+// refuse marks c, which never opened, as closing with r: OnClose counts it
+// and calls no handler.
+func (c *Conn) refuse(r Reason) {
+	c.rejected, c.closing, c.reason = true, true, r
+}
+
+// startTimers sets up c's idle tracker, with only the hooks the
+// configuration calls (each is an allocation), and the protocol's state.
+func (c *Conn) startTimers(now time.Duration) error {
+	s := c.s
 	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(r) }}
 	if s.idleCfg.KeepaliveTime > 0 {
 		hooks.Probe = func() { c.post(evProbe) }
 	}
-	if s.idleCfg.MaxAgeGrace > 0 && s.cfg.Protocol == Framed {
-		// Only Framed tells the peer, and only a grace leaves time to.
+	if s.idleCfg.MaxAgeGrace > 0 && s.proto.warnsOfAge() {
 		hooks.Drain = func() { c.post(evDrain) }
 	}
 	tr, err := idle.NewAt(s.wheel, now, s.idleCfg, hooks)
-	if err != nil { // validated in New; cannot happen
-		s.log.Error("netserver: idle tracker", "err", err)
-		s.open.Add(-1)
-		c.rejected, c.closing, c.reason = true, true, ReasonPanic
-		return nil, gnet.Close
+	if err != nil {
+		return fmt.Errorf("idle tracker: %w", err)
 	}
 	c.idle = tr
-	if s.cfg.Protocol == Framed {
-		err := c.f.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Handlers{
-			Retransmit: func(uint64, int) { c.post(evRetransmit) },
-			GiveUp:     func(error) { c.postClose(ReasonGiveUp) },
-			Sample:     func(rtt time.Duration) { s.m.rtt.Observe(rtt.Seconds()) },
-		})
-		if err != nil {
-			s.log.Error("netserver: retransmit tracker", "err", err)
-			tr.Stop()
-			s.open.Add(-1)
-			c.rejected, c.closing, c.reason = true, true, ReasonPanic
-			return nil, gnet.Close
-		}
+	if err := s.proto.open(c); err != nil {
+		tr.Stop()
+		return fmt.Errorf("protocol: %w", err)
 	}
+	return nil
+}
+
+// setSockopts sets the socket options Config.Kernel asks for on each
+// connection.
+func (s *Server) setSockopts(gc gnet.Conn) {
 	if s.cfg.Kernel.UserTimeout > 0 {
 		if err := setUserTimeout(gc.Fd(), s.cfg.Kernel.UserTimeout); err != nil {
 			s.log.Debug("netserver: TCP_USER_TIMEOUT", "err", err)
 		}
 	}
-	l.addConn(c)
+}
+
+// opened calls the handler's OnOpen for c and writes out what it sent. It
+// returns gnet.Close if the handler closed c.
+func (l *loop) opened(c *Conn) gnet.Action {
+	s := l.s
 	l.inEvent = c // closeWith must not close inside OnOpen: return gnet.Close
 	s.safely(c, func() { s.h.OnOpen(c) })
 	l.inEvent = nil
 	l.flushOwner()
 	if c.closing && !c.closed {
-		return nil, gnet.Close
+		return gnet.Close
 	}
-	return nil, gnet.None
+	return gnet.None
 }
 
 func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
@@ -128,13 +140,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	l := c.l
 	l.event()
 	l.inEvent = c
-	s.safely(c, func() {
-		if s.cfg.Protocol == Raw {
-			c.onRaw()
-		} else {
-			c.onFramed()
-		}
-	})
+	s.safely(c, func() { s.proto.read(c) })
 	l.inEvent = nil
 	l.flushOwner()
 	if !c.closing && s.draining.Load() && c.isIdle() {
@@ -149,6 +155,8 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
+// OnClose releases a closed connection's timers and state, logs and
+// counts its close, and calls the handler's OnClose.
 func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok || c.closed {
@@ -157,52 +165,17 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	s := e.s
 	c.closed = true
 	if c.reason == ReasonNone {
-		switch {
-		case err == nil && s.draining.Load():
-			c.reason = ReasonShutdown
-		case err == nil:
-			c.reason = ReasonServerClosed
-		case errors.Is(err, io.EOF):
-			c.reason = ReasonPeerClosed
-		default:
-			c.reason = ReasonError
-		}
+		c.reason = s.closeReason(err)
 	}
 	s.closed[c.reason].Add(1)
 	if c.rejected {
 		s.log.Debug("netserver: connection refused", "remote", remote(c), "reason", c.reason.String())
 		return gnet.None
 	}
-	c.idle.Stop()
-	if s.cfg.Protocol == Framed {
-		c.f.rtx.Close()
-	}
-	if c.out != nil {
-		c.out.timer.Stop()
-	}
-	var unackedBytes, unackedMsgs int
-	if c.f != nil {
-		unackedBytes, unackedMsgs = c.f.unacked.bytes(), c.f.unacked.len()
-		c.f.unacked.reset(true)
-	}
-	c.l.removeConn(c)
-	if c.l.owner == c { // output queued for a connection that is gone
-		c.l.owner = nil
-		c.l.out = c.l.out[:0]
-	}
+	unackedBytes, unackedMsgs := s.proto.unacked(c)
+	c.release()
 	s.open.Add(-1)
-	level := closeLevel(c.reason, err)
-	if s.log.Enabled(context.Background(), level) {
-		attrs := []any{"remote", remote(c), "reason", c.reason.String()}
-		switch {
-		case err != nil && c.reason == ReasonError:
-			attrs = append(attrs, "err", err.Error())
-		case c.reason == ReasonUnackedLimit:
-			attrs = append(attrs, "unacked_bytes", unackedBytes, "unacked_messages", unackedMsgs,
-				"limit_bytes", s.lim.unackedBytes)
-		}
-		s.log.Log(context.Background(), level, "netserver: connection closed", attrs...)
-	}
+	s.logClose(c, err, unackedBytes, unackedMsgs)
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -213,6 +186,53 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}()
 	s.checkDrained()
 	return gnet.None
+}
+
+// closeReason is the reason of a close that nothing of the server's
+// started, from gnet's err.
+func (s *Server) closeReason(err error) Reason {
+	switch {
+	case err == nil && s.draining.Load():
+		return ReasonShutdown
+	case err == nil:
+		return ReasonServerClosed
+	case errors.Is(err, io.EOF):
+		return ReasonPeerClosed
+	}
+	return ReasonError
+}
+
+// release stops c's timers, lets its protocol state go and takes it off its
+// loop.
+func (c *Conn) release() {
+	c.idle.Stop()
+	if c.out != nil {
+		c.out.timer.Stop()
+	}
+	c.s.proto.release(c)
+	c.l.removeConn(c)
+	if c.l.owner == c { // output queued for a connection that is gone
+		c.l.owner = nil
+		c.l.out = c.l.out[:0]
+	}
+}
+
+// logClose logs c's close, at closeLevel's level, with what the peer left
+// unacknowledged if that is why.
+func (s *Server) logClose(c *Conn, err error, unackedBytes, unackedMsgs int) {
+	level := closeLevel(c.reason, err)
+	if !s.log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []any{"remote", remote(c), "reason", c.reason.String()}
+	switch {
+	case err != nil && c.reason == ReasonError:
+		attrs = append(attrs, "err", err.Error())
+	case c.reason == ReasonUnackedLimit:
+		attrs = append(attrs, "unacked_bytes", unackedBytes, "unacked_messages", unackedMsgs,
+			"limit_bytes", s.lim.unackedBytes)
+	}
+	s.log.Log(context.Background(), level, "netserver: connection closed", attrs...)
 }
 
 // peerGone reports whether err, a read or write error, says only that the

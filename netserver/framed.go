@@ -3,6 +3,7 @@ package netserver
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/netwheel/netwheel/netserver/frame"
@@ -29,6 +30,108 @@ type framedConn struct {
 	framed
 }
 
+// framedProto is the Framed protocol of docs/protocol.md: DATA frames
+// numbered, acknowledged and retransmitted, PING and PONG, and a CLOSE
+// frame with a code before the server closes. Its state is c.f.
+type framedProto struct{}
+
+// newConn allocates the Conn and its protocol state together.
+func (framedProto) newConn() *Conn {
+	fc := &framedConn{framed: framed{recvNext: 1, sendNext: 1}}
+	c := &fc.Conn
+	c.f = &fc.framed
+	return c
+}
+
+// refusal is a CLOSE frame with r's code.
+func (framedProto) refusal(r Reason) []byte {
+	return frame.AppendClose(nil, closeCode(r), r.String())
+}
+
+// warnsOfAge is true: a CLOSE frame tells the peer, and a grace leaves it
+// time to go.
+func (framedProto) warnsOfAge() bool { return true }
+
+// open sets up c's retransmission tracker.
+func (framedProto) open(c *Conn) error {
+	s := c.s
+	return c.f.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Handlers{
+		Retransmit: func(uint64, int) { c.post(evRetransmit) },
+		GiveUp:     func(error) { c.postClose(ReasonGiveUp) },
+		Sample:     func(rtt time.Duration) { s.m.rtt.Observe(rtt.Seconds()) },
+	})
+}
+
+func (framedProto) read(c *Conn) { c.onFramed() }
+
+// send queues msg as a DATA frame, kept until the peer acknowledges it.
+func (framedProto) send(c *Conn, msg []byte) error {
+	l := c.own()
+	s := c.s
+	if c.f.unacked.bytes()+len(msg) > s.lim.unackedBytes {
+		return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.f.unacked.bytes(), s.lim.unackedBytes)
+	}
+	if err := c.roomFor(l, len(msg)+frame.DataHeaderSize); err != nil {
+		return err
+	}
+	seq := c.f.sendNext
+	if err := c.f.rtx.Sent(seq, l.clock()); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnackedLimit, err)
+	}
+	c.f.sendNext++
+	c.f.unacked.push(msg)
+	l.out = frame.AppendData(l.out, seq, msg)
+	return nil
+}
+
+// sayClose queues a CLOSE frame.
+func (framedProto) sayClose(c *Conn, code frame.Code, text string) {
+	c.sentClose = true
+	l := c.own()
+	l.out = frame.AppendClose(l.out, code, text)
+}
+
+// sayAge queues a CLOSE frame with CodeMaxAge now; the close follows after
+// the grace.
+func (framedProto) sayAge(c *Conn) {
+	if c.sentClose {
+		return
+	}
+	c.sentClose = true
+	l := c.own()
+	l.out = frame.AppendClose(l.out, frame.CodeMaxAge, "max_age: closing after grace period")
+}
+
+// probe sends a PING with a new nonce.
+func (framedProto) probe(c *Conn) {
+	c.f.nonce++
+	l := c.own()
+	l.out = frame.AppendPing(l.out, c.f.nonce)
+}
+
+// retransmit resends the earliest unacknowledged DATA frame (RFC 6298 5.4).
+func (framedProto) retransmit(c *Conn) {
+	if c.f.unacked.len() == 0 {
+		return
+	}
+	s := c.s
+	l := c.own()
+	l.out = frame.AppendData(l.out, c.f.ackedTo+1, c.f.unacked.front())
+	s.retransmits.Add(1)
+	s.m.rto.Observe(c.f.rtx.Stats().RTO.Seconds())
+}
+
+func (framedProto) unacked(c *Conn) (bytes, msgs int) {
+	return c.f.unacked.bytes(), c.f.unacked.len()
+}
+
+// release stops the retransmission tracker and lets the kept payloads go.
+func (framedProto) release(c *Conn) {
+	c.f.rtx.Close()
+	c.f.unacked.reset(true)
+}
+
+// onFramed parses c's inbound frames.
 func (c *Conn) onFramed() {
 	now := c.l.clock()
 	c.idle.BytesInAt(now)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-
-	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // loop is the server's state for one gnet event loop.
@@ -210,28 +208,16 @@ func (c *Conn) handleEvents(ev uint32) {
 			return
 		}
 	}
-	if ev&evDrain != 0 && s.cfg.Protocol == Framed && !c.sentClose {
+	if ev&evDrain != 0 {
 		// Max age reached: tell the peer now; the close follows after the grace.
-		c.sentClose = true
-		l := c.own()
-		l.out = frame.AppendClose(l.out, frame.CodeMaxAge, "max_age: closing after grace period")
+		s.proto.sayAge(c)
 	}
 	if ev&evProbe != 0 {
 		s.probes.Add(1)
-		if s.cfg.Protocol == Framed {
-			c.f.nonce++
-			l := c.own()
-			l.out = frame.AppendPing(l.out, c.f.nonce)
-		} else if p, ok := s.h.(Prober); ok {
-			p.OnProbe(c)
-		}
+		s.proto.probe(c)
 	}
-	if ev&evRetransmit != 0 && c.f != nil && c.f.unacked.len() > 0 {
-		// RFC 6298 5.4: resend the earliest unacknowledged message.
-		l := c.own()
-		l.out = frame.AppendData(l.out, c.f.ackedTo+1, c.f.unacked.front())
-		s.retransmits.Add(1)
-		s.m.rto.Observe(c.f.rtx.Stats().RTO.Seconds())
+	if ev&evRetransmit != 0 {
+		s.proto.retransmit(c)
 	}
 	c.l.flushOwner()
 }

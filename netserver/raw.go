@@ -1,5 +1,41 @@
 package netserver
 
+import "github.com/netwheel/netwheel/netserver/frame"
+
+// raw is the Raw protocol: a byte stream the handler parses, with no
+// protocol state and nothing of its own to send.
+type raw struct{}
+
+func (raw) newConn() *Conn                     { return &Conn{} }
+func (raw) refusal(Reason) []byte              { return nil }
+func (raw) warnsOfAge() bool                   { return false }
+func (raw) open(*Conn) error                   { return nil }
+func (raw) read(c *Conn)                       { c.onRaw() }
+func (raw) sayClose(*Conn, frame.Code, string) {}
+func (raw) sayAge(*Conn)                       {}
+func (raw) retransmit(*Conn)                   {}
+func (raw) unacked(*Conn) (int, int)           { return 0, 0 }
+func (raw) release(*Conn)                      {}
+
+// send queues msg as it is.
+func (raw) send(c *Conn, msg []byte) error {
+	l := c.own()
+	if err := c.roomFor(l, len(msg)); err != nil {
+		return err
+	}
+	l.out = append(l.out, msg...)
+	return nil
+}
+
+// probe has the handler send its protocol's probe (New has checked that it
+// implements Prober when keepalive probes are on).
+func (raw) probe(c *Conn) {
+	if p, ok := c.s.h.(Prober); ok {
+		p.OnProbe(c)
+	}
+}
+
+// onRaw hands c's inbound bytes to the handler.
 func (c *Conn) onRaw() {
 	s := c.s
 	buf, _ := c.gc.Peek(-1)

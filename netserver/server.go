@@ -43,6 +43,7 @@ import (
 type Server struct {
 	cfg          Config
 	h            Handler
+	proto        protocol
 	log          *slog.Logger
 	wheel        *wheel.Wheel
 	wheelPub     atomic.Pointer[wheel.Wheel]
@@ -108,6 +109,7 @@ func New(cfg Config, h Handler) (*Server, error) {
 		drained:   make(chan struct{}),
 		byEL:      map[gnet.EventLoop]*loop{},
 		maxFrame:  cfg.MaxFrame,
+		proto:     protocolFor(cfg.Protocol),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -119,7 +121,7 @@ func New(cfg Config, h Handler) (*Server, error) {
 	// tell whether output is still queued.
 	s.idleCfg = cfg.Timeouts
 	s.stallTimeout = s.idleCfg.WriteStallTimeout
-	s.idleCfg.WriteStallTimeout = 0
+	s.idleCfg.WriteStallTimeout = idle.Off
 	s.lim = cfg.Limits.resolve()
 	s.outputLook = outputLook(s.stallTimeout, s.lim.outputSoftFor)
 	s.loops.Store(&[]*loop{})
