@@ -27,12 +27,55 @@ func (s *Server) Start() error {
 		}
 		return errors.New("netserver: Start called twice")
 	}
-	tick := s.cfg.Tick
-	if tick == 0 {
-		tick = wheel.DefaultTick
+	loops := s.size()
+	// With SO_REUSEPORT, other listeners of this process may share the
+	// address, and Shutdown must close only this server's: those there
+	// before Start are not, and Starts take turns so no other server's
+	// appear while this one looks.
+	claimMu.Lock()
+	defer claimMu.Unlock()
+	addr, reusePort, err := s.listenAddr()
+	if err != nil {
+		s.runErr = err
+		close(s.done)
+		close(s.startDone)
+		return err
 	}
+	foreign := listenersOn(addr)
+	s.wheel = wheel.New(wheel.WithTick(s.tick()), wheel.WithBatchEnd(s.handOff))
+	s.wheelPub.Store(s.wheel)
+	s.loopCount.Store(int32(loops))
+	go s.run(addr, s.gnetOptions(loops, reusePort))
+	defer close(s.startDone)
+	select {
+	case <-s.booted:
+		want := 1
+		if reusePort && s.addr.(*net.TCPAddr).Port == listenPort(addr) {
+			want = loops // gnet opens one per loop, after OnBoot
+		}
+		s.listeners = s.ownListeners(foreign, want)
+		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
+			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", s.maxConns)
+		return nil
+	case <-s.done:
+		return fmt.Errorf("netserver: listen on %s: %w", addr, s.runErr)
+	}
+}
+
+// tick returns the wheel's tick: Config.Tick or its default.
+func (s *Server) tick() time.Duration {
+	if s.cfg.Tick == 0 {
+		return wheel.DefaultTick
+	}
+	return s.cfg.Tick
+}
+
+// size returns the number of event loops to run, resolves the bound on
+// open connections (s.maxConns) for it, and warns if the loops leave the
+// wheel no P.
+func (s *Server) size() (loops int) {
 	procs := runtime.GOMAXPROCS(0)
-	loops := s.cfg.EventLoops
+	loops = s.cfg.EventLoops
 	if loops == 0 {
 		loops = max(1, procs-1)
 	}
@@ -46,36 +89,40 @@ func (s *Server) Start() error {
 		s.log.Warn("netserver: no P to spare for the timer wheel: with every P held by an event loop waiting in epoll_wait, "+
 			"timers fire milliseconds late; run fewer event loops than GOMAXPROCS", "event_loops", loops, "gomaxprocs", procs)
 	}
-	// With SO_REUSEPORT, other listeners of this process may share the
-	// address, and Shutdown must close only this server's: those there
-	// before Start are not, and Starts take turns so no other server's
-	// appear while this one looks.
-	claimMu.Lock()
-	defer claimMu.Unlock()
-	addr := s.cfg.Addr
-	reusePort := s.cfg.ReusePort
-	if perLoopListeners {
-		reusePort = true
-		if !s.cfg.ReusePort || listenPort(addr) == 0 {
-			var err error
-			if addr, err = checkAddr(addr); err != nil {
-				s.runErr = err
-				close(s.done)
-				close(s.startDone)
-				return err
-			}
+	return loops
+}
+
+// listenAddr returns the address to listen on and whether with
+// SO_REUSEPORT. Where each loop has a listener of its own
+// (perLoopListeners), it always is, and a port that others may share is
+// checked free first (checkAddr).
+func (s *Server) listenAddr() (addr string, reusePort bool, err error) {
+	addr, reusePort = s.cfg.Addr, s.cfg.ReusePort
+	if !perLoopListeners {
+		return addr, reusePort, nil
+	}
+	if !s.cfg.ReusePort || listenPort(addr) == 0 {
+		if addr, err = checkAddr(addr); err != nil {
+			return "", false, err
 		}
 	}
-	foreign := map[listenerID]bool{}
+	return addr, true, nil
+}
+
+// listenersOn returns the listening sockets of the process on addr now.
+func listenersOn(addr string) map[listenerID]bool {
+	found := map[listenerID]bool{}
 	if a, err := net.ResolveTCPAddr("tcp", addr); err == nil && a.Port != 0 {
 		ids, _ := findListeners(a)
 		for _, id := range ids {
-			foreign[id] = true
+			found[id] = true
 		}
 	}
-	s.wheel = wheel.New(wheel.WithTick(tick), wheel.WithBatchEnd(s.handOff))
-	s.wheelPub.Store(s.wheel)
-	s.loopCount.Store(int32(loops))
+	return found
+}
+
+// gnetOptions returns gnet's options for loops event loops.
+func (s *Server) gnetOptions(loops int, reusePort bool) []gnet.Option {
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(loops),
@@ -93,26 +140,16 @@ func (s *Server) Start() error {
 			opts = append(opts, gnet.WithTCPKeepCount(k.KeepaliveCount))
 		}
 	}
-	go func() {
-		defer close(s.done)
-		s.runErr = gnet.Run(&events{s: s}, "tcp://"+addr, opts...)
-		// Every loop has returned: no connection is left to arm a timer.
-		s.wheel.Stop()
-	}()
-	defer close(s.startDone)
-	select {
-	case <-s.booted:
-		want := 1
-		if reusePort && s.addr.(*net.TCPAddr).Port == listenPort(addr) {
-			want = loops // gnet opens one per loop, after OnBoot
-		}
-		s.listeners = s.ownListeners(foreign, want)
-		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "gomaxprocs", procs, "tick", tick.String(), "max_conns", s.maxConns)
-		return nil
-	case <-s.done:
-		return fmt.Errorf("netserver: listen on %s: %w", addr, s.runErr)
-	}
+	return opts
+}
+
+// run runs gnet's engine on addr until it stops, then the wheel; it closes
+// s.done when both have.
+func (s *Server) run(addr string, opts []gnet.Option) {
+	defer close(s.done)
+	s.runErr = gnet.Run(&events{s: s}, "tcp://"+addr, opts...)
+	// Every loop has returned: no connection is left to arm a timer.
+	s.wheel.Stop()
 }
 
 // claimMu serializes the part of Start that finds the server's listening
@@ -154,9 +191,9 @@ func listenPort(addr string) int {
 	return n
 }
 
-// listenAddr asks the kernel which address the listener got (the port may
+// boundAddr asks the kernel which address the listener got (the port may
 // have been 0).
-func listenAddr(eng gnet.Engine, cfgAddr string) net.Addr {
+func boundAddr(eng gnet.Engine, cfgAddr string) net.Addr {
 	fallback := func() net.Addr {
 		a, _ := net.ResolveTCPAddr("tcp", cfgAddr)
 		return a
