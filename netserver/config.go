@@ -283,6 +283,8 @@ type KernelConfig struct {
 	UserTimeout time.Duration
 }
 
+// validate checks c and resolves its Timeouts (see timeouts), as New needs
+// them.
 func (c *Config) validate() error {
 	if c.Addr == "" {
 		return fmt.Errorf("%w: Addr is empty: want host:port, e.g. 127.0.0.1:9000", ErrConfig)
@@ -290,6 +292,11 @@ func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("%w: Addr %q: %v", ErrConfig, c.Addr, err)
 	}
+	return c.check()
+}
+
+// check is validate but for Addr.
+func (c *Config) check() error {
 	if c.Protocol != Raw && c.Protocol != Framed {
 		return fmt.Errorf("%w: %v: want Raw or Framed", ErrConfig, c.Protocol)
 	}
@@ -386,25 +393,60 @@ func (c *Config) timeouts() (idle.Config, error) {
 }
 
 // DefaultConfig returns the Config that the zero values of a Config for
-// protocol p stand for, spelled out: the embedder's starting point, safe
-// for production as it is. Set Addr, change what you need, and turn a
-// protection off with Off. Its Timeouts are idle's defaults (handshake
+// protocol p stand for, spelled out (Config{Protocol: p}.WithDefaults()):
+// the embedder's starting point, safe for production as it is. Set Addr,
+// change what you need, and turn a protection off with Off. Its Timeouts are idle's defaults (handshake
 // 10 s, idle 5 min, write stall 30 s, max age 1 h +/- 6 min and, Framed,
 // frame 30 s and keepalive 30 s + 10 s); its Limits are the Default*
 // limits; Framed, its Retransmit holds retransmit's defaults. EventLoops and
 // MaxConns stay 0, decided at Start (GOMAXPROCS-1 loops; MaxConns derived
 // from the open-file limit, see MaxConns). cmd/echo's flags default to it.
 func DefaultConfig(p Protocol) Config {
-	c := Config{Protocol: p, Tick: wheel.DefaultTick, MaxFrame: frame.DefaultMax}
-	c.Timeouts, _ = c.timeouts() // valid: all defaults
-	c.Limits = Limits{OutputHard: DefaultOutputHard, OutputSoft: DefaultOutputSoft, OutputSoftFor: DefaultOutputSoftFor}
-	if p == Framed {
-		c.Limits.UnackedBytes, c.Limits.PingsPerSecond = DefaultUnackedBytes, DefaultPingsPerSecond
-		c.Retransmit = retransmit.Config{InitialRTO: retransmit.DefaultInitialRTO, MinRTO: retransmit.DefaultMinRTO,
-			MaxRTO: retransmit.DefaultMaxRTO, Granularity: wheel.DefaultTick, MaxRetransmits: retransmit.DefaultMaxRetransmits,
-			GiveUpAfter: retransmit.DefaultGiveUpAfter, Window: retransmit.DefaultWindow}
+	c, err := Config{Protocol: p}.WithDefaults()
+	if err != nil {
+		panic(err) // only for a Protocol that is neither Raw nor Framed
 	}
 	return c
+}
+
+// WithDefaults returns c as New runs it, or New's configuration error but
+// for Addr, which it does not check: every zero field that has a default
+// replaced by it, and every protection that is off left Off (Limits'
+// OutputSoft and OutputSoftFor both Off when either is). EventLoops and
+// MaxConns are left as they are, their zero decided at Start. A resolved
+// Config resolves to itself. It may be called from any goroutine.
+func (c Config) WithDefaults() (Config, error) {
+	if err := c.check(); err != nil {
+		return c, err
+	}
+	c.Tick = cmp.Or(c.Tick, wheel.DefaultTick)
+	c.MaxFrame = cmp.Or(c.MaxFrame, frame.DefaultMax)
+	l := &c.Limits
+	or := func(v, def int) int {
+		if v < 0 {
+			return Off
+		}
+		return cmp.Or(v, def)
+	}
+	l.OutputHard = or(l.OutputHard, DefaultOutputHard)
+	l.OutputSoft = or(l.OutputSoft, DefaultOutputSoft)
+	l.OutputSoftFor = time.Duration(or(int(l.OutputSoftFor), int(DefaultOutputSoftFor)))
+	if l.OutputSoft < 0 || l.OutputSoftFor < 0 {
+		l.OutputSoft, l.OutputSoftFor = Off, Off
+	}
+	if c.Protocol == Framed {
+		l.UnackedBytes = or(l.UnackedBytes, DefaultUnackedBytes)
+		l.PingsPerSecond = or(l.PingsPerSecond, DefaultPingsPerSecond)
+		r := &c.Retransmit
+		r.InitialRTO = cmp.Or(r.InitialRTO, retransmit.DefaultInitialRTO)
+		r.MinRTO = cmp.Or(r.MinRTO, retransmit.DefaultMinRTO)
+		r.MaxRTO = cmp.Or(r.MaxRTO, retransmit.DefaultMaxRTO)
+		r.Granularity = cmp.Or(r.Granularity, c.Tick)
+		r.MaxRetransmits = or(r.MaxRetransmits, retransmit.DefaultMaxRetransmits)
+		r.GiveUpAfter = time.Duration(or(int(r.GiveUpAfter), int(retransmit.DefaultGiveUpAfter)))
+		r.Window = cmp.Or(r.Window, retransmit.DefaultWindow)
+	}
+	return c, nil
 }
 
 // outputLook is how often queued output is looked at: a quarter of the

@@ -51,6 +51,9 @@ func TestDefaultConfig(t *testing.T) {
 		again, err := netserver.Resolve(c)
 		require.NoError(t, err)
 		assert.Equal(t, c, again, "%v", c.Protocol)
+		again, err = c.WithDefaults()
+		require.NoError(t, err)
+		assert.Equal(t, c, again, "%v", c.Protocol)
 	}
 }
 
@@ -76,6 +79,16 @@ func TestConfig_ZeroIsTheDefault(t *testing.T) {
 		}
 		_, err := netserver.New(off, netserver.Echo{})
 		assert.NoError(t, err, "%v", p)
+		r, err := off.WithDefaults()
+		require.NoError(t, err)
+		assert.Equal(t, off.Limits, r.Limits, "off stays off")
+		assert.Equal(t, netserver.Off, r.MaxConns)
+		assert.Negative(t, r.Timeouts.IdleTimeout)
+		if p == netserver.Framed {
+			assert.Equal(t, retransmit.Off, r.Retransmit.MaxRetransmits)
+			assert.Equal(t, time.Duration(retransmit.Off), r.Retransmit.GiveUpAfter)
+			assert.Equal(t, retransmit.DefaultWindow, r.Retransmit.Window)
+		}
 	}
 }
 
