@@ -28,7 +28,6 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	tr.HandshakeDone() // no handshake to wait for (DefaultHandshakeTimeout)
 	clk.Advance(10 * time.Second)
 	tr.Received() // a request: bytes in, and activity
 	for range 3 {
@@ -42,13 +41,12 @@ func Example() {
 }
 
 // A slowloris defence: the frame deadline is absolute, so trickling bytes
-// do not extend it. The handshake deadline, on by default, is turned off
-// here so that only the frame deadline is shown.
+// do not extend it.
 func ExampleTracker_FrameStart() {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, _ := idle.New(w, idle.Config{FrameTimeout: 10 * time.Second, HandshakeTimeout: idle.Off},
+	tr, _ := idle.New(w, idle.Config{FrameTimeout: 10 * time.Second},
 		idle.Hooks{Close: func(r idle.Reason) { fmt.Println(clk.Now(), "close:", r) }})
 	for range 20 { // one byte a second
 		tr.FrameStart()

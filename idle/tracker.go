@@ -157,8 +157,7 @@ const (
 const never = math.MaxInt64
 
 // New validates cfg and hooks and starts tracking a connection that opens
-// now (the wheel's clock), with cfg's defaults filled in (see Config and
-// Config.WithDefaults, whose probe is Hooks.Probe != nil). It returns an error wrapping ErrNegative,
+// now (the wheel's clock). It returns an error wrapping ErrNegative,
 // ErrKeepalive, ErrMaxAge, ErrNoEffect or ErrHook. New allocates the Tracker
 // and arms at most one timer; it may be called from any goroutine.
 func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
@@ -174,8 +173,7 @@ func NewAt(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) (*Tracker
 	if w == nil {
 		panic("idle: New with nil wheel")
 	}
-	cfg, err := cfg.run(uses{probe: hooks.Probe != nil, frames: true, handshake: true})
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if err := hooks.check(&cfg); err != nil {
