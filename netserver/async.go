@@ -11,8 +11,9 @@ import (
 // the connection's event loop, where it runs as Send does and is written
 // out at once. Sends and closes that one goroutine hands over with
 // SendAsync and CloseAsync run in the order it made them. It returns
-// ErrClosed if the server has stopped; a connection that closes before the
-// send runs drops it. Where Send would fail for a limit, the connection is
+// ErrClosed once the connection is closing or closed (whoever closed it:
+// the peer, the handler, a timeout, CloseAsync) or the server has stopped;
+// a connection that closes after the call, before the send runs, drops it. Where Send would fail for a limit, the connection is
 // closed instead: ErrUnackedLimit with ReasonUnackedLimit (ErrOutputLimit
 // closes it anyway), since nobody is there to decide. The bytes handed over
 // and not yet sent count as queued output: SendAsync returns
@@ -31,6 +32,9 @@ import (
 // per message, where Send on the loop takes 10 ns and 50 ns in the call
 // and 1.1 µs and 1.4 µs sustained, without allocating.
 func (c *Conn) SendAsync(msg []byte) error {
+	if c.flags.Load()&flagClosing != 0 {
+		return ErrClosed
+	}
 	limit := min(c.s.lim.outputHard, math.MaxInt32-1)
 	n := int32(min(len(msg), limit+1))
 	if pending := int(c.asyncBytes.Add(n)); pending > limit {
@@ -46,9 +50,13 @@ func (c *Conn) SendAsync(msg []byte) error {
 // CloseAsync is CloseWith from any goroutine: the close runs on the
 // connection's event loop, after the SendAsync calls made before it (a
 // lock, and a wake-up as SendAsync). Only the first call hands a close
-// over; later ones change nothing, as the first reason stays. It returns
-// ErrClosed if the server has stopped.
+// over; later ones change nothing, as the first reason stays, and return
+// nil until the close has run. It returns ErrClosed once the connection is
+// closing or closed, or the server has stopped.
 func (c *Conn) CloseAsync(r Reason) error {
+	if c.flags.Load()&flagClosing != 0 {
+		return ErrClosed
+	}
 	if c.flags.Or(flagCloseAsync)&flagCloseAsync != 0 {
 		if c.s.stopped() {
 			return ErrClosed

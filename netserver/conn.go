@@ -29,14 +29,11 @@ var (
 )
 
 // Conn is one connection of a Server. Its methods must be called on the
-// connection's event loop, that is from the Handler's methods, unless they
+// connection's event loop, that is from the handler's methods, unless they
 // say otherwise.
-//
-// Ownership: the fields under "hand-off" are written by timer callbacks on
-// the wheel's goroutine and taken by the event loop, atomically (next is
-// written by the pusher before it publishes c on the loop's stack). Every
-// other field belongs to the event loop. The trackers keep their own rules.
 type Conn struct {
+	// Every field belongs to the event loop but those under "hand-off" and
+	// the trackers, which keep their own rules.
 	gc  gnet.Conn
 	l   *loop
 	s   *Server
@@ -48,10 +45,13 @@ type Conn struct {
 	// stays queued after a write, which an idle connection never has.
 	out *outWatch
 
-	// hand-off
+	// hand-off: written by timer callbacks on the wheel's goroutine, and
+	// by SendAsync and CloseAsync on any goroutine, and taken by the event
+	// loop, atomically; next is written by the pusher before it publishes c
+	// on the loop's stack (post).
 	events     atomic.Uint32
 	hookReason atomic.Uint32
-	flags      atomic.Uint32 // flagQueued, flagOverAsync, flagCloseAsync
+	flags      atomic.Uint32 // flagQueued, flagOverAsync, flagCloseAsync, flagClosing
 	// asyncBytes counts the bytes handed to SendAsync and not yet sent,
 	// which Limits.OutputHard bounds. Any goroutine adds; the loop
 	// subtracts.
@@ -198,6 +198,7 @@ func (c *Conn) closeFrame(r Reason, code frame.Code, text string) {
 		return
 	}
 	c.closing = true
+	c.flags.Or(flagClosing)
 	c.reason = r
 	if !c.sentClose && code != 0 && !(r == ReasonShutdown && c.s.cfg.SilentShutdown) {
 		c.s.proto.sayClose(c, code, text)

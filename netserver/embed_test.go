@@ -141,8 +141,7 @@ type hello struct {
 	reasons map[string]netserver.Reason // by the peer's address
 }
 
-func (*hello) OnOpen(*netserver.Conn)            {}
-func (*hello) OnMessage(*netserver.Conn, []byte) {} // not called: OnStream is
+func (*hello) OnOpen(*netserver.Conn) {}
 
 func (*hello) OnStream(c *netserver.Conn, in []byte) (consumed int) {
 	for {
@@ -259,8 +258,6 @@ func (f *fanout) OnOpen(c *netserver.Conn) {
 	f.mu.Unlock()
 	f.opened <- c
 }
-
-func (*fanout) OnMessage(*netserver.Conn, []byte) {} // not called: OnStream is
 
 func (f *fanout) OnStream(c *netserver.Conn, in []byte) (consumed int) {
 	f.mu.Lock()

@@ -164,6 +164,7 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}
 	s := e.s
 	c.closed = true
+	c.flags.Or(flagClosing)
 	if c.reason == ReasonNone {
 		c.reason = s.closeReason(err)
 	}

@@ -198,7 +198,7 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 				c.f.recvNext++
 				c.idle.ActivityAt(now)
 				needAck = true
-				s.h.OnMessage(c, f.Payload)
+				s.messages.OnMessage(c, f.Payload)
 			case f.Seq < c.f.recvNext:
 				needAck = true // a retransmission: acknowledge again, deliver once
 			default:

@@ -124,6 +124,9 @@ const (
 	flagOverAsync
 	// flagCloseAsync: a CloseAsync has handed its close to the loop.
 	flagCloseAsync
+	// flagClosing: c is closing or closed (c.closing, c.closed), for
+	// SendAsync and CloseAsync, which may not read those.
+	flagClosing
 )
 
 // post hands events to the event loop. Any goroutine; allocation-free.

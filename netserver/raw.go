@@ -48,13 +48,12 @@ func (c *Conn) onRaw() {
 		c.idle.ReceivedAt(now)
 		c.HandshakeDone()
 	}
-	sh, ok := s.h.(StreamHandler)
-	if !ok {
-		s.h.OnMessage(c, buf)
+	if s.stream == nil {
+		s.messages.OnMessage(c, buf)
 		_, _ = c.gc.Discard(len(buf))
 		return
 	}
-	n := min(max(sh.OnStream(c, buf), 0), len(buf))
+	n := min(max(s.stream.OnStream(c, buf), 0), len(buf))
 	switch {
 	case c.closing:
 		_, _ = c.gc.Discard(-1)

@@ -31,41 +31,43 @@ import (
 // Server is a gnet v2 TCP server with per-connection timeouts. Create it
 // with New, run it with Start, stop it with Shutdown. Its methods may be
 // called from any goroutine.
-//
-// Ownership: cfg, h, log, m, idleCfg and the limits are set by New and
-// read-only after. wheel is written by Start before gnet runs, and read by
-// the event loops (which gnet starts after it) and Shutdown; other
-// goroutines (Stats, the metrics) read it through wheelPub. maxConns too is
-// written by Start before gnet runs, and read by the event loops only. eng
-// and addr are written once in OnBoot, before booted is closed. listeners is
-// written by Start before it returns and read by Shutdown. loops is
-// copy-on-write under loopsMu. Counters are atomic.
 type Server struct {
+	// Set by New, read-only after.
 	cfg          Config
-	h            Handler
+	h            ConnHandler
+	messages     Handler       // h as a Handler, if it is one; nil if stream is used
+	stream       StreamHandler // h, for a Raw server whose handler implements OnStream; else nil
 	proto        protocol
 	log          *slog.Logger
-	wheel        *wheel.Wheel
-	wheelPub     atomic.Pointer[wheel.Wheel]
-	gnetErr      atomic.Pointer[string] // gnet's last logged error, for Err
-	listeners    []listenerID           // the server's own listening sockets, found by Start
 	m            *metrics
 	idleCfg      idle.Config
 	maxFrame     int
-	maxConns     int64 // the bound in force, resolved by Start before gnet runs; 0: none
 	stallTimeout time.Duration
 	lim          limits
 	outputLook   time.Duration // how often queued output is looked at (watchOutput)
 
+	// Written by Start before gnet runs. The event loops (which gnet
+	// starts after) and Shutdown read wheel; other goroutines (Stats, the
+	// metrics) read it through wheelPub. Only the event loops read
+	// maxConns. listeners is written before Start returns, and read by
+	// Shutdown.
+	wheel     *wheel.Wheel
+	wheelPub  atomic.Pointer[wheel.Wheel]
+	maxConns  int64        // the bound in force; 0: none
+	listeners []listenerID // the server's own listening sockets
+
+	gnetErr atomic.Pointer[string] // gnet's last logged error, for Err
+
+	// eng and addr are written once in OnBoot, before booted is closed.
 	eng       gnet.Engine
 	addr      net.Addr
 	booted    chan struct{}
 	startDone chan struct{} // closed when Start returns, after a successful Start (or at once)
 	done      chan struct{}
-	runErr    error
+	runErr    error // written before done is closed
 
 	loopsMu sync.Mutex
-	loops   atomic.Pointer[[]*loop]
+	loops   atomic.Pointer[[]*loop]  // copy-on-write under loopsMu
 	byEL    map[gnet.EventLoop]*loop // under loopsMu
 
 	open        atomic.Int64
@@ -82,16 +84,18 @@ type Server struct {
 	drained        chan struct{} // closed when draining and no connection is open
 	drainedOnce    sync.Once
 	shutdownOnce   sync.Once
-	shutdownErr    error
+	shutdownErr    error // under shutdownOnce
 }
 
-// New validates cfg and builds a Server that will run h. It starts nothing:
-// call Start.
-func New(cfg Config, h Handler) (*Server, error) {
-	if h == nil {
-		return nil, fmt.Errorf("%w: nil Handler", ErrConfig)
-	}
+// New validates cfg and builds a Server that will run h. h is a Handler
+// or, for the Raw protocol, a StreamHandler; anything else, and nil, is an
+// error wrapping ErrConfig. It starts nothing: call Start.
+func New(cfg Config, h ConnHandler) (*Server, error) {
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	messages, stream, err := handlerFor(cfg.Protocol, h)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Protocol == Raw && cfg.Timeouts.KeepaliveTime != 0 {
@@ -102,6 +106,8 @@ func New(cfg Config, h Handler) (*Server, error) {
 	s := &Server{
 		cfg:       cfg,
 		h:         h,
+		messages:  messages,
+		stream:    stream,
 		log:       cfg.Logger,
 		booted:    make(chan struct{}),
 		startDone: make(chan struct{}),
@@ -131,6 +137,25 @@ func New(cfg Config, h Handler) (*Server, error) {
 	}
 	s.m = m
 	return s, nil
+}
+
+// handlerFor returns h as the Handler, or the StreamHandler, that p calls
+// with inbound data.
+func handlerFor(p Protocol, h ConnHandler) (Handler, StreamHandler, error) {
+	if h == nil {
+		return nil, nil, fmt.Errorf("%w: nil handler", ErrConfig)
+	}
+	messages, isHandler := h.(Handler)
+	stream, isStream := h.(StreamHandler)
+	switch {
+	case p == Raw && isStream:
+		return nil, stream, nil
+	case isHandler:
+		return messages, nil, nil
+	case p == Framed && isStream:
+		return nil, nil, fmt.Errorf("%w: the framed protocol delivers messages: its handler, a %T, must implement OnMessage (Handler); OnStream (StreamHandler) is for the raw protocol", ErrConfig, h)
+	}
+	return nil, nil, fmt.Errorf("%w: a %T is neither a Handler (OnMessage) nor a StreamHandler (OnStream)", ErrConfig, h)
 }
 
 // EventLoops reports the number of event loops the server runs (Config's,

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 // start runs a server for the test and shuts it down at the end.
-func start(t testing.TB, cfg netserver.Config, h netserver.Handler) *netserver.Server {
+func start(t testing.TB, cfg netserver.Config, h netserver.ConnHandler) *netserver.Server {
 	t.Helper()
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
