@@ -126,6 +126,12 @@ func TestConn_AsyncAfterClose(t *testing.T) {
 			client := dial(t, s)
 			conn := <-w.opened
 			require.NoError(t, conn.SendAsync([]byte("open\n")), "open: handed over")
+			// Read it, so that the peer's close is a FIN, not a reset for
+			// unread data.
+			require.NoError(t, client.c.SetReadDeadline(time.Now().Add(5*time.Second)))
+			line, err := bufio.NewReader(client.c).ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "open\n", line)
 			tc.closeIt(t, client, conn)
 			select {
 			case r := <-w.closed:

@@ -29,18 +29,18 @@ import (
 )
 
 // wire is a framed client connection that, unlike client, may be driven from
-// any goroutine: it returns errors instead of failing the test, and parses
-// frames up to max bytes long. Its reads and its writes may run in two
-// goroutines at once, but each in only one.
+// any goroutine: it returns errors instead of failing the test. It reads
+// the server's frames through frame.Conn, with the Conn's replies off, and
+// the test writes its frames, encoded with frame's functions and cut as it
+// pleases, on c. Its reads and its writes may run in two goroutines at
+// once, but each in only one.
 type wire struct {
-	c   *net.TCPConn
-	max int
-	buf []byte // read and not yet parsed, from off
-	off int
+	c  *net.TCPConn
+	fc *frame.Conn // reads only
 }
 
 // dialWire connects to addr with TCP_NODELAY, so every Write leaves at once
-// as its own segment.
+// as its own segment, and accepts frames of length up to max.
 func dialWire(addr string, max int) (*wire, error) {
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
@@ -51,37 +51,19 @@ func dialWire(addr string, max int) (*wire, error) {
 		tc.Close()
 		return nil, err
 	}
-	return &wire{c: tc, max: max}, nil
+	fc := frame.NewConn(tc, max)
+	fc.SetReplies(0)
+	return &wire{c: tc, fc: fc}, nil
 }
 
 // next reads the server's next frame, failing once deadline passes; io.EOF
 // (or a reset) means the server closed the connection. The frame's Payload
 // and Reason are valid until the next call.
 func (w *wire) next(deadline time.Time) (frame.Frame, error) {
-	for {
-		f, n, err := frame.Parse(w.buf[w.off:], w.max)
-		if err == nil {
-			w.off += n
-			return f, nil
-		}
-		if !errors.Is(err, frame.ErrShort) {
-			return frame.Frame{}, fmt.Errorf("the server sent a bad frame: %w", err)
-		}
-		// Move the partial frame to the front and read more after it.
-		w.buf = w.buf[:copy(w.buf, w.buf[w.off:])]
-		w.off = 0
-		if cap(w.buf)-len(w.buf) < 16<<10 {
-			w.buf = append(make([]byte, 0, 2*cap(w.buf)+64<<10), w.buf...)
-		}
-		if err := w.c.SetReadDeadline(deadline); err != nil {
-			return frame.Frame{}, err
-		}
-		n, err = w.c.Read(w.buf[len(w.buf):cap(w.buf)])
-		w.buf = w.buf[:len(w.buf)+n]
-		if err != nil && n == 0 {
-			return frame.Frame{}, err
-		}
+	if err := w.c.SetReadDeadline(deadline); err != nil {
+		return frame.Frame{}, err
 	}
+	return w.fc.Next()
 }
 
 // pattern returns n bytes that differ from those of any other (tag, offset),

@@ -1,7 +1,6 @@
 package netserver_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,15 +63,25 @@ func start(t testing.TB, cfg netserver.Config, h netserver.ConnHandler) *netserv
 	return s
 }
 
+// client is a test's connection to a server. For the framed protocol it
+// reads through frame.Conn, with the Conn's own replies off, so that the
+// test writes every frame it means the server to get, malformed ones
+// included, with frame's encoders (write).
 type client struct {
 	t     *testing.T
 	c     net.Conn
-	buf   []byte
+	fc    *frame.Conn // reads the server's frames (next); writes nothing
 	start time.Time
-	max   int // largest frame next accepts; 0 means frame.DefaultMax
 }
 
 func dial(t *testing.T, s *netserver.Server) *client {
+	t.Helper()
+	return dialMax(t, s, 0)
+}
+
+// dialMax is dial for a client that accepts frames of length up to max (0:
+// frame.DefaultMax).
+func dialMax(t *testing.T, s *netserver.Server, max int) *client {
 	t.Helper()
 	// Taken before the dial: the server may accept, and start the
 	// connection's timers, before Dial returns here, so only a time from
@@ -81,9 +90,17 @@ func dial(t *testing.T, s *netserver.Server) *client {
 	c, err := net.Dial("tcp", s.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	return &client{t: t, c: c, start: start}
+	return newClient(t, c, start, max)
 }
 
+// newClient returns a client over c, dialed at start.
+func newClient(t *testing.T, c net.Conn, start time.Time, max int) *client {
+	fc := frame.NewConn(c, max)
+	fc.SetReplies(0)
+	return &client{t: t, c: c, fc: fc, start: start}
+}
+
+// write writes b, as it is, to the server.
 func (c *client) write(b []byte) {
 	c.t.Helper()
 	_, err := c.c.Write(b)
@@ -94,24 +111,14 @@ func (c *client) write(b []byte) {
 // closed the connection.
 func (c *client) next(timeout time.Duration) (frame.Frame, error) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if f, n, err := frame.Parse(c.buf, cmp.Or(c.max, frame.DefaultMax)); err == nil {
-			f.Payload = append([]byte(nil), f.Payload...)
-			f.Reason = append([]byte(nil), f.Reason...)
-			c.buf = c.buf[n:]
-			return f, nil
-		} else if !errors.Is(err, frame.ErrShort) {
-			return frame.Frame{}, err
-		}
-		require.NoError(c.t, c.c.SetReadDeadline(deadline))
-		tmp := make([]byte, 4096)
-		n, err := c.c.Read(tmp)
-		c.buf = append(c.buf, tmp[:n]...)
-		if err != nil && n == 0 {
-			return frame.Frame{}, err
-		}
+	require.NoError(c.t, c.c.SetReadDeadline(time.Now().Add(timeout)))
+	f, err := c.fc.Next()
+	if err != nil {
+		return frame.Frame{}, err
 	}
+	f.Payload = append([]byte(nil), f.Payload...)
+	f.Reason = append([]byte(nil), f.Reason...)
+	return f, nil
 }
 
 // closeFrame reads until the server's CLOSE and EOF, and reports the CLOSE
