@@ -43,9 +43,10 @@ func main() {
 		if errors.Is(err, errJudged) {
 			os.Exit(1)
 		}
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // the help is written: exit 0, as cmd/echo -h does
 		}
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 }
