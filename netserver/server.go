@@ -9,6 +9,12 @@
 // stream or the Framed protocol of docs/protocol.md. Expiries are delivered
 // to each connection's own event loop, batched: one hand-off per loop per
 // wheel tick carries all of that loop's expired connections.
+//
+// Configuration follows one rule, as in packages idle and retransmit: a
+// zero Config field means the default it documents, and a negative one
+// (Off) turns that protection off. The zero Config (but for Addr) is thus
+// safe for production, every timeout and limit on; DefaultConfig spells
+// those defaults out as an embedder's starting point.
 package netserver
 
 import (
