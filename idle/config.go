@@ -9,7 +9,8 @@ import (
 // Errors returned by Config.Validate, New, WrapConn and WrapListener, always
 // wrapped with the name of the offending field; test them with errors.Is.
 var (
-	// ErrNegative: a duration or count is negative.
+	// ErrNegative: a setting that cannot be off is negative (a negative
+	// timeout is Off, but KeepaliveCount has no off).
 	ErrNegative = errors.New("idle: negative setting")
 	// ErrKeepalive: the keepalive settings cannot work together.
 	ErrKeepalive = errors.New("idle: keepalive settings cannot work")
