@@ -21,6 +21,8 @@ type events struct {
 	s *Server
 }
 
+// OnBoot records the engine and the address it listens on, and lets Start
+// return.
 func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 	s := e.s
 	s.eng = eng
@@ -127,6 +129,9 @@ func (l *loop) opened(c *Conn) gnet.Action {
 	return gnet.None
 }
 
+// OnTraffic hands the connection's inbound bytes to the protocol and
+// writes out what that sent; while the server drains, it then closes the
+// connection if it has become idle.
 func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok {
