@@ -1,6 +1,7 @@
 package idle_test
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/wheel"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -138,4 +140,48 @@ func TestConfig_WithDefaults(t *testing.T) {
 			assert.Equal(t, got, again, "a resolved Config resolves to itself")
 		})
 	}
+}
+
+// The zero Config runs the defaults, not just resolves to them: a Tracker
+// closes a connection whose handshake never completes at
+// DefaultHandshakeTimeout, probes at DefaultKeepaliveTime when it has a
+// probe to send, and closes an idle one at DefaultIdleTimeout; a wrapped
+// Conn, whose handshake nothing marks, has no handshake deadline.
+func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	var events []string
+	record := func(what string) { events = append(events, clk.Now().String()+" "+what) }
+
+	silent, err := idle.New(w, idle.Config{}, idle.Hooks{Close: func(r idle.Reason) { record("silent closed: " + r.String()) }})
+	require.NoError(t, err)
+	defer silent.Stop()
+	talking, err := idle.New(w, idle.Config{}, idle.Hooks{
+		Close: func(r idle.Reason) { record("talking closed: " + r.String()) },
+		Probe: func() { record("probe") },
+	})
+	require.NoError(t, err)
+	defer talking.Stop()
+	talking.HandshakeDone()
+	client, server := net.Pipe()
+	defer client.Close()
+	wrapped, err := idle.WrapConn(server, w, idle.Config{})
+	require.NoError(t, err)
+	defer wrapped.Close()
+
+	clk.Advance(idle.DefaultHandshakeTimeout)
+	assert.Equal(t, []string{"10s silent closed: handshake"}, events)
+	assert.Equal(t, idle.ReasonNone, wrapped.Tracker().Reason(), "no handshake deadline on a wrapped Conn")
+	clk.Advance(idle.DefaultKeepaliveTime - idle.DefaultHandshakeTimeout)
+	assert.Equal(t, "30s probe", events[len(events)-1])
+	for clk.Now() < idle.DefaultIdleTimeout {
+		talking.BytesIn() // each answer: a sign of life, not activity
+		clk.Advance(idle.DefaultKeepaliveTime)
+	}
+	assert.Contains(t, events, "5m0s talking closed: idle")
+	for _, e := range events {
+		assert.NotContains(t, e, "closed: keepalive", "the answered probes keep it alive")
+	}
+	assert.Equal(t, idle.ReasonIdle, wrapped.Tracker().Reason())
 }
