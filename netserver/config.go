@@ -104,9 +104,10 @@ type Config struct {
 	// Timeouts are the per-connection timeouts (idle, read silence,
 	// keepalive, frame, handshake, max age, write stall); zero fields take
 	// idle's defaults (idle.Config) and Off turns one off. The keepalive
-	// and frame defaults apply with Framed only: Raw has no probe of its
-	// own (a Raw handler that implements Prober may set KeepaliveTime) and
-	// no frames (with HandlerMarks it may set FrameTimeout). The frame deadline runs from the first byte of a
+	// default applies with Framed only: Raw has no probe of its own (a Raw
+	// handler that implements Prober may set KeepaliveTime). The frame
+	// default applies with Framed, and with Raw and HandlerMarks, where
+	// it is the per-request deadline; Raw has no frames otherwise. The frame deadline runs from the first byte of a
 	// frame to its last (Framed), and the
 	// handshake deadline until the first complete frame (Framed) or the
 	// first byte (Raw). The write-stall timeout closes a connection whose
@@ -372,10 +373,11 @@ func (c *Config) check() error {
 	return nil
 }
 
-// timeouts resolves c.Timeouts as the server runs them: with the keepalive and frame defaults for Framed only. A Raw
-// keepalive left to its default stays 0, which idle leaves off for a
-// connection without a probe, so that New asks for a Prober only when
-// KeepaliveTime is set.
+// timeouts resolves c.Timeouts as the server runs them (see
+// Config.Timeouts): no frame default for Raw without HandlerMarks, and no
+// keepalive default for Raw. A Raw keepalive left to its default stays 0,
+// which idle leaves off for a connection without a probe, so that New asks
+// for a Prober only when KeepaliveTime is set.
 func (c *Config) timeouts() (idle.Config, error) {
 	t := c.Timeouts
 	raw := c.Protocol == Raw

@@ -99,3 +99,14 @@ func TestNew_HandlerMarksNeedRaw(t *testing.T) {
 	_, err = netserver.New(netserver.Config{Addr: "127.0.0.1:0", Protocol: netserver.Raw, HandlerMarks: true}, netserver.Echo{})
 	assert.NoError(t, err)
 }
+
+// With HandlerMarks a Raw handler marks its requests, and the frame
+// default is their deadline; without, Raw has no frames and no default.
+func TestConfig_RawFrameDefault(t *testing.T) {
+	marks, err := netserver.Config{HandlerMarks: true}.WithDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, idle.DefaultFrameTimeout, marks.Timeouts.FrameTimeout)
+	plain, err := netserver.Config{}.WithDefaults()
+	require.NoError(t, err)
+	assert.Negative(t, plain.Timeouts.FrameTimeout)
+}
