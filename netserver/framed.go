@@ -71,8 +71,8 @@ func (framedProto) send(c *Conn, msg []byte) error {
 	if c.f.unacked.bytes()+len(msg) > s.lim.unackedBytes {
 		return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.f.unacked.bytes(), s.lim.unackedBytes)
 	}
-	if err := c.roomFor(l, len(msg)+frame.DataHeaderSize); err != nil {
-		return err
+	if queued := c.gc.OutboundBuffered() + len(l.out) + frame.DataHeaderSize + len(msg); queued > s.lim.outputHard {
+		return c.noRoom(queued)
 	}
 	seq := c.f.sendNext
 	if err := c.f.rtx.Sent(seq, l.clock()); err != nil {

@@ -20,8 +20,8 @@ func (raw) release(*Conn)                      {}
 // send queues msg as it is.
 func (raw) send(c *Conn, msg []byte) error {
 	l := c.own()
-	if err := c.roomFor(l, len(msg)); err != nil {
-		return err
+	if queued := c.gc.OutboundBuffered() + len(l.out) + len(msg); queued > c.s.lim.outputHard {
+		return c.noRoom(queued)
 	}
 	l.out = append(l.out, msg...)
 	return nil
