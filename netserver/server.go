@@ -5,10 +5,11 @@
 // connections are reaped cleanly, each with a typed Reason that is logged
 // and counted.
 //
-// Users implement a small Handler (or use Echo) and choose the Raw byte
-// stream or the Framed protocol of docs/protocol.md. Expiries are delivered
-// to each connection's own event loop, batched: one hand-off per loop per
-// wheel tick carries all of that loop's expired connections.
+// Users implement a small Handler (or use Echo), or a StreamHandler that
+// parses its own messages, and choose the Raw byte stream or the Framed
+// protocol of docs/protocol.md. Expiries are delivered to each
+// connection's own event loop, batched: one hand-off per loop per wheel
+// tick carries all of that loop's expired connections.
 //
 // Configuration follows one rule, as in packages idle and retransmit: a
 // zero Config field means the default it documents, and a negative one
