@@ -15,13 +15,13 @@ import (
 )
 
 // benchConfig turns on every policy a per-packet call touches.
-var benchConfig = idle.Config{
+var benchConfig = only(idle.Config{
 	IdleTimeout: 5 * time.Minute, ReadSilenceTimeout: 2 * time.Minute,
 	KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second,
 	FrameTimeout: 30 * time.Second, HandshakeTimeout: 10 * time.Second,
 	MaxAge: time.Hour, MaxAgeJitter: 5 * time.Minute, MaxAgeGrace: time.Minute,
 	WriteStallTimeout: time.Minute,
-}
+})
 
 func preload(tb testing.TB, w *wheel.Wheel, n int) []*idle.Tracker {
 	tb.Helper()

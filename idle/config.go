@@ -9,7 +9,8 @@ import (
 // Errors returned by Config.Validate, New, WrapConn and WrapListener, always
 // wrapped with the name of the offending field; test them with errors.Is.
 var (
-	// ErrNegative: a duration or count is negative.
+	// ErrNegative: a setting that cannot be off is negative (a negative
+	// timeout is Off, but KeepaliveCount has no off).
 	ErrNegative = errors.New("idle: negative setting")
 	// ErrKeepalive: the keepalive settings cannot work together.
 	ErrKeepalive = errors.New("idle: keepalive settings cannot work")
@@ -22,8 +23,48 @@ var (
 	ErrHook = errors.New("idle: missing hook")
 )
 
-// Config selects the timeouts a Tracker enforces. Every zero value means
-// "off", so the zero Config enforces nothing. Events are stamped with the
+// Off turns a setting off: any negative value does, and Off names one. It
+// is an untyped constant, so it fits a duration and a count alike.
+const Off = -1
+
+// The defaults that zero fields of a Config stand for. Together they make
+// sure that no peer holds a connection for ever, whether it is silent,
+// trickles bytes or a frame, or does not read.
+const (
+	// DefaultIdleTimeout is longer than any pause of a live client;
+	// keepalive answers do not count as activity.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultKeepaliveTime and DefaultKeepaliveTimeout find a half-open
+	// peer (crashed host, cut path) about 40 s after it fell silent.
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
+	// DefaultFrameTimeout: a 64 KiB frame must come at 2 KiB/s or more.
+	DefaultFrameTimeout = 30 * time.Second
+	// DefaultHandshakeTimeout: a connection that has not proven itself
+	// this long after it opened is a scanner or a held slot.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxAge and DefaultMaxAgeJitter close every connection after
+	// about an hour, whatever it does: a peer that trickles a byte now and
+	// then is active by the idle timeout's measure, yet holds no place for
+	// ever. The jitter spreads the reconnections of connections opened
+	// together.
+	DefaultMaxAge       = time.Hour
+	DefaultMaxAgeJitter = 6 * time.Minute
+	// DefaultWriteStallTimeout: no queued byte drained for this long, the
+	// peer is not reading.
+	DefaultWriteStallTimeout = 30 * time.Second
+)
+
+// Config selects the timeouts a Tracker enforces. One rule holds for every
+// field, as in every netwheel configuration: zero means the default the
+// field documents, and a negative value (Off) turns the setting off. The
+// zero Config therefore enforces the Default* timeouts; a default that
+// could never fire next to the settings given (a timeout not below the
+// longest lifetime that MaxAge allows, a keepalive time not below
+// ReadSilenceTimeout) is left off instead of making them invalid.
+// WithDefaults shows what a Config resolves to.
+//
+// Events are stamped with the
 // wheel's coarse clock, yet a timeout never fires before its duration has
 // really passed since the event it is measured from, even when that clock
 // was stale (the wheel's goroutine scheduled late); it normally fires within
@@ -36,34 +77,45 @@ type Config struct {
 	// IdleTimeout closes the connection (ReasonIdle) after no application
 	// activity, as reported by Tracker.Activity, for this long. What counts
 	// as activity is the caller's choice per event: keepalive answers
-	// normally do not, as in HTTP/2 and gRPC.
+	// normally do not, as in HTTP/2 and gRPC. 0 means DefaultIdleTimeout
+	// (5 min); Off turns it off.
 	IdleTimeout time.Duration
 
 	// ReadSilenceTimeout closes the connection (ReasonDeadPeer) after no
-	// inbound byte, as reported by Tracker.BytesIn, for this long.
+	// inbound byte, as reported by Tracker.BytesIn, for this long. 0 means
+	// the default, which is none (keepalive finds a dead peer); Off too.
 	ReadSilenceTimeout time.Duration
 
 	// KeepaliveTime sends a probe through Hooks.Probe after this long
 	// without an inbound byte. A probe is never sent while bytes arrive.
+	// 0 means DefaultKeepaliveTime (30 s) where there is a probe to send
+	// (Hooks.Probe; WithDefaults' probe), none otherwise; Off turns it off.
 	KeepaliveTime time.Duration
 	// KeepaliveTimeout is how long to wait for any inbound byte after each
-	// probe. It is required when KeepaliveTime is set.
+	// probe (0: DefaultKeepaliveTimeout, 10 s). It may not be off while
+	// KeepaliveTime is on: a dead peer would never be detected.
 	KeepaliveTimeout time.Duration
 	// KeepaliveCount is how many unanswered probes are sent, each
 	// KeepaliveTimeout apart, before the connection closes with
 	// ReasonKeepalive, KeepaliveTimeout after the last one. 0 means 1 (the
-	// gRPC behaviour); Linux TCP keepalive sends 9.
+	// gRPC behaviour); Linux TCP keepalive sends 9. It cannot be off, and
+	// may not be negative.
 	KeepaliveCount int
 
 	// FrameTimeout bounds how long one frame (request, message) may take to
 	// arrive, from its first byte (Tracker.FrameStart) to its completion
 	// (Tracker.FrameEnd): ReasonFrameDeadline. The deadline is absolute:
 	// bytes arriving in between do not extend it (the slowloris defence).
+	// 0 means DefaultFrameTimeout (30 s); Off turns it off.
 	FrameTimeout time.Duration
 
 	// HandshakeTimeout closes the connection (ReasonHandshake) unless
 	// Tracker.HandshakeDone is called within this long of New: a TLS
-	// handshake or first-frame deadline.
+	// handshake or first-frame deadline. 0 means DefaultHandshakeTimeout
+	// (10 s) for a Tracker from New, so call HandshakeDone when the
+	// connection has proven itself, or set Off; a wrapped Conn (WrapConn),
+	// whose handshake nothing marks done unless the caller does, has none
+	// unless it is set. Off turns it off.
 	HandshakeTimeout time.Duration
 
 	// MaxAge bounds a connection's lifetime, whatever it does. The age is
@@ -73,13 +125,19 @@ type Config struct {
 	// together. When it is reached, Hooks.Drain is called (send a
 	// GOAWAY, stop taking requests) and the connection is closed
 	// MaxAgeGrace later with ReasonMaxAge; with no grace it closes at once.
+	// MaxAge 0 means DefaultMaxAge (1 h) with, if MaxAgeJitter is 0 too,
+	// DefaultMaxAgeJitter (6 min); the default is left off when a timeout
+	// given is not below its longest lifetime. Off turns it off. With a
+	// MaxAge set, MaxAgeJitter 0 means none. MaxAgeGrace 0 (or Off) means
+	// none.
 	MaxAge       time.Duration
 	MaxAgeJitter time.Duration // must be below MaxAge
 	MaxAgeGrace  time.Duration
 
 	// WriteStallTimeout closes the connection (ReasonWriteStall) when
 	// output queued by Tracker.Written has not drained (Tracker.Drained)
-	// within this long: the peer is not reading.
+	// within this long: the peer is not reading. 0 means
+	// DefaultWriteStallTimeout (30 s); Off turns it off.
 	WriteStallTimeout time.Duration
 
 	// Jitter returns a uniform random integer in [0, n) for the max-age
@@ -88,61 +146,136 @@ type Config struct {
 	Jitter func(n int64) int64
 }
 
-// Validate reports whether c makes sense, returning nil or an error that
-// wraps one of ErrNegative, ErrKeepalive, ErrMaxAge or ErrNoEffect and names
-// the field. It rejects:
-//   - negative durations or counts;
-//   - KeepaliveTimeout or KeepaliveCount without KeepaliveTime, and
-//     KeepaliveTime without KeepaliveTimeout (a dead peer would never be
-//     detected);
-//   - KeepaliveTime not below ReadSilenceTimeout (the read-silence timeout
-//     would always close before the first probe);
-//   - MaxAgeJitter or MaxAgeGrace without MaxAge, and MaxAgeJitter >= MaxAge;
-//   - any timeout at least as long as the longest possible lifetime
+// Validate reports whether c makes sense, as WithDefaults(true) resolves
+// it, returning nil or an error that wraps one of ErrNegative,
+// ErrKeepalive, ErrMaxAge or ErrNoEffect and names the field. It rejects:
+//   - a negative KeepaliveCount;
+//   - KeepaliveTimeout or KeepaliveCount set while KeepaliveTime is off,
+//     and KeepaliveTime on with KeepaliveTimeout off (a dead peer would
+//     never be detected);
+//   - KeepaliveTime set and not below ReadSilenceTimeout (the read-silence
+//     timeout would always close before the first probe);
+//   - MaxAgeJitter or MaxAgeGrace set while MaxAge is off, and
+//     MaxAgeJitter >= MaxAge;
+//   - any timeout set at least as long as the longest possible lifetime
 //     (MaxAge+MaxAgeJitter+MaxAgeGrace), which therefore could never fire.
 //
 // Validate is cheap and may be called from any goroutine.
 func (c Config) Validate() error {
-	durs := []struct {
-		name string
-		d    time.Duration
-	}{
-		{"IdleTimeout", c.IdleTimeout},
-		{"ReadSilenceTimeout", c.ReadSilenceTimeout},
-		{"KeepaliveTime", c.KeepaliveTime},
-		{"KeepaliveTimeout", c.KeepaliveTimeout},
-		{"FrameTimeout", c.FrameTimeout},
-		{"HandshakeTimeout", c.HandshakeTimeout},
-		{"MaxAge", c.MaxAge},
-		{"MaxAgeJitter", c.MaxAgeJitter},
-		{"MaxAgeGrace", c.MaxAgeGrace},
-		{"WriteStallTimeout", c.WriteStallTimeout},
+	_, err := c.WithDefaults(true)
+	return err
+}
+
+// WithDefaults returns c as a Tracker runs it, or the error New would
+// return: every zero field replaced by its default, and every setting that
+// is off set to Off (KeepaliveCount, MaxAgeJitter and MaxAgeGrace to 0 when
+// unused). probe says whether the caller has a keepalive probe to send
+// (Hooks.Probe): without one KeepaliveTime's default does not apply. The
+// result resolves to itself. It allocates nothing and may be called from
+// any goroutine.
+func (c Config) WithDefaults(probe bool) (Config, error) {
+	return c.resolve(uses{probe: probe, frames: true, handshake: true})
+}
+
+// uses says which defaults apply: those of the events the caller reports.
+type uses struct{ probe, frames, handshake bool }
+
+func (c Config) resolve(u uses) (Config, error) {
+	if c.KeepaliveCount < 0 {
+		return c, fmt.Errorf("%w: KeepaliveCount is %d", ErrNegative, c.KeepaliveCount)
 	}
-	for _, f := range durs {
-		if f.d < 0 {
-			return fmt.Errorf("%w: %s is %v", ErrNegative, f.name, f.d)
+	given := c
+	maxAgeDefault := c.MaxAge == 0
+	def := func(p *time.Duration, d time.Duration, on bool) {
+		switch {
+		case *p < 0:
+			*p = Off
+		case *p == 0 && on:
+			*p = d
+		case *p == 0:
+			*p = Off
 		}
 	}
-	if c.KeepaliveCount < 0 {
-		return fmt.Errorf("%w: KeepaliveCount is %d", ErrNegative, c.KeepaliveCount)
+	def(&c.IdleTimeout, DefaultIdleTimeout, true)
+	def(&c.ReadSilenceTimeout, 0, false)
+	kaDefault := u.probe && (c.ReadSilenceTimeout <= 0 || DefaultKeepaliveTime < c.ReadSilenceTimeout)
+	def(&c.KeepaliveTime, DefaultKeepaliveTime, kaDefault)
+	def(&c.FrameTimeout, DefaultFrameTimeout, u.frames)
+	def(&c.HandshakeTimeout, DefaultHandshakeTimeout, u.handshake)
+	def(&c.WriteStallTimeout, DefaultWriteStallTimeout, true)
+	def(&c.MaxAge, DefaultMaxAge, true)
+	if c.MaxAgeJitter == 0 && maxAgeDefault {
+		c.MaxAgeJitter = DefaultMaxAgeJitter
 	}
+	c.MaxAgeJitter, c.MaxAgeGrace = max(c.MaxAgeJitter, 0), max(c.MaxAgeGrace, 0)
 	switch {
-	case c.KeepaliveTime == 0 && c.KeepaliveTimeout != 0:
-		return fmt.Errorf("%w: KeepaliveTimeout is set but KeepaliveTime is 0", ErrKeepalive)
-	case c.KeepaliveTime == 0 && c.KeepaliveCount != 0:
-		return fmt.Errorf("%w: KeepaliveCount is set but KeepaliveTime is 0", ErrKeepalive)
-	case c.KeepaliveTime != 0 && c.KeepaliveTimeout == 0:
-		return fmt.Errorf("%w: KeepaliveTime is set but KeepaliveTimeout is 0, so a dead peer is never detected", ErrKeepalive)
-	case c.KeepaliveTime != 0 && c.ReadSilenceTimeout != 0 && c.KeepaliveTime >= c.ReadSilenceTimeout:
+	case c.KeepaliveTime > 0:
+		def(&c.KeepaliveTimeout, DefaultKeepaliveTimeout, true)
+		c.KeepaliveCount = max(c.KeepaliveCount, 1)
+	case c.KeepaliveTimeout == 0:
+		c.KeepaliveTimeout = Off
+	}
+	// The default max age, and any default timeout, that could never
+	// fire next to the settings given are left off.
+	timeouts := []struct {
+		name  string
+		given time.Duration
+		p     *time.Duration
+	}{
+		{"IdleTimeout", given.IdleTimeout, &c.IdleTimeout},
+		{"ReadSilenceTimeout", given.ReadSilenceTimeout, &c.ReadSilenceTimeout},
+		{"KeepaliveTime", given.KeepaliveTime, &c.KeepaliveTime},
+		{"FrameTimeout", given.FrameTimeout, &c.FrameTimeout},
+		{"HandshakeTimeout", given.HandshakeTimeout, &c.HandshakeTimeout},
+		{"WriteStallTimeout", given.WriteStallTimeout, &c.WriteStallTimeout},
+	}
+	if maxAgeDefault && c.MaxAge > 0 {
+		life := satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
+		for _, f := range timeouts {
+			if f.given > 0 && f.given >= life {
+				c.MaxAge, c.MaxAgeJitter = Off, 0
+				break
+			}
+		}
+	}
+	if c.MaxAge > 0 {
+		life := satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
+		for _, f := range timeouts {
+			if f.given == 0 && *f.p >= life {
+				*f.p = Off
+			}
+		}
+	}
+	if c.KeepaliveTime < 0 && given.KeepaliveTime == 0 { // its default, left off
+		if given.KeepaliveTimeout == 0 {
+			c.KeepaliveTimeout = Off
+		}
+		if given.KeepaliveCount == 0 {
+			c.KeepaliveCount = 0
+		}
+	}
+	return c, c.check()
+}
+
+// check validates a resolved Config: its settings are on (positive) or Off.
+func (c *Config) check() error {
+	switch {
+	case c.KeepaliveTime < 0 && c.KeepaliveTimeout > 0:
+		return fmt.Errorf("%w: KeepaliveTimeout is set but KeepaliveTime is off", ErrKeepalive)
+	case c.KeepaliveTime < 0 && c.KeepaliveCount != 0:
+		return fmt.Errorf("%w: KeepaliveCount is set but KeepaliveTime is off", ErrKeepalive)
+	case c.KeepaliveTime > 0 && c.KeepaliveTimeout < 0:
+		return fmt.Errorf("%w: KeepaliveTime is on but KeepaliveTimeout is off, so a dead peer is never detected", ErrKeepalive)
+	case c.KeepaliveTime > 0 && c.ReadSilenceTimeout > 0 && c.KeepaliveTime >= c.ReadSilenceTimeout:
 		return fmt.Errorf("%w: KeepaliveTime %v is not below ReadSilenceTimeout %v, so no probe is ever sent",
 			ErrKeepalive, c.KeepaliveTime, c.ReadSilenceTimeout)
 	}
-	if c.MaxAge == 0 {
+	if c.MaxAge < 0 {
 		if c.MaxAgeJitter != 0 {
-			return fmt.Errorf("%w: MaxAgeJitter is set but MaxAge is 0", ErrNoEffect)
+			return fmt.Errorf("%w: MaxAgeJitter is set but MaxAge is off", ErrNoEffect)
 		}
 		if c.MaxAgeGrace != 0 {
-			return fmt.Errorf("%w: MaxAgeGrace is set but MaxAge is 0", ErrNoEffect)
+			return fmt.Errorf("%w: MaxAgeGrace is set but MaxAge is off", ErrNoEffect)
 		}
 		return nil
 	}
@@ -150,17 +283,34 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxAgeJitter %v, MaxAge %v", ErrMaxAge, c.MaxAgeJitter, c.MaxAge)
 	}
 	life := satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
-	for _, f := range durs[:6] {
-		if f.name != "KeepaliveTimeout" && f.d >= life {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"IdleTimeout", c.IdleTimeout}, {"ReadSilenceTimeout", c.ReadSilenceTimeout},
+		{"KeepaliveTime", c.KeepaliveTime}, {"FrameTimeout", c.FrameTimeout},
+		{"HandshakeTimeout", c.HandshakeTimeout}, {"WriteStallTimeout", c.WriteStallTimeout},
+	} {
+		if f.d >= life {
 			return fmt.Errorf("%w: %s %v is not below the longest lifetime %v (MaxAge+MaxAgeJitter+MaxAgeGrace)",
 				ErrNoEffect, f.name, f.d, life)
 		}
 	}
-	if c.WriteStallTimeout >= life {
-		return fmt.Errorf("%w: WriteStallTimeout %v is not below the longest lifetime %v (MaxAge+MaxAgeJitter+MaxAgeGrace)",
-			ErrNoEffect, c.WriteStallTimeout, life)
-	}
 	return nil
+}
+
+// run is c resolved for a Tracker, in the form start reads: every setting
+// that is off is 0.
+func (c Config) run(u uses) (Config, error) {
+	r, err := c.resolve(u)
+	if err != nil {
+		return r, err
+	}
+	for _, p := range []*time.Duration{&r.IdleTimeout, &r.ReadSilenceTimeout, &r.KeepaliveTime,
+		&r.KeepaliveTimeout, &r.FrameTimeout, &r.HandshakeTimeout, &r.MaxAge, &r.WriteStallTimeout} {
+		*p = max(*p, 0)
+	}
+	return r, nil
 }
 
 // satAdd adds two non-negative durations, saturating instead of overflowing.

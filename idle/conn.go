@@ -85,7 +85,9 @@ type Conn struct {
 // validated as by New; it may not set KeepaliveTime (a plain net.Conn has no
 // probe to send: use TCP keepalive, Conn.SetKeepAliveConfig) nor
 // FrameTimeout (the wrapper knows no frames), which give ErrKeepalive and
-// ErrNoEffect. A HandshakeTimeout runs until Tracker().HandshakeDone is
+// ErrNoEffect. The idle, max-age and write-stall defaults apply (see
+// Config); the keepalive, frame and handshake ones do not. A
+// HandshakeTimeout, when set, runs until Tracker().HandshakeDone is
 // called: after tls.Conn.Handshake returns, say (see NewTLSListener for
 // net/http). Close the Conn to stop tracking it. May be called from any
 // goroutine.
@@ -96,16 +98,20 @@ func WrapConn(c net.Conn, w *wheel.Wheel, cfg Config) (*Conn, error) {
 	return wrap(c, w, &cfg), nil
 }
 
+// checkConnConfig validates cfg for a wrapped Conn and resolves it: no
+// keepalive, frame or handshake default applies (see Config).
 func checkConnConfig(cfg *Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if cfg.KeepaliveTime != 0 {
+	if cfg.KeepaliveTime > 0 {
 		return fmt.Errorf("%w: a wrapped net.Conn cannot send probes; use TCP keepalive", ErrKeepalive)
 	}
-	if cfg.FrameTimeout != 0 {
+	if cfg.FrameTimeout > 0 {
 		return fmt.Errorf("%w: FrameTimeout on a wrapped net.Conn, which knows no frames", ErrNoEffect)
 	}
+	r, err := cfg.run(uses{})
+	if err != nil {
+		return err
+	}
+	*cfg = r
 	return nil
 }
 

@@ -68,7 +68,7 @@ func waitErr(t *testing.T, ch <-chan error) error {
 }
 
 func TestConn_IdleReapsBlockedRead(t *testing.T) {
-	clk, w, sc, client := pair(t, idle.Config{IdleTimeout: 30 * time.Second})
+	clk, w, sc, client := pair(t, only(idle.Config{IdleTimeout: 30 * time.Second}))
 
 	// Traffic at 20s keeps the connection open past 30s.
 	clk.Advance(20 * time.Second)
@@ -106,7 +106,7 @@ func TestConn_IdleReapsBlockedRead(t *testing.T) {
 }
 
 func TestConn_WritesCountAsActivity(t *testing.T) {
-	clk, _, sc, _ := pair(t, idle.Config{IdleTimeout: 10 * time.Second})
+	clk, _, sc, _ := pair(t, only(idle.Config{IdleTimeout: 10 * time.Second}))
 	for range 5 {
 		clk.Advance(9 * time.Second)
 		_, err := sc.Write([]byte("x"))
@@ -118,14 +118,14 @@ func TestConn_WritesCountAsActivity(t *testing.T) {
 }
 
 func TestConn_Handshake(t *testing.T) {
-	clk, _, sc, _ := pair(t, idle.Config{HandshakeTimeout: 5 * time.Second})
+	clk, _, sc, _ := pair(t, only(idle.Config{HandshakeTimeout: 5 * time.Second}))
 	done := readAsync(sc)
 	clk.Advance(5 * time.Second)
 	assert.ErrorIs(t, waitErr(t, done), idle.ReasonHandshake)
 }
 
 func TestConn_WriteStall(t *testing.T) {
-	clk, _, sc, _ := pair(t, idle.Config{WriteStallTimeout: 5 * time.Second})
+	clk, _, sc, _ := pair(t, only(idle.Config{WriteStallTimeout: 5 * time.Second}))
 	done := make(chan error, 1)
 	go func() {
 		// The client never reads: this fills both socket buffers and blocks.
@@ -139,7 +139,7 @@ func TestConn_WriteStall(t *testing.T) {
 }
 
 func TestConn_CloseStopsTracking(t *testing.T) {
-	clk, w, sc, _ := pair(t, idle.Config{IdleTimeout: time.Second, MaxAge: time.Minute})
+	clk, w, sc, _ := pair(t, only(idle.Config{IdleTimeout: time.Second, MaxAge: time.Minute}))
 	require.Equal(t, 1, w.Len())
 	require.NoError(t, sc.Close())
 	assert.Zero(t, w.Len())
@@ -160,9 +160,9 @@ func TestWrapConn_Config(t *testing.T) {
 		cfg  idle.Config
 		want error
 	}{
-		{name: "keepalive needs a probe", cfg: idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}, want: idle.ErrKeepalive},
-		{name: "no frames", cfg: idle.Config{FrameTimeout: time.Second}, want: idle.ErrNoEffect},
-		{name: "invalid", cfg: idle.Config{IdleTimeout: -1}, want: idle.ErrNegative},
+		{name: "keepalive needs a probe", cfg: only(idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}), want: idle.ErrKeepalive},
+		{name: "no frames", cfg: only(idle.Config{FrameTimeout: time.Second}), want: idle.ErrNoEffect},
+		{name: "invalid", cfg: only(idle.Config{KeepaliveCount: -1}), want: idle.ErrNegative},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := idle.WrapConn(a, w, tc.cfg)
@@ -182,7 +182,7 @@ func TestConn_RealWheel(t *testing.T) {
 	a, b := net.Pipe()
 	defer b.Close()
 	start := time.Now() // before the wrap, which starts the silence timer
-	c, err := idle.WrapConn(a, w, idle.Config{ReadSilenceTimeout: 20 * time.Millisecond})
+	c, err := idle.WrapConn(a, w, only(idle.Config{ReadSilenceTimeout: 20 * time.Millisecond}))
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Read(make([]byte, 1))
@@ -242,10 +242,10 @@ func TestConn_CloseErrors(t *testing.T) {
 		reason  idle.Reason
 		timeout bool
 	}{
-		{name: "idle", cfg: idle.Config{IdleTimeout: 10 * time.Second}, reason: idle.ReasonIdle, timeout: true},
-		{name: "read silence", cfg: idle.Config{ReadSilenceTimeout: 10 * time.Second}, reason: idle.ReasonDeadPeer, timeout: true},
-		{name: "handshake", cfg: idle.Config{HandshakeTimeout: 10 * time.Second}, reason: idle.ReasonHandshake, timeout: true},
-		{name: "max age", cfg: idle.Config{MaxAge: 10 * time.Second}, reason: idle.ReasonMaxAge, timeout: false},
+		{name: "idle", cfg: only(idle.Config{IdleTimeout: 10 * time.Second}), reason: idle.ReasonIdle, timeout: true},
+		{name: "read silence", cfg: only(idle.Config{ReadSilenceTimeout: 10 * time.Second}), reason: idle.ReasonDeadPeer, timeout: true},
+		{name: "handshake", cfg: only(idle.Config{HandshakeTimeout: 10 * time.Second}), reason: idle.ReasonHandshake, timeout: true},
+		{name: "max age", cfg: only(idle.Config{MaxAge: 10 * time.Second}), reason: idle.ReasonMaxAge, timeout: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk, _, sc, _ := pair(t, tc.cfg)
@@ -295,7 +295,7 @@ var (
 // poller the os and net packages would splice or sendfile with directly,
 // past the tracker.
 func TestConn_TCPMethods(t *testing.T) {
-	_, _, sc, client := pair(t, idle.Config{})
+	_, _, sc, client := pair(t, only(idle.Config{}))
 	inner, ok := sc.NetConn().(*net.TCPConn)
 	require.True(t, ok)
 	assert.Same(t, inner, sc.Conn)
@@ -339,7 +339,7 @@ func TestConn_Unsupported(t *testing.T) {
 	defer w.Stop()
 	a, b := net.Pipe()
 	defer b.Close()
-	c, err := idle.WrapConn(a, w, idle.Config{IdleTimeout: time.Minute})
+	c, err := idle.WrapConn(a, w, only(idle.Config{IdleTimeout: time.Minute}))
 	require.NoError(t, err)
 	defer c.Close()
 	for name, call := range map[string]func() error{
@@ -370,7 +370,7 @@ func TestConn_Unsupported(t *testing.T) {
 
 	a2, b2 := net.Pipe()
 	defer b2.Close()
-	c2, err := idle.WrapConn(a2, w, idle.Config{IdleTimeout: time.Minute})
+	c2, err := idle.WrapConn(a2, w, only(idle.Config{IdleTimeout: time.Minute}))
 	require.NoError(t, err)
 	defer c2.Close()
 	clk.Advance(time.Second)
@@ -402,7 +402,7 @@ func TestConn_AboveTLSExpireDoesNotBlock(t *testing.T) {
 	go func() { handshook <- client.Handshake() }()
 	require.NoError(t, server.Handshake())
 	require.NoError(t, waitErr(t, handshook))
-	c, err := idle.WrapConn(server, w, idle.Config{IdleTimeout: time.Second})
+	c, err := idle.WrapConn(server, w, only(idle.Config{IdleTimeout: time.Second}))
 	require.NoError(t, err)
 	defer c.Close()
 

@@ -59,7 +59,7 @@ func TestConn_CopySplices(t *testing.T) {
 		var src io.Reader
 		var srcPeer *net.TCPConn
 		if wrapSrc {
-			src, srcPeer = wrappedPair(t, w, idle.Config{IdleTimeout: 1 << 40})
+			src, srcPeer = wrappedPair(t, w, only(idle.Config{IdleTimeout: 1 << 40}))
 		} else {
 			srcPeer, src = tcpPair(t)
 		}
@@ -69,7 +69,7 @@ func TestConn_CopySplices(t *testing.T) {
 		}
 		var dstPeer *net.TCPConn
 		if wrapDst {
-			dst, dstPeer = wrappedPair(t, w, idle.Config{IdleTimeout: 1 << 40})
+			dst, dstPeer = wrappedPair(t, w, only(idle.Config{IdleTimeout: 1 << 40}))
 		} else {
 			dstPeer, dst = tcpPair(t)
 		}
@@ -134,7 +134,7 @@ func TestConn_CopySendfiles(t *testing.T) {
 		}
 		var peer *net.TCPConn
 		if wrap {
-			dst, peer = wrappedPair(t, w, idle.Config{IdleTimeout: 1 << 40})
+			dst, peer = wrappedPair(t, w, only(idle.Config{IdleTimeout: 1 << 40}))
 		} else {
 			peer, dst = tcpPair(t)
 		}

@@ -134,7 +134,7 @@ func TestConn_CopyMarks(t *testing.T) {
 			var wsrc, wdst *idle.Conn
 			switch tc.from {
 			case wrapped:
-				c, peer := wrappedPair(t, w, idle.Config{})
+				c, peer := wrappedPair(t, w, only(idle.Config{}))
 				send(t, peer, data)
 				src, wsrc = c, c
 			case tcp:
@@ -149,7 +149,7 @@ func TestConn_CopyMarks(t *testing.T) {
 			}
 			switch tc.to {
 			case wrapped:
-				c, peer := wrappedPair(t, w, idle.Config{})
+				c, peer := wrappedPair(t, w, only(idle.Config{}))
 				dst, wdst, closeW, got = c, c, c.CloseWrite, receive(peer)
 			case tcp:
 				peer, c := tcpPair(t)
@@ -204,7 +204,7 @@ func TestConn_CopyFromQuietSource(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	t.Cleanup(w.Stop)
-	dst, dstPeer := wrappedPair(t, w, idle.Config{IdleTimeout: 10 * time.Second, WriteStallTimeout: 2 * time.Second})
+	dst, dstPeer := wrappedPair(t, w, only(idle.Config{IdleTimeout: 10 * time.Second, WriteStallTimeout: 2 * time.Second}))
 	srcPeer, src := tcpPair(t)
 	done := make(chan error, 1)
 	go func() {
@@ -247,7 +247,7 @@ func TestConn_CopyToQuietPeer(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	t.Cleanup(w.Stop)
-	src, srcPeer := wrappedPair(t, w, idle.Config{ReadSilenceTimeout: 10 * time.Second})
+	src, srcPeer := wrappedPair(t, w, only(idle.Config{ReadSilenceTimeout: 10 * time.Second}))
 	dstPeer, dst := tcpPair(t)
 	done := make(chan error, 1)
 	go func() {
@@ -279,7 +279,7 @@ func TestConn_CopyWriteStall(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	t.Cleanup(w.Stop)
-	dst, _ := wrappedPair(t, w, idle.Config{WriteStallTimeout: 5 * time.Second})
+	dst, _ := wrappedPair(t, w, only(idle.Config{WriteStallTimeout: 5 * time.Second}))
 	srcPeer, src := tcpPair(t)
 	go func() { _, _ = srcPeer.Write(make([]byte, 256<<20)) }() // ends when srcPeer is closed
 	done := make(chan error, 1)

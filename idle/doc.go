@@ -33,6 +33,12 @@
 // connections are closed gracefully and this package is the backstop for
 // peers that are silent or slow at the byte level.
 //
+// Zero values follow one rule, as everywhere in netwheel: a zero Config
+// field means the default it documents (the Default* constants, which keep
+// any peer from holding a connection for ever), and a negative one, Off,
+// turns the setting off. Config.WithDefaults shows what a Config resolves
+// to.
+//
 // Package idle is pure logic over wheel timers: it reads no system clock of
 // its own, and tests drive it deterministically with a wheel.ManualClock.
 //

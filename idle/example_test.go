@@ -28,6 +28,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	tr.HandshakeDone() // no handshake to wait for (DefaultHandshakeTimeout)
 	clk.Advance(10 * time.Second)
 	tr.Received() // a request: bytes in, and activity
 	for range 3 {
@@ -41,12 +42,13 @@ func Example() {
 }
 
 // A slowloris defence: the frame deadline is absolute, so trickling bytes
-// do not extend it.
+// do not extend it. The handshake deadline, on by default, is turned off
+// here so that only the frame deadline is shown.
 func ExampleTracker_FrameStart() {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, _ := idle.New(w, idle.Config{FrameTimeout: 10 * time.Second},
+	tr, _ := idle.New(w, idle.Config{FrameTimeout: 10 * time.Second, HandshakeTimeout: idle.Off},
 		idle.Hooks{Close: func(r idle.Reason) { fmt.Println(clk.Now(), "close:", r) }})
 	for range 20 { // one byte a second
 		tr.FrameStart()

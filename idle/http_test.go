@@ -118,7 +118,7 @@ func (s *httpsServer) waitClosed(t *testing.T, c *idle.Conn) {
 // idle timeout reaps the kept-alive connection: the client reads EOF.
 func TestNewTLSListener_HTTP2(t *testing.T) {
 	const idleTimeout = 30 * time.Second
-	s := startHTTPS(t, idle.Config{HandshakeTimeout: 5 * time.Second, IdleTimeout: idleTimeout}, true)
+	s := startHTTPS(t, only(idle.Config{HandshakeTimeout: 5 * time.Second, IdleTimeout: idleTimeout}), true)
 	clientEOF := make(chan error, 1)
 	tlsCfg := &tls.Config{RootCAs: s.roots, ServerName: "127.0.0.1", NextProtos: []string{"h2", "http/1.1"}}
 	tr := &http.Transport{
@@ -248,7 +248,7 @@ func TestNewTLSListener_Handshake(t *testing.T) {
 		{name: "tls.NewListener: never marked", mark: false, hello: true, want: idle.ReasonHandshake},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startHTTPS(t, idle.Config{HandshakeTimeout: handshake, IdleTimeout: time.Minute}, tc.mark)
+			s := startHTTPS(t, only(idle.Config{HandshakeTimeout: handshake, IdleTimeout: time.Minute}), tc.mark)
 			var conn net.Conn
 			var err error
 			if tc.hello {
@@ -302,7 +302,7 @@ func TestNewTLSListener_Config(t *testing.T) {
 	t.Cleanup(w.Stop)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ln, err := idle.WrapListener(raw, w, idle.Config{HandshakeTimeout: time.Minute})
+	ln, err := idle.WrapListener(raw, w, only(idle.Config{HandshakeTimeout: time.Minute}))
 	require.NoError(t, err)
 	cert, roots, err := selfSigned()
 	require.NoError(t, err)

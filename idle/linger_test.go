@@ -68,7 +68,7 @@ func TestConn_ExpireResetsLinger(t *testing.T) {
 			if tc.aboveTLS {
 				inner = tlsOver(t, lc, b)
 			}
-			c, err := idle.WrapConn(inner, w, idle.Config{IdleTimeout: time.Second})
+			c, err := idle.WrapConn(inner, w, only(idle.Config{IdleTimeout: time.Second}))
 			require.NoError(t, err)
 			defer c.Close()
 			if tc.viaConn {
@@ -111,7 +111,7 @@ func tlsOver(t *testing.T, server, client net.Conn) *tls.Conn {
 // alone would wait out the linger (3 s). A wall-clock check, with margins:
 // it fails at 1.5 s.
 func TestConn_WriteStallLingerDoesNotBlockWheel(t *testing.T) {
-	clk, _, sc, client := pair(t, idle.Config{WriteStallTimeout: 5 * time.Second})
+	clk, _, sc, client := pair(t, only(idle.Config{WriteStallTimeout: 5 * time.Second}))
 	require.NoError(t, sc.SetLinger(3))
 	fillUntilStalled(t, sc.NetConn(), client)
 	sc.Tracker().Written() // as a Write blocked on the full buffers would have

@@ -26,12 +26,12 @@ func TestTracker_BytesPerNew(t *testing.T) {
 		cfg       idle.Config
 		wantBytes int
 	}{
-		{name: "idle and handshake (cmd/echo raw)", cfg: idle.Config{IdleTimeout: 5 * time.Minute, HandshakeTimeout: 10 * time.Second}, wantBytes: 192},
-		{name: "idle only", cfg: idle.Config{IdleTimeout: time.Minute}, wantBytes: 192},
-		{name: "frame deadline", cfg: idle.Config{IdleTimeout: time.Minute, FrameTimeout: 30 * time.Second}, wantBytes: 192 + 96},
-		{name: "keepalive", cfg: idle.Config{IdleTimeout: time.Minute, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second},
+		{name: "idle and handshake (cmd/echo raw)", cfg: only(idle.Config{IdleTimeout: 5 * time.Minute, HandshakeTimeout: 10 * time.Second}), wantBytes: 192},
+		{name: "idle only", cfg: only(idle.Config{IdleTimeout: time.Minute}), wantBytes: 192},
+		{name: "frame deadline", cfg: only(idle.Config{IdleTimeout: time.Minute, FrameTimeout: 30 * time.Second}), wantBytes: 192 + 96},
+		{name: "keepalive", cfg: only(idle.Config{IdleTimeout: time.Minute, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second}),
 			wantBytes: 192 + 96},
-		{name: "read silence and max age", cfg: idle.Config{ReadSilenceTimeout: time.Minute, MaxAge: time.Hour}, wantBytes: 192 + 96},
+		{name: "read silence and max age", cfg: only(idle.Config{ReadSilenceTimeout: time.Minute, MaxAge: time.Hour}), wantBytes: 192 + 96},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

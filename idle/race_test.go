@@ -21,9 +21,9 @@ func TestTracker_Concurrent(t *testing.T) {
 	defer w.Stop()
 	const n = 200
 	var closes [n]atomic.Int32
-	cfg := idle.Config{IdleTimeout: 3 * time.Millisecond, FrameTimeout: 2 * time.Millisecond,
+	cfg := only(idle.Config{IdleTimeout: 3 * time.Millisecond, FrameTimeout: 2 * time.Millisecond,
 		WriteStallTimeout: 2 * time.Millisecond, KeepaliveTime: time.Millisecond, KeepaliveTimeout: time.Millisecond,
-		KeepaliveCount: 2}
+		KeepaliveCount: 2})
 	trs := make([]*idle.Tracker, n)
 	for i := range trs {
 		tr, err := idle.New(w, cfg, idle.Hooks{

@@ -157,7 +157,8 @@ const (
 const never = math.MaxInt64
 
 // New validates cfg and hooks and starts tracking a connection that opens
-// now (the wheel's clock). It returns an error wrapping ErrNegative,
+// now (the wheel's clock), with cfg's defaults filled in (see Config and
+// Config.WithDefaults, whose probe is Hooks.Probe != nil). It returns an error wrapping ErrNegative,
 // ErrKeepalive, ErrMaxAge, ErrNoEffect or ErrHook. New allocates the Tracker
 // and arms at most one timer; it may be called from any goroutine.
 func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
@@ -173,7 +174,8 @@ func NewAt(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) (*Tracker
 	if w == nil {
 		panic("idle: New with nil wheel")
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.run(uses{probe: hooks.Probe != nil, frames: true, handshake: true})
+	if err != nil {
 		return nil, err
 	}
 	if err := hooks.check(&cfg); err != nil {

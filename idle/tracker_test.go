@@ -112,7 +112,7 @@ func TestTracker_Steps(t *testing.T) {
 	}{
 		{
 			name: "idle closes after no activity",
-			cfg:  idle.Config{IdleTimeout: 30 * s},
+			cfg:  only(idle.Config{IdleTimeout: 30 * s}),
 			steps: []step{
 				{advance: 10 * s, event: activity},
 				{advance: 29 * s, event: bytesIn}, // bytes alone are not activity
@@ -122,7 +122,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "idle counts received as activity",
-			cfg:  idle.Config{IdleTimeout: 30 * s},
+			cfg:  only(idle.Config{IdleTimeout: 30 * s}),
 			steps: []step{
 				{advance: 25 * s, event: received},
 				{advance: 25 * s, event: received},
@@ -132,7 +132,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "dead peer: any inbound byte resets, activity does not",
-			cfg:  idle.Config{ReadSilenceTimeout: 10 * s},
+			cfg:  only(idle.Config{ReadSilenceTimeout: 10 * s}),
 			steps: []step{
 				{advance: 9 * s, event: bytesIn},
 				{advance: 9 * s, event: activity},
@@ -141,7 +141,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "keepalive: one unanswered probe closes after Timeout",
-			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s},
+			cfg:  only(idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s}),
 			steps: []step{
 				{advance: 10 * s, want: []string{"probe 10s"}},
 				{advance: 4 * s},
@@ -150,7 +150,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "keepalive: an answer postpones the next probe by Time",
-			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s},
+			cfg:  only(idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s}),
 			steps: []step{
 				{advance: 10 * s, want: []string{"probe 10s"}},
 				{advance: 2 * s, event: bytesIn}, // the pong, at 12s
@@ -161,7 +161,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "keepalive: answer when Timeout exceeds Time",
-			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 20 * s},
+			cfg:  only(idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 20 * s}),
 			steps: []step{
 				{advance: 10 * s, want: []string{"probe 10s"}},
 				{advance: 1 * s, event: bytesIn},
@@ -171,7 +171,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "keepalive: Count probes, Timeout apart",
-			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s, KeepaliveCount: 3},
+			cfg:  only(idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s, KeepaliveCount: 3}),
 			steps: []step{
 				{advance: 20 * s, want: []string{"probe 10s", "probe 15s", "probe 20s"}},
 				{advance: 4 * s},
@@ -180,7 +180,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "keepalive: an answer to the second probe resets the count",
-			cfg:  idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s, KeepaliveCount: 2},
+			cfg:  only(idle.Config{KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s, KeepaliveCount: 2}),
 			steps: []step{
 				{advance: 15 * s, want: []string{"probe 10s", "probe 15s"}},
 				{advance: 1 * s, event: bytesIn},
@@ -190,7 +190,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "keepalive: pongs do not keep an idle connection open",
-			cfg:  idle.Config{IdleTimeout: 25 * s, KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s},
+			cfg:  only(idle.Config{IdleTimeout: 25 * s, KeepaliveTime: 10 * s, KeepaliveTimeout: 5 * s}),
 			steps: []step{
 				{advance: 10 * s, want: []string{"probe 10s"}},
 				{advance: 1 * s, event: bytesIn},
@@ -201,7 +201,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "frame deadline is absolute: partial bytes do not extend it",
-			cfg:  idle.Config{FrameTimeout: 5 * s},
+			cfg:  only(idle.Config{FrameTimeout: 5 * s}),
 			steps: []step{
 				{advance: 1 * s, event: frameStart},
 				{advance: 1 * s, event: frameStart}, // partial bytes
@@ -213,7 +213,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "frame deadline cleared by FrameEnd, re-armed by the next frame",
-			cfg:  idle.Config{FrameTimeout: 5 * s},
+			cfg:  only(idle.Config{FrameTimeout: 5 * s}),
 			steps: []step{
 				{advance: 1 * s, event: frameStart},
 				{advance: 4 * s, event: frameEnd},
@@ -225,7 +225,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "no frame in flight: no frame close",
-			cfg:  idle.Config{FrameTimeout: 5 * s},
+			cfg:  only(idle.Config{FrameTimeout: 5 * s}),
 			steps: []step{
 				{advance: 1 * s, event: frameStart},
 				{advance: 1 * s, event: frameEnd},
@@ -234,7 +234,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "handshake deadline",
-			cfg:  idle.Config{HandshakeTimeout: 3 * s},
+			cfg:  only(idle.Config{HandshakeTimeout: 3 * s}),
 			steps: []step{
 				{advance: 2 * s, event: activity},
 				{advance: 1 * s, want: []string{"close:handshake 3s"}},
@@ -242,7 +242,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "handshake done in time",
-			cfg:  idle.Config{HandshakeTimeout: 3 * s, IdleTimeout: 10 * s},
+			cfg:  only(idle.Config{HandshakeTimeout: 3 * s, IdleTimeout: 10 * s}),
 			steps: []step{
 				{advance: 2 * s, event: handshakeDone},
 				{advance: 8 * s, want: []string{"close:idle 10s"}},
@@ -250,7 +250,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "max age without grace closes at once",
-			cfg:  idle.Config{MaxAge: 60 * s},
+			cfg:  only(idle.Config{MaxAge: 60 * s}),
 			steps: []step{
 				{advance: 59 * s, event: received},
 				{advance: 1 * s, want: []string{"close:max_age 1m0s"}},
@@ -258,7 +258,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "max age with grace drains, then closes",
-			cfg:  idle.Config{MaxAge: 60 * s, MaxAgeGrace: 5 * s},
+			cfg:  only(idle.Config{MaxAge: 60 * s, MaxAgeGrace: 5 * s}),
 			steps: []step{
 				{advance: 60 * s, want: []string{"drain 1m0s"}},
 				{advance: 4 * s, event: received},
@@ -268,8 +268,8 @@ func TestTracker_Steps(t *testing.T) {
 		{
 			name: "max age jitter from the injected source",
 			// Jitter(2*10s+1ns) returns 3s: age = 60s-10s+3s = 53s.
-			cfg: idle.Config{MaxAge: 60 * s, MaxAgeJitter: 10 * s, MaxAgeGrace: 5 * s,
-				Jitter: func(int64) int64 { return int64(3 * s) }},
+			cfg: only(idle.Config{MaxAge: 60 * s, MaxAgeJitter: 10 * s, MaxAgeGrace: 5 * s,
+				Jitter: func(int64) int64 { return int64(3 * s) }}),
 			steps: []step{
 				{advance: 53 * s, want: []string{"drain 53s"}},
 				{advance: 5 * s, want: []string{"close:max_age 58s"}},
@@ -277,7 +277,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "write stall: cleared by Drained, closes when output stays queued",
-			cfg:  idle.Config{WriteStallTimeout: 4 * s},
+			cfg:  only(idle.Config{WriteStallTimeout: 4 * s}),
 			steps: []step{
 				{advance: 1 * s, event: written},
 				{advance: 3 * s, event: drained}, // 4s
@@ -289,7 +289,7 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "several due at once: one close, first in priority order",
-			cfg:  idle.Config{IdleTimeout: 10 * s, ReadSilenceTimeout: 10 * s, HandshakeTimeout: 10 * s},
+			cfg:  only(idle.Config{IdleTimeout: 10 * s, ReadSilenceTimeout: 10 * s, HandshakeTimeout: 10 * s}),
 			steps: []step{
 				{advance: time.Minute, want: []string{"close:handshake 10s"}},
 			},
@@ -300,8 +300,8 @@ func TestTracker_Steps(t *testing.T) {
 			// the same instant but measured from another stamp, is re-armed
 			// for and happens on the next tick.
 			name: "due together from different stamps: the second a tick later",
-			cfg: idle.Config{KeepaliveTime: 50 * s, KeepaliveTimeout: 10 * s,
-				MaxAge: 60 * s, MaxAgeGrace: 5 * s},
+			cfg: only(idle.Config{KeepaliveTime: 50 * s, KeepaliveTimeout: 10 * s,
+				MaxAge: 60 * s, MaxAgeGrace: 5 * s}),
 			steps: []step{
 				{advance: 10 * s, event: bytesIn},
 				{advance: 50 * s, want: []string{"probe 1m0s"}},
@@ -311,8 +311,8 @@ func TestTracker_Steps(t *testing.T) {
 		},
 		{
 			name: "stop before anything is due: no close ever",
-			cfg: idle.Config{IdleTimeout: 10 * s, KeepaliveTime: 2 * s, KeepaliveTimeout: time.Second,
-				FrameTimeout: s, WriteStallTimeout: s},
+			cfg: only(idle.Config{IdleTimeout: 10 * s, KeepaliveTime: 2 * s, KeepaliveTimeout: time.Second,
+				FrameTimeout: s, WriteStallTimeout: s}),
 			steps: []step{
 				{advance: s, event: frameStart},
 				{advance: 0, event: written},
@@ -333,8 +333,8 @@ func TestTracker_Steps(t *testing.T) {
 // TestTracker_NoProbeWhileTrafficFlows sends a byte every 9s (just under
 // KeepaliveTime) for an hour: no probe, no close.
 func TestTracker_NoProbeWhileTrafficFlows(t *testing.T) {
-	h := newHarness(t, idle.Config{KeepaliveTime: 10 * time.Second, KeepaliveTimeout: time.Second,
-		ReadSilenceTimeout: 11 * time.Second})
+	h := newHarness(t, only(idle.Config{KeepaliveTime: 10 * time.Second, KeepaliveTimeout: time.Second,
+		ReadSilenceTimeout: 11 * time.Second}))
 	for range 400 {
 		h.clk.Advance(9 * time.Second)
 		h.tr.BytesIn()
@@ -353,13 +353,13 @@ func TestTracker_CloseOnce(t *testing.T) {
 		setup op
 		want  idle.Reason
 	}{
-		{cfg: idle.Config{IdleTimeout: s}, want: idle.ReasonIdle},
-		{cfg: idle.Config{ReadSilenceTimeout: s}, want: idle.ReasonDeadPeer},
-		{cfg: idle.Config{KeepaliveTime: s, KeepaliveTimeout: s}, want: idle.ReasonKeepalive},
-		{cfg: idle.Config{FrameTimeout: s}, setup: frameStart, want: idle.ReasonFrameDeadline},
-		{cfg: idle.Config{HandshakeTimeout: s}, want: idle.ReasonHandshake},
-		{cfg: idle.Config{MaxAge: s}, want: idle.ReasonMaxAge},
-		{cfg: idle.Config{WriteStallTimeout: s}, setup: written, want: idle.ReasonWriteStall},
+		{cfg: only(idle.Config{IdleTimeout: s}), want: idle.ReasonIdle},
+		{cfg: only(idle.Config{ReadSilenceTimeout: s}), want: idle.ReasonDeadPeer},
+		{cfg: only(idle.Config{KeepaliveTime: s, KeepaliveTimeout: s}), want: idle.ReasonKeepalive},
+		{cfg: only(idle.Config{FrameTimeout: s}), setup: frameStart, want: idle.ReasonFrameDeadline},
+		{cfg: only(idle.Config{HandshakeTimeout: s}), want: idle.ReasonHandshake},
+		{cfg: only(idle.Config{MaxAge: s}), want: idle.ReasonMaxAge},
+		{cfg: only(idle.Config{WriteStallTimeout: s}), setup: written, want: idle.ReasonWriteStall},
 	} {
 		t.Run(tc.want.String(), func(t *testing.T) {
 			clk := wheel.NewManualClock()
@@ -405,13 +405,13 @@ func TestTracker_BeyondWheelRange(t *testing.T) {
 	require.Less(t, w.MaxDuration(), 8*year)
 	var got []idle.Reason
 	hooks := idle.Hooks{Close: func(r idle.Reason) { got = append(got, r) }}
-	far, err := idle.New(w, idle.Config{MaxAge: 20 * year, MaxAgeGrace: year, IdleTimeout: 19 * year,
-		FrameTimeout: 20 * year, WriteStallTimeout: 20 * year}, hooks)
+	far, err := idle.New(w, only(idle.Config{MaxAge: 20 * year, MaxAgeGrace: year, IdleTimeout: 19 * year,
+		FrameTimeout: 20 * year, WriteStallTimeout: 20 * year}), hooks)
 	require.NoError(t, err)
 	far.FrameStart()
 	far.Written()
 	assert.Zero(t, w.Len(), "no timer armed beyond the wheel's range")
-	near, err := idle.New(w, idle.Config{IdleTimeout: 5 * year}, hooks)
+	near, err := idle.New(w, only(idle.Config{IdleTimeout: 5 * year}), hooks)
 	require.NoError(t, err)
 	clk.Advance(w.MaxDuration() + time.Second)
 	assert.Equal(t, []idle.Reason{idle.ReasonIdle}, got, "only the deadline within range is enforced")
@@ -424,7 +424,7 @@ func TestTracker_StopReleasesTimers(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	cfg := idle.Config{IdleTimeout: time.Minute, FrameTimeout: time.Second, WriteStallTimeout: time.Second}
+	cfg := only(idle.Config{IdleTimeout: time.Minute, FrameTimeout: time.Second, WriteStallTimeout: time.Second})
 	var trs []*idle.Tracker
 	for range 100 {
 		tr, err := idle.New(w, cfg, idle.Hooks{Close: func(idle.Reason) { t.Error("unexpected close") }})
@@ -451,15 +451,15 @@ func TestTracker_OnlyConfiguredTimers(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, err := idle.New(w, idle.Config{}, idle.Hooks{Close: func(idle.Reason) {}})
+	tr, err := idle.New(w, only(idle.Config{}), idle.Hooks{Close: func(idle.Reason) {}})
 	require.NoError(t, err)
 	tr.Received()
 	tr.FrameStart()
 	tr.Written()
 	assert.Zero(t, w.Len(), "the zero Config arms nothing")
-	tr2, err := idle.New(w, idle.Config{IdleTimeout: time.Second, ReadSilenceTimeout: 2 * time.Second,
+	tr2, err := idle.New(w, only(idle.Config{IdleTimeout: time.Second, ReadSilenceTimeout: 2 * time.Second,
 		KeepaliveTime: time.Second, KeepaliveTimeout: time.Second, HandshakeTimeout: time.Second,
-		MaxAge: time.Minute}, idle.Hooks{Close: func(idle.Reason) {}, Probe: func() {}})
+		MaxAge: time.Minute}), idle.Hooks{Close: func(idle.Reason) {}, Probe: func() {}})
 	require.NoError(t, err)
 	tr2.Received()
 	assert.Equal(t, 1, w.Len(), "five policies share one timer")
@@ -475,7 +475,7 @@ func TestTracker_MaxAgeJitterBounds(t *testing.T) {
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
 	newAge := func(src func(int64) int64) time.Duration {
-		tr, err := idle.New(w, idle.Config{MaxAge: age, MaxAgeJitter: jit, Jitter: src},
+		tr, err := idle.New(w, only(idle.Config{MaxAge: age, MaxAgeJitter: jit, Jitter: src}),
 			idle.Hooks{Close: func(idle.Reason) {}})
 		require.NoError(t, err)
 		defer tr.Stop()
@@ -500,7 +500,7 @@ func TestTracker_MaxAgeJitterBounds(t *testing.T) {
 }
 
 func idleAgeNoJitter(t *testing.T, w *wheel.Wheel, age time.Duration) time.Duration {
-	tr, err := idle.New(w, idle.Config{MaxAge: age, Jitter: func(int64) int64 { panic("not called without jitter") }},
+	tr, err := idle.New(w, only(idle.Config{MaxAge: age, Jitter: func(int64) int64 { panic("not called without jitter") }}),
 		idle.Hooks{Close: func(idle.Reason) {}})
 	require.NoError(t, err)
 	defer tr.Stop()
@@ -510,12 +510,12 @@ func idleAgeNoJitter(t *testing.T, w *wheel.Wheel, age time.Duration) time.Durat
 func TestNew_Hooks(t *testing.T) {
 	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
 	defer w.Stop()
-	_, err := idle.New(w, idle.Config{IdleTimeout: time.Second}, idle.Hooks{})
+	_, err := idle.New(w, only(idle.Config{IdleTimeout: time.Second}), idle.Hooks{})
 	assert.ErrorIs(t, err, idle.ErrHook)
-	_, err = idle.New(w, idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second},
+	_, err = idle.New(w, only(idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}),
 		idle.Hooks{Close: func(idle.Reason) {}})
 	assert.ErrorIs(t, err, idle.ErrHook)
-	_, err = idle.New(w, idle.Config{IdleTimeout: -1}, idle.Hooks{Close: func(idle.Reason) {}})
+	_, err = idle.New(w, only(idle.Config{KeepaliveCount: -1}), idle.Hooks{Close: func(idle.Reason) {}})
 	assert.ErrorIs(t, err, idle.ErrNegative)
 	assert.Zero(t, w.Len())
 }
@@ -547,12 +547,12 @@ func TestTracker_Due(t *testing.T) {
 		reason  idle.Reason
 		wantDue time.Duration
 	}{
-		{name: "idle", cfg: idle.Config{IdleTimeout: 100 * ms}, after: 30 * ms, event: activity, reason: idle.ReasonIdle, wantDue: 130 * ms},
-		{name: "read silence", cfg: idle.Config{ReadSilenceTimeout: 60 * ms}, after: 10 * ms, event: bytesIn, reason: idle.ReasonDeadPeer, wantDue: 70 * ms},
-		{name: "keepalive", cfg: idle.Config{KeepaliveTime: 50 * ms, KeepaliveTimeout: 20 * ms}, after: 5 * ms, event: bytesIn, reason: idle.ReasonKeepalive, wantDue: 75 * ms},
-		{name: "handshake", cfg: idle.Config{HandshakeTimeout: 25 * ms}, reason: idle.ReasonHandshake, wantDue: 25 * ms},
-		{name: "frame", cfg: idle.Config{FrameTimeout: 40 * ms}, after: 10 * ms, event: frameStart, reason: idle.ReasonFrameDeadline, wantDue: 50 * ms},
-		{name: "write stall", cfg: idle.Config{WriteStallTimeout: 30 * ms}, after: 5 * ms, event: written, reason: idle.ReasonWriteStall, wantDue: 35 * ms},
+		{name: "idle", cfg: only(idle.Config{IdleTimeout: 100 * ms}), after: 30 * ms, event: activity, reason: idle.ReasonIdle, wantDue: 130 * ms},
+		{name: "read silence", cfg: only(idle.Config{ReadSilenceTimeout: 60 * ms}), after: 10 * ms, event: bytesIn, reason: idle.ReasonDeadPeer, wantDue: 70 * ms},
+		{name: "keepalive", cfg: only(idle.Config{KeepaliveTime: 50 * ms, KeepaliveTimeout: 20 * ms}), after: 5 * ms, event: bytesIn, reason: idle.ReasonKeepalive, wantDue: 75 * ms},
+		{name: "handshake", cfg: only(idle.Config{HandshakeTimeout: 25 * ms}), reason: idle.ReasonHandshake, wantDue: 25 * ms},
+		{name: "frame", cfg: only(idle.Config{FrameTimeout: 40 * ms}), after: 10 * ms, event: frameStart, reason: idle.ReasonFrameDeadline, wantDue: 50 * ms},
+		{name: "write stall", cfg: only(idle.Config{WriteStallTimeout: 30 * ms}), after: 5 * ms, event: written, reason: idle.ReasonWriteStall, wantDue: 35 * ms},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.cfg)
@@ -570,7 +570,7 @@ func TestTracker_Due(t *testing.T) {
 		})
 	}
 	t.Run("stopped", func(t *testing.T) {
-		h := newHarness(t, idle.Config{IdleTimeout: 10 * ms})
+		h := newHarness(t, only(idle.Config{IdleTimeout: 10 * ms}))
 		h.do(stop)
 		h.clk.Advance(time.Second)
 		_, ok := h.tr.Due()
@@ -592,21 +592,21 @@ func TestTracker_ExplicitTime(t *testing.T) {
 		due     time.Duration
 		closeAt time.Duration // the tick the close comes at
 	}{
-		{name: "open", cfg: idle.Config{IdleTimeout: 10 * time.Millisecond}, openAt: 4700 * us,
+		{name: "open", cfg: only(idle.Config{IdleTimeout: 10 * time.Millisecond}), openAt: 4700 * us,
 			event: func(*idle.Tracker) {}, reason: idle.ReasonIdle, due: 14700 * us, closeAt: 15 * time.Millisecond},
-		{name: "activity", cfg: idle.Config{IdleTimeout: 10 * time.Millisecond}, openAt: 4700 * us,
+		{name: "activity", cfg: only(idle.Config{IdleTimeout: 10 * time.Millisecond}), openAt: 4700 * us,
 			event:  func(tr *idle.Tracker) { tr.ActivityAt(5200 * us) },
 			reason: idle.ReasonIdle, due: 15200 * us, closeAt: 16 * time.Millisecond},
-		{name: "received", cfg: idle.Config{IdleTimeout: time.Hour, ReadSilenceTimeout: 3 * time.Millisecond}, openAt: 4700 * us,
+		{name: "received", cfg: only(idle.Config{IdleTimeout: time.Hour, ReadSilenceTimeout: 3 * time.Millisecond}), openAt: 4700 * us,
 			event:  func(tr *idle.Tracker) { tr.ReceivedAt(5250 * us) },
 			reason: idle.ReasonDeadPeer, due: 8250 * us, closeAt: 9 * time.Millisecond},
-		{name: "bytes in", cfg: idle.Config{ReadSilenceTimeout: 3 * time.Millisecond}, openAt: 4700 * us,
+		{name: "bytes in", cfg: only(idle.Config{ReadSilenceTimeout: 3 * time.Millisecond}), openAt: 4700 * us,
 			event:  func(tr *idle.Tracker) { tr.BytesInAt(5100 * us) },
 			reason: idle.ReasonDeadPeer, due: 8100 * us, closeAt: 9 * time.Millisecond},
-		{name: "frame", cfg: idle.Config{FrameTimeout: 8 * time.Millisecond}, openAt: 4700 * us,
+		{name: "frame", cfg: only(idle.Config{FrameTimeout: 8 * time.Millisecond}), openAt: 4700 * us,
 			event:  func(tr *idle.Tracker) { tr.FrameStartAt(5100 * us) },
 			reason: idle.ReasonFrameDeadline, due: 13100 * us, closeAt: 14 * time.Millisecond},
-		{name: "write", cfg: idle.Config{WriteStallTimeout: 8 * time.Millisecond}, openAt: 4700 * us,
+		{name: "write", cfg: only(idle.Config{WriteStallTimeout: 8 * time.Millisecond}), openAt: 4700 * us,
 			event:  func(tr *idle.Tracker) { tr.WrittenAt(5010 * us) },
 			reason: idle.ReasonWriteStall, due: 13010 * us, closeAt: 14 * time.Millisecond},
 	}
@@ -647,11 +647,11 @@ func TestTracker_LateStampIgnored(t *testing.T) {
 		reason  idle.Reason
 		wantDue time.Duration
 	}{
-		{name: "activity", cfg: idle.Config{IdleTimeout: 10 * s},
+		{name: "activity", cfg: only(idle.Config{IdleTimeout: 10 * s}),
 			stamp: (*idle.Tracker).ActivityAt, reason: idle.ReasonIdle, wantDue: 12 * s},
-		{name: "received", cfg: idle.Config{IdleTimeout: 10 * s},
+		{name: "received", cfg: only(idle.Config{IdleTimeout: 10 * s}),
 			stamp: (*idle.Tracker).ReceivedAt, reason: idle.ReasonIdle, wantDue: 12 * s},
-		{name: "bytes in", cfg: idle.Config{ReadSilenceTimeout: 10 * s},
+		{name: "bytes in", cfg: only(idle.Config{ReadSilenceTimeout: 10 * s}),
 			stamp: (*idle.Tracker).BytesInAt, reason: idle.ReasonDeadPeer, wantDue: 12 * s},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -689,7 +689,7 @@ func TestTracker_CoarseStampBelowExact(t *testing.T) {
 		{name: "coarse below coarse is ignored", first: 2 * ms, second: 1 * ms, wantStamp: 2 * ms},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, idle.Config{IdleTimeout: time.Second})
+			h := newHarness(t, only(idle.Config{IdleTimeout: time.Second}))
 			h.clk.Advance(3 * ms)
 			h.tr.ActivityAt(tc.first)
 			h.tr.ActivityAt(tc.second)
@@ -722,8 +722,8 @@ func TestTracker_MaxAgeJitterHuge(t *testing.T) {
 			defer w.Stop()
 			ageFor := func(draw func(n int64) int64) (time.Duration, int64) {
 				var gotN int64
-				cfg := idle.Config{MaxAge: tc.maxAge, MaxAgeJitter: tc.jit,
-					Jitter: func(n int64) int64 { gotN = n; return draw(n) }}
+				cfg := only(idle.Config{MaxAge: tc.maxAge, MaxAgeJitter: tc.jit,
+					Jitter: func(n int64) int64 { gotN = n; return draw(n) }})
 				require.NoError(t, cfg.Validate())
 				tr, err := idle.New(w, cfg, idle.Hooks{Close: func(idle.Reason) {}})
 				require.NoError(t, err)

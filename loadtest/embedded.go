@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"time"
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
@@ -17,7 +18,10 @@ import (
 // netwheel server from the harness's timeout flags.
 
 // netwheelConfig translates the harness's description of the server's
-// timeouts into a netserver.Config.
+// timeouts into a netserver.Config. The server has the timeouts the
+// harness's flags name, and no other: a flag's 0 is off (idle.Off), where
+// netserver's 0 is its default, and the handshake, max-age and write-stall
+// timeouts, which no scenario judges, are off.
 func netwheelConfig(o *options) netserver.Config {
 	t := o.timeouts
 	proto := netserver.Raw
@@ -26,10 +30,11 @@ func netwheelConfig(o *options) netserver.Config {
 	}
 	cfg := netserver.Config{
 		Addr: "127.0.0.1:0", Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
-		Timeouts: idle.Config{IdleTimeout: t.Idle, FrameTimeout: t.Frame},
+		Timeouts: idle.Config{IdleTimeout: orOff(t.Idle), FrameTimeout: orOff(t.Frame),
+			HandshakeTimeout: idle.Off, MaxAge: idle.Off, WriteStallTimeout: idle.Off},
 	}
 	if cfg.MaxConns == 0 {
-		cfg.MaxConns = -1 // -max-conns 0 is no limit, where netserver's 0 derives one
+		cfg.MaxConns = netserver.Off // -max-conns 0 is no limit, where netserver's 0 derives one
 	}
 	// The hostile scenarios judge the server's memory by these limits.
 	cfg.Limits.OutputHard = int(o.outputLimit)
@@ -44,15 +49,23 @@ func netwheelConfig(o *options) netserver.Config {
 	// serves the client's load better.
 	cfg.EventLoops = runtime.GOMAXPROCS(0)
 	if proto == netserver.Framed {
-		cfg.Timeouts.KeepaliveTime = t.KeepaliveTime
+		cfg.Timeouts.KeepaliveTime = orOff(t.KeepaliveTime)
 		cfg.Timeouts.KeepaliveTimeout = t.KeepaliveTimeout
 		cfg.Timeouts.KeepaliveCount = t.KeepaliveCount
 		cfg.Retransmit = retransmit.Config{InitialRTO: t.InitialRTO, MinRTO: t.MinRTO, MaxRTO: t.MaxRTO,
 			MaxRetransmits: t.MaxRetransmits, GiveUpAfter: t.GiveUpAfter}
 	} else {
-		cfg.Timeouts.FrameTimeout = 0
+		cfg.Timeouts.FrameTimeout = idle.Off
 	}
 	return cfg
+}
+
+// orOff is d, or idle.Off for a harness flag's 0.
+func orOff(d time.Duration) time.Duration {
+	if d == 0 {
+		return idle.Off
+	}
+	return d
 }
 
 // netwheelServer adapts *netserver.Server to embeddedServer.

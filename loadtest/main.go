@@ -50,9 +50,10 @@ func main() {
 		if errors.Is(err, errStarved) {
 			os.Exit(3)
 		}
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // the help is written: exit 0, as cmd/echo -h does
 		}
+		fmt.Fprintln(os.Stderr, err)
 		if errors.Is(err, errUnreachable) {
 			os.Exit(1) // the server failed, not the command line
 		}

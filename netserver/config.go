@@ -58,8 +58,17 @@ func ParseProtocol(s string) (Protocol, error) {
 // ErrConfig is wrapped by every configuration error New returns.
 var ErrConfig = errors.New("netserver: invalid config")
 
-// Config configures a Server. The zero value of every field but Addr is
-// usable and documented; New validates the whole and says what is wrong.
+// Off turns a setting off: any negative value does, and Off names one. It
+// is an untyped constant, so it fits a count and a duration alike.
+const Off = -1
+
+// Config configures a Server. Every field follows one rule, as in idle's
+// and retransmit's Configs, which it holds: zero means the default the
+// field documents, and a negative value (Off) turns a protection off; a
+// setting that cannot be off (a size, a tick) says so. The zero Config but
+// for Addr is therefore the safe one: every timeout and limit is on.
+// DefaultConfig spells those defaults out. New validates the whole and says
+// what is wrong.
 type Config struct {
 	// Addr is the TCP address to listen on, host:port. Port 0 picks a free
 	// port; Server.Addr reports it.
@@ -67,7 +76,7 @@ type Config struct {
 	// Protocol is Raw (the zero value) or Framed.
 	Protocol Protocol
 	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS-1,
-	// at least 1. Each loop waits in epoll_wait holding a P (the Go
+	// at least 1. It cannot be off. Each loop waits in epoll_wait holding a P (the Go
 	// scheduler's processor), and a runtime timer on a P held that way
 	// runs only when the runtime takes the P back, milliseconds late; the
 	// timer wheel's goroutine sleeps on such a timer. With a P to spare,
@@ -90,12 +99,15 @@ type Config struct {
 	// at the first tick at or after its deadline, so it comes half a tick
 	// late on average. The event loops arm their timers from exact times,
 	// so a finer tick costs nothing while traffic flows; it costs wake-ups
-	// (and CPU) when many timers fall due at once.
+	// (and CPU) when many timers fall due at once. It cannot be off.
 	Tick time.Duration
 	// Timeouts are the per-connection timeouts (idle, read silence,
-	// keepalive, frame, handshake, max age, write stall); zero fields are
-	// off. Keepalive probes need the Framed protocol or a Raw handler that
-	// implements Prober. The frame deadline runs from the first byte of a
+	// keepalive, frame, handshake, max age, write stall); zero fields take
+	// idle's defaults (idle.Config) and Off turns one off. The keepalive
+	// default applies with Framed only: Raw has no probe of its own (a Raw
+	// handler that implements Prober may set KeepaliveTime). The frame
+	// default applies with Framed, and with Raw and HandlerMarks, where
+	// it is the per-request deadline; Raw has no frames otherwise. The frame deadline runs from the first byte of a
 	// frame to its last (Framed), and the
 	// handshake deadline until the first complete frame (Framed) or the
 	// first byte (Raw). The write-stall timeout closes a connection whose
@@ -106,7 +118,8 @@ type Config struct {
 	// queue meanwhile.
 	Timeouts idle.Config
 	// Retransmit configures RFC 6298 retransmission of the DATA frames the
-	// server sends (Framed only); zero fields take retransmit's defaults.
+	// server sends (Framed only); zero fields take retransmit's defaults,
+	// and Off turns its give-up limits off (retransmit.Config).
 	Retransmit retransmit.Config
 	// MaxConns bounds the open connections. Connections beyond it are
 	// closed at once with ReasonOverload (and, Framed, a CLOSE frame saying
@@ -120,13 +133,15 @@ type Config struct {
 	// then depends on the open-file limit never being reached.
 	MaxConns int
 	// MaxFrame is the largest frame length accepted (Framed), or the most
-	// unconsumed input a StreamHandler may leave (Raw); 0 means 64 KiB.
+	// unconsumed input a StreamHandler may leave (Raw); 0 means 64 KiB. It
+	// cannot be off.
 	// A longer frame, or more input left, closes the connection with
 	// ReasonTooLarge (a frame before it is read).
 	MaxFrame int
 	// Limits bound the memory one connection may hold: queued output,
-	// unacknowledged data. They are on by default; crossing one closes only
-	// that connection, with a reason that is logged and counted.
+	// unacknowledged data. They are on by default (zero fields) and Off
+	// turns one off; crossing one closes only that connection, with a
+	// reason that is logged and counted.
 	Limits Limits
 	// HandlerMarks (Raw) lets the handler say what its protocol's events
 	// are: inbound bytes then count only as signs of life (read silence,
@@ -135,9 +150,10 @@ type Config struct {
 	// RequestEnd around each request (Timeouts.FrameTimeout is then the
 	// per-request deadline) and Conn.HandshakeDone when its handshake is
 	// done. Without it every inbound byte is activity and the first
-	// completes the handshake.
+	// completes the handshake. It is for Raw only: with Framed, New fails.
 	HandlerMarks bool
-	// Kernel sets the kernel's own TCP backstops on every connection.
+	// Kernel sets the kernel's own TCP backstops on every connection; its
+	// zero fields leave the system's settings (KernelConfig).
 	Kernel KernelConfig
 	// SilentShutdown makes Shutdown close framed connections without
 	// sending them a CLOSE frame first.
@@ -249,8 +265,9 @@ func (l Limits) resolve() limits {
 }
 
 // KernelConfig are the kernel's TCP backstops: they catch dead peers even if
-// the process stalls. Zero fields are not set by the server; what that means
-// is said per field.
+// the process stalls. A zero field means the default, which is the system's
+// setting (the server sets nothing); what that means is said per field.
+// They cannot be negative.
 type KernelConfig struct {
 	// KeepaliveIdle enables TCP keepalive after this long idle
 	// (TCP_KEEPIDLE); 0 leaves keepalive as the system has it (off for
@@ -267,6 +284,8 @@ type KernelConfig struct {
 	UserTimeout time.Duration
 }
 
+// validate checks c and resolves its Timeouts (see timeouts), as New needs
+// them.
 func (c *Config) validate() error {
 	if c.Addr == "" {
 		return fmt.Errorf("%w: Addr is empty: want host:port, e.g. 127.0.0.1:9000", ErrConfig)
@@ -274,6 +293,11 @@ func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("%w: Addr %q: %v", ErrConfig, c.Addr, err)
 	}
+	return c.check()
+}
+
+// check is validate but for Addr.
+func (c *Config) check() error {
 	if c.Protocol != Raw && c.Protocol != Framed {
 		return fmt.Errorf("%w: %v: want Raw or Framed", ErrConfig, c.Protocol)
 	}
@@ -283,11 +307,15 @@ func (c *Config) validate() error {
 	if c.Tick != 0 && (c.Tick < wheel.MinTick || c.Tick > wheel.MaxTick) {
 		return fmt.Errorf("%w: Tick %v outside [%v, %v]", ErrConfig, c.Tick, wheel.MinTick, wheel.MaxTick)
 	}
-	if err := c.Timeouts.Validate(); err != nil {
+	timeouts, err := c.timeouts()
+	if err != nil {
 		return fmt.Errorf("%w: Timeouts: %w", ErrConfig, err)
 	}
-	if c.Protocol == Raw && c.Timeouts.FrameTimeout != 0 && !c.HandlerMarks {
+	if c.Protocol == Raw && c.Timeouts.FrameTimeout > 0 && !c.HandlerMarks {
 		return fmt.Errorf("%w: Timeouts.FrameTimeout needs the framed protocol, or HandlerMarks (raw has no frames; a handler marks its requests)", ErrConfig)
+	}
+	if c.Protocol == Framed && c.HandlerMarks {
+		return fmt.Errorf("%w: HandlerMarks is for the raw protocol: framed frames mark their own activity, requests and handshake", ErrConfig)
 	}
 	if c.Protocol == Framed {
 		if _, err := retransmit.NewEstimator(c.Retransmit); err != nil {
@@ -315,10 +343,10 @@ func (c *Config) validate() error {
 	if l.OutputHard == 0 && l.OutputSoft > DefaultOutputHard {
 		return fmt.Errorf("%w: Limits.OutputSoft %d above the default Limits.OutputHard %d: raise OutputHard too", ErrConfig, l.OutputSoft, DefaultOutputHard)
 	}
-	if c.Protocol == Raw && l.PingsPerSecond != 0 {
+	if c.Protocol == Raw && l.PingsPerSecond > 0 {
 		return fmt.Errorf("%w: Limits.PingsPerSecond needs the framed protocol (raw has no PING)", ErrConfig)
 	}
-	if c.Protocol == Raw && l.UnackedBytes != 0 {
+	if c.Protocol == Raw && l.UnackedBytes > 0 {
 		return fmt.Errorf("%w: Limits.UnackedBytes needs the framed protocol (raw has no acknowledgements)", ErrConfig)
 	}
 	if c.Protocol == Framed {
@@ -341,7 +369,86 @@ func (c *Config) validate() error {
 	if k.KeepaliveIdle == 0 && (k.KeepaliveInterval != 0 || k.KeepaliveCount != 0) {
 		return fmt.Errorf("%w: Kernel.KeepaliveInterval/Count need Kernel.KeepaliveIdle", ErrConfig)
 	}
+	c.Timeouts = timeouts
 	return nil
+}
+
+// timeouts resolves c.Timeouts as the server runs them (see
+// Config.Timeouts): no frame default for Raw without HandlerMarks, and no
+// keepalive default for Raw. A Raw keepalive left to its default stays 0,
+// which idle leaves off for a connection without a probe, so that New asks
+// for a Prober only when KeepaliveTime is set.
+func (c *Config) timeouts() (idle.Config, error) {
+	t := c.Timeouts
+	raw := c.Protocol == Raw
+	if raw && t.KeepaliveTime == 0 {
+		t.KeepaliveTime = Off
+	}
+	if raw && !c.HandlerMarks && t.FrameTimeout == 0 {
+		t.FrameTimeout = Off
+	}
+	r, err := t.WithDefaults(true)
+	if raw && r.KeepaliveTime < 0 {
+		r.KeepaliveTime, r.KeepaliveTimeout, r.KeepaliveCount = 0, 0, 0
+	}
+	return r, err
+}
+
+// DefaultConfig returns the Config that the zero values of a Config for
+// protocol p stand for, spelled out (Config{Protocol: p}.WithDefaults()):
+// the embedder's starting point, safe for production as it is. Set Addr,
+// change what you need, and turn a protection off with Off. Its Timeouts are idle's defaults (handshake
+// 10 s, idle 5 min, write stall 30 s, max age 1 h +/- 6 min and, Framed,
+// frame 30 s and keepalive 30 s + 10 s); its Limits are the Default*
+// limits; Framed, its Retransmit holds retransmit's defaults. EventLoops and
+// MaxConns stay 0, decided at Start (GOMAXPROCS-1 loops; MaxConns derived
+// from the open-file limit, see MaxConns). cmd/echo's flags default to it.
+func DefaultConfig(p Protocol) Config {
+	c, err := Config{Protocol: p}.WithDefaults()
+	if err != nil {
+		panic(err) // only for a Protocol that is neither Raw nor Framed
+	}
+	return c
+}
+
+// WithDefaults returns c as New runs it, or New's configuration error but
+// for Addr, which it does not check: every zero field that has a default
+// replaced by it, and every protection that is off left Off (Limits'
+// OutputSoft and OutputSoftFor both Off when either is). EventLoops and
+// MaxConns are left as they are, their zero decided at Start. A resolved
+// Config resolves to itself. It may be called from any goroutine.
+func (c Config) WithDefaults() (Config, error) {
+	if err := c.check(); err != nil {
+		return c, err
+	}
+	c.Tick = cmp.Or(c.Tick, wheel.DefaultTick)
+	c.MaxFrame = cmp.Or(c.MaxFrame, frame.DefaultMax)
+	l := &c.Limits
+	or := func(v, def int) int {
+		if v < 0 {
+			return Off
+		}
+		return cmp.Or(v, def)
+	}
+	l.OutputHard = or(l.OutputHard, DefaultOutputHard)
+	l.OutputSoft = or(l.OutputSoft, DefaultOutputSoft)
+	l.OutputSoftFor = time.Duration(or(int(l.OutputSoftFor), int(DefaultOutputSoftFor)))
+	if l.OutputSoft < 0 || l.OutputSoftFor < 0 {
+		l.OutputSoft, l.OutputSoftFor = Off, Off
+	}
+	if c.Protocol == Framed {
+		l.UnackedBytes = or(l.UnackedBytes, DefaultUnackedBytes)
+		l.PingsPerSecond = or(l.PingsPerSecond, DefaultPingsPerSecond)
+		r := &c.Retransmit
+		r.InitialRTO = cmp.Or(r.InitialRTO, retransmit.DefaultInitialRTO)
+		r.MinRTO = cmp.Or(r.MinRTO, retransmit.DefaultMinRTO)
+		r.MaxRTO = cmp.Or(r.MaxRTO, retransmit.DefaultMaxRTO)
+		r.Granularity = cmp.Or(r.Granularity, c.Tick)
+		r.MaxRetransmits = or(r.MaxRetransmits, retransmit.DefaultMaxRetransmits)
+		r.GiveUpAfter = time.Duration(or(int(r.GiveUpAfter), int(retransmit.DefaultGiveUpAfter)))
+		r.Window = cmp.Or(r.Window, retransmit.DefaultWindow)
+	}
+	return c, nil
 }
 
 // outputLook is how often queued output is looked at: a quarter of the

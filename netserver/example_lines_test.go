@@ -28,8 +28,7 @@ type lines struct {
 	closed []netserver.Reason // the reasons connections closed with, in order
 }
 
-func (*lines) OnOpen(*netserver.Conn)            {}
-func (*lines) OnMessage(*netserver.Conn, []byte) {} // not called: OnStream is
+func (*lines) OnOpen(*netserver.Conn) {}
 
 // OnStream takes every whole line and leaves a partial one buffered, with
 // its request deadline running.
@@ -194,7 +193,7 @@ func TestLineProtocol(t *testing.T) {
 }
 
 // SendAsync and CloseAsync work from any goroutine, and after the
-// connection or the server has gone they drop or refuse.
+// connection or the server has gone they refuse.
 func TestConn_AsyncFromOtherGoroutines(t *testing.T) {
 	opened := make(chan *netserver.Conn, 1)
 	h := &asyncHandler{opened: opened}
@@ -230,7 +229,7 @@ func TestConn_AsyncFromOtherGoroutines(t *testing.T) {
 	_, err := r.ReadString('\n')
 	assert.Error(t, err, "closed")
 	require.Eventually(t, func() bool { return s.Stats().Closed["server_closed"] == 1 }, 2*time.Second, time.Millisecond)
-	assert.NoError(t, conn.SendAsync([]byte("late\n")), "a send after the close is dropped, not an error, while the server runs")
+	assert.ErrorIs(t, conn.SendAsync([]byte("late\n")), netserver.ErrClosed, "the connection has closed")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))

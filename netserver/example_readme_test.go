@@ -8,7 +8,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/netserver"
 )
 
@@ -50,17 +49,14 @@ func (lineProtocol) OnStream(c *netserver.Conn, in []byte) (consumed int) {
 }
 
 func Example_readme() {
-	srv, err := netserver.New(netserver.Config{
-		Addr:         "127.0.0.1:0",
-		HandlerMarks: true, // the handler marks activity, requests and the handshake
-		Timeouts: idle.Config{
-			HandshakeTimeout: 10 * time.Second, // the first line within 10s
-			FrameTimeout:     5 * time.Second,  // each request whole within 5s
-			IdleTimeout:      5 * time.Minute,  // a request at least every 5m
-			KeepaliveTime:    30 * time.Second, // PING after 30s of silence,
-			KeepaliveTimeout: 10 * time.Second, // then any byte within 10s
-		},
-	}, lineProtocol{})
+	// The safe defaults: the first line within 10s, a request at least every
+	// 5m, output drained within 30s, reconnect after about 1h.
+	cfg := netserver.DefaultConfig(netserver.Raw)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.HandlerMarks = true                       // the handler marks activity, requests and the handshake
+	cfg.Timeouts.FrameTimeout = 5 * time.Second   // each request whole within 5s
+	cfg.Timeouts.KeepaliveTime = 30 * time.Second // PING after 30s of silence, then any byte within 10s
+	srv, err := netserver.New(cfg, lineProtocol{})
 	if err != nil {
 		panic(err)
 	}

@@ -325,7 +325,7 @@ func (ns *netns) dial(t *testing.T, addr string) *client {
 	})
 	require.Equal(t, ns.peerIP.String(), r.c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String(),
 		"the client's socket lives in the namespace")
-	return &client{t: t, c: r.c, start: start}
+	return newClient(t, r.c, start, 0)
 }
 
 // vanish makes the peer disappear without a FIN or RST.

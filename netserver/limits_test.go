@@ -237,8 +237,7 @@ func TestFramed_SlowFrameNotRepeeked(t *testing.T) {
 	cfg := framedCfg()
 	cfg.MaxFrame = 256 << 10
 	s := start(t, cfg, nil)
-	c := dial(t, s)
-	c.max = cfg.MaxFrame
+	c := dialMax(t, s, cfg.MaxFrame)
 	require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
 	payload := make([]byte, 200<<10)
 	for i := range payload {

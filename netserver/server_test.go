@@ -1,141 +1,26 @@
 package netserver_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
-
-func TestMain(m *testing.M) {
-	if os.Getenv(floodChildEnv) != "" {
-		os.Exit(floodChild())
-	}
-	goleak.VerifyTestMain(m,
-		// gnet's shared worker pool (ants) keeps a purge goroutine for the
-		// life of the process; it is not ours and not per server.
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
-	)
-}
-
-// start runs a server for the test and shuts it down at the end.
-func start(t testing.TB, cfg netserver.Config, h netserver.Handler) *netserver.Server {
-	t.Helper()
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
-	if cfg.EventLoops == 0 {
-		cfg.EventLoops = 2
-	}
-	if h == nil {
-		h = netserver.Echo{}
-	}
-	s, err := netserver.New(cfg, h)
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, s.Shutdown(ctx))
-	})
-	return s
-}
-
-type client struct {
-	t     *testing.T
-	c     net.Conn
-	buf   []byte
-	start time.Time
-	max   int // largest frame next accepts; 0 means frame.DefaultMax
-}
-
-func dial(t *testing.T, s *netserver.Server) *client {
-	t.Helper()
-	// Taken before the dial: the server may accept, and start the
-	// connection's timers, before Dial returns here, so only a time from
-	// before the dial is a lower bound for a deadline counted from the open.
-	start := time.Now()
-	c, err := net.Dial("tcp", s.Addr().String())
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return &client{t: t, c: c, start: start}
-}
-
-func (c *client) write(b []byte) {
-	c.t.Helper()
-	_, err := c.c.Write(b)
-	require.NoError(c.t, err)
-}
-
-// next reads the next frame, failing after timeout. io.EOF means the server
-// closed the connection.
-func (c *client) next(timeout time.Duration) (frame.Frame, error) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if f, n, err := frame.Parse(c.buf, cmp.Or(c.max, frame.DefaultMax)); err == nil {
-			f.Payload = append([]byte(nil), f.Payload...)
-			f.Reason = append([]byte(nil), f.Reason...)
-			c.buf = c.buf[n:]
-			return f, nil
-		} else if !errors.Is(err, frame.ErrShort) {
-			return frame.Frame{}, err
-		}
-		require.NoError(c.t, c.c.SetReadDeadline(deadline))
-		tmp := make([]byte, 4096)
-		n, err := c.c.Read(tmp)
-		c.buf = append(c.buf, tmp[:n]...)
-		if err != nil && n == 0 {
-			return frame.Frame{}, err
-		}
-	}
-}
-
-// closeFrame reads until the server's CLOSE and EOF, and reports the CLOSE
-// code and when the connection ended.
-func (c *client) waitClose(timeout time.Duration) (frame.Code, time.Time) {
-	c.t.Helper()
-	var code frame.Code
-	for {
-		f, err := c.next(timeout)
-		if err != nil {
-			if errors.Is(err, io.EOF) || isReset(err) {
-				return code, time.Now()
-			}
-			c.t.Fatalf("waiting for the server to close: %v", err)
-		}
-		if f.Type == frame.TypeClose {
-			code = f.Code
-		}
-	}
-}
-
-func isReset(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "connection reset")
-}
 
 func TestNew_RejectsBadConfig(t *testing.T) {
 	for _, tc := range []struct {
@@ -146,7 +31,7 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		{name: "no address", cfg: netserver.Config{}, want: "Addr is empty"},
 		{name: "bad address", cfg: netserver.Config{Addr: "nowhere"}, want: "Addr \"nowhere\""},
 		{name: "keepalive on raw", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}}, want: "implements Prober"},
-		{name: "bad idle", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{IdleTimeout: -1}}, want: "Timeouts"},
+		{name: "bad idle", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{KeepaliveCount: -1}}, want: "Timeouts"},
 		{name: "bad retransmit", cfg: netserver.Config{Addr: ":0", Protocol: netserver.Framed, Retransmit: retransmit.Config{MinRTO: 2 * time.Second, MaxRTO: time.Second}}, want: "Retransmit"},
 		{name: "tick", cfg: netserver.Config{Addr: ":0", Tick: time.Nanosecond}, want: "Tick"},
 		{name: "max frame", cfg: netserver.Config{Addr: ":0", MaxFrame: 3}, want: "MaxFrame"},
@@ -495,50 +380,4 @@ func TestSendToOtherConnections(t *testing.T) {
 		n, _ := c.c.Read(got)
 		assert.Zero(t, n, "nothing more for this connection")
 	}
-}
-
-func TestStart_EventLoopsAndSpareP(t *testing.T) {
-	procs := runtime.GOMAXPROCS(0)
-	for _, tc := range []struct {
-		name      string
-		loops     int
-		wantLoops int
-		wantWarn  bool
-	}{
-		{name: "default leaves a P spare", loops: 0, wantLoops: max(1, procs-1), wantWarn: procs == 1},
-		{name: "a loop on every P", loops: procs, wantLoops: procs, wantWarn: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var logs strings.Builder
-			var mu sync.Mutex
-			cfg := netserver.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))}
-			cfg.EventLoops = tc.loops
-			s, err := netserver.New(cfg, netserver.Echo{})
-			require.NoError(t, err)
-			assert.Zero(t, s.EventLoops(), "not started")
-			require.NoError(t, s.Start())
-			defer func() { assert.NoError(t, s.Shutdown(context.Background())) }()
-			assert.Equal(t, tc.wantLoops, s.EventLoops())
-			mu.Lock()
-			out := logs.String()
-			mu.Unlock()
-			assert.Contains(t, out, fmt.Sprintf(`"event_loops":%d`, tc.wantLoops))
-			if tc.wantWarn {
-				assert.Contains(t, out, "no P to spare")
-			} else {
-				assert.NotContains(t, out, "no P to spare")
-			}
-		})
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }

@@ -3,8 +3,13 @@ package retransmit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
+
+// Off turns a give-up limit off: any negative value does, and Off names
+// one. It is an untyped constant, so it fits a count and a duration alike.
+const Off = -1
 
 // Defaults applied to zero fields of Config.
 const (
@@ -52,10 +57,13 @@ func (v Variant) String() string {
 	return fmt.Sprintf("Variant(%d)", uint8(v))
 }
 
-// Config configures an Estimator and a Tracker. Zero fields take the
-// defaults documented on each; negative values and contradictions make
-// NewEstimator and NewTracker fail with an error wrapping ErrInvalidConfig.
-// The Estimator reads only the first five fields.
+// Config configures an Estimator and a Tracker. One rule holds for every
+// field, as in every netwheel configuration: zero means the default
+// documented on it, and a negative value (Off) turns a limit off. Only the
+// give-up limits, MaxRetransmits and GiveUpAfter, can be off; the RTO
+// parameters and Window cannot, and a negative one, like a contradiction,
+// makes NewEstimator and NewTracker fail with an error wrapping
+// ErrInvalidConfig. The Estimator reads only the first five fields.
 type Config struct {
 	// InitialRTO is the RTO before the first RTT sample (0: 1 s). It is
 	// clamped into [MinRTO, MaxRTO].
@@ -77,10 +85,12 @@ type Config struct {
 
 	// MaxRetransmits is how many times the Tracker retransmits the oldest
 	// unacknowledged message before giving up on its next timeout
-	// (0: 10).
+	// (0: 10; Off: no limit on the count).
 	MaxRetransmits int
 	// GiveUpAfter is how long a message may stay unacknowledged, counted
-	// from its first transmission, before the Tracker gives up (0: 30 s).
+	// from its first transmission, before the Tracker gives up (0: 30 s;
+	// Off: no limit on the time). With both limits off a Tracker never
+	// gives up: the connection's other timeouts must end it.
 	GiveUpAfter time.Duration
 	// Window bounds the span of outstanding sequence numbers, from the
 	// lowest unacknowledged one to the highest sent (0: 1024; at most
@@ -156,7 +166,7 @@ func (c Config) resolve(defaultGran time.Duration) (resolved, error) {
 		d    time.Duration
 	}{
 		{"InitialRTO", c.InitialRTO}, {"MinRTO", c.MinRTO}, {"MaxRTO", c.MaxRTO},
-		{"Granularity", c.Granularity}, {"GiveUpAfter", c.GiveUpAfter},
+		{"Granularity", c.Granularity}, {"GiveUpAfter", max(c.GiveUpAfter, 0)},
 	} {
 		if f.d < 0 {
 			return resolved{}, invalid("%s %v is negative", f.name, f.d)
@@ -167,9 +177,6 @@ func (c Config) resolve(defaultGran time.Duration) (resolved, error) {
 	}
 	if c.Variant != RFC6298 && c.Variant != Linux {
 		return resolved{}, invalid("unknown %v", c.Variant)
-	}
-	if c.MaxRetransmits < 0 {
-		return resolved{}, invalid("MaxRetransmits %d is negative", c.MaxRetransmits)
 	}
 	if c.Window < 0 || c.Window > MaxWindow {
 		return resolved{}, invalid("Window %d outside [0, %d]", c.Window, MaxWindow)
@@ -189,14 +196,24 @@ func (c Config) resolve(defaultGran time.Duration) (resolved, error) {
 			time.Duration(r.minNanos), time.Duration(r.maxNanos))
 	}
 	r.initialNanos = min(max(r.initialNanos, r.minNanos), r.maxNanos)
-	if r.maxRetransmits == 0 {
+	switch {
+	case r.maxRetransmits == 0:
 		r.maxRetransmits = DefaultMaxRetransmits
+	case r.maxRetransmits < 0:
+		r.maxRetransmits = math.MaxInt
+	}
+	if c.GiveUpAfter < 0 {
+		r.giveUpNanos = giveUpNever
 	}
 	if r.window == 0 {
 		r.window = DefaultWindow
 	}
 	return r, nil
 }
+
+// giveUpNever is the give-up time of GiveUpAfter Off: beyond any RTO
+// (MaxSample), and far enough from overflow when added to a send time.
+const giveUpNever = 1 << 62
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {

@@ -23,12 +23,10 @@ func TestConfig_Invalid(t *testing.T) {
 		{name: "negative min", cfg: retransmit.Config{MinRTO: -time.Millisecond}, mention: "MinRTO"},
 		{name: "negative max", cfg: retransmit.Config{MaxRTO: -time.Second}, mention: "MaxRTO"},
 		{name: "negative granularity", cfg: retransmit.Config{Granularity: -1}, mention: "Granularity"},
-		{name: "negative give-up", cfg: retransmit.Config{GiveUpAfter: -1}, mention: "GiveUpAfter"},
 		{name: "huge max", cfg: retransmit.Config{MaxRTO: retransmit.MaxSample + 1}, mention: "MaxRTO"},
 		{name: "min above max", cfg: retransmit.Config{MinRTO: 2 * time.Second, MaxRTO: time.Second}, mention: "exceeds MaxRTO"},
 		{name: "min above default max", cfg: retransmit.Config{MinRTO: 61 * time.Second}, mention: "exceeds MaxRTO"},
 		{name: "unknown variant", cfg: retransmit.Config{Variant: 7}, mention: "Variant(7)"},
-		{name: "negative retransmits", cfg: retransmit.Config{MaxRetransmits: -1}, mention: "MaxRetransmits"},
 		{name: "negative window", cfg: retransmit.Config{Window: -1}, mention: "Window"},
 		{name: "window too big", cfg: retransmit.Config{Window: retransmit.MaxWindow + 1}, mention: "Window"},
 	}
@@ -120,4 +118,58 @@ func TestVariant_String(t *testing.T) {
 	assert.Equal(t, "rfc6298", retransmit.RFC6298.String())
 	assert.Equal(t, "linux", retransmit.Linux.String())
 	assert.Equal(t, "Variant(9)", retransmit.Variant(9).String())
+}
+
+// Off turns the give-up limits off: with both off, the Tracker keeps
+// retransmitting, well past the default counts and times, and never gives up.
+func TestTracker_GiveUpLimitsOff(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	retx := 0
+	tr, err := retransmit.NewTracker(w, retransmit.Config{MaxRetransmits: retransmit.Off, GiveUpAfter: retransmit.Off,
+		MaxRTO: time.Second}, retransmit.Handlers{
+		Retransmit: func(uint64, int) { retx++ },
+		GiveUp:     func(err error) { t.Errorf("gave up: %v", err) },
+	})
+	require.NoError(t, err)
+	defer tr.Close()
+	require.NoError(t, tr.Sent(1, w.Now()))
+	for range 4 * retransmit.DefaultMaxRetransmits {
+		clk.Advance(time.Second)
+	}
+	assert.GreaterOrEqual(t, retx, 2*retransmit.DefaultMaxRetransmits)
+	assert.Greater(t, clk.Now(), retransmit.DefaultGiveUpAfter)
+}
+
+// Each give-up limit off leaves the other on.
+func TestTracker_OneGiveUpLimitOff(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   retransmit.Config
+		limit error
+	}{
+		{name: "count off, time on", cfg: retransmit.Config{MaxRetransmits: retransmit.Off, GiveUpAfter: 5 * time.Second,
+			MaxRTO: time.Second}, limit: retransmit.ErrUnackedTimeout},
+		{name: "time off, count on", cfg: retransmit.Config{MaxRetransmits: 3, GiveUpAfter: retransmit.Off,
+			MaxRTO: time.Second}, limit: retransmit.ErrMaxRetransmits},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := wheel.NewManualClock()
+			w := wheel.New(wheel.WithClock(clk))
+			defer w.Stop()
+			var gaveUp error
+			tr, err := retransmit.NewTracker(w, tc.cfg, retransmit.Handlers{
+				Retransmit: func(uint64, int) {},
+				GiveUp:     func(err error) { gaveUp = err },
+			})
+			require.NoError(t, err)
+			defer tr.Close()
+			require.NoError(t, tr.Sent(1, w.Now()))
+			for range 60 {
+				clk.Advance(time.Second)
+			}
+			assert.ErrorIs(t, gaveUp, tc.limit)
+		})
+	}
 }

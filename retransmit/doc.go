@@ -21,6 +21,10 @@
 // application-level ack deadline on a datacenter or LAN path it would make
 // every loss wait a second. Set MinRTO to time.Second for the RFC's floor.
 //
+// Zero values follow one rule, as everywhere in netwheel: a zero Config
+// field means its documented default, and a negative one (Off) turns a
+// give-up limit off (see Config).
+//
 // The package is pure logic: it never reads the system clock. Callers pass
 // now, a reading of the Tracker's wheel, to every per-message call: its
 // coarse clock (wheel.Now), or its exact one (wheel.Elapsed) for a caller

@@ -44,9 +44,9 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	var closedAt int64 = -1
 	var reason idle.Reason
 	opened := now
-	tr, err := idle.NewAt(w, time.Duration(opened), idle.Config{
+	tr, err := idle.NewAt(w, time.Duration(opened), only(idle.Config{
 		KeepaliveTime: time.Duration(kaTime), KeepaliveTimeout: time.Duration(kaWait), KeepaliveCount: kaCount,
-	}, idle.Hooks{
+	}), idle.Hooks{
 		Close: func(r idle.Reason) { closedAt, reason = now, r },
 		Probe: func() { probes = append(probes, now) },
 	})
@@ -104,9 +104,9 @@ func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 	w := newSim(t, &now)
 	w.AfterFunc(time.Hour, func() {}) // a coarse arming: the driver keeps the clock
 	var probes []int64
-	tr, err := idle.New(w, idle.Config{
+	tr, err := idle.New(w, only(idle.Config{
 		KeepaliveTime: time.Duration(ka), KeepaliveTimeout: time.Duration(ka), KeepaliveCount: 3,
-	}, idle.Hooks{
+	}), idle.Hooks{
 		Close: func(r idle.Reason) { t.Errorf("closed (%v): the peer answered", r) },
 		Probe: func() { probes = append(probes, now) },
 	})
@@ -296,9 +296,9 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		}
 		var err error
 		if rng.IntN(2) == 0 {
-			p.tr, err = idle.New(w, *cfg, hooks)
+			p.tr, err = idle.New(w, only(*cfg), hooks)
 		} else {
-			p.tr, err = idle.NewAt(w, w.Elapsed(), *cfg, hooks)
+			p.tr, err = idle.NewAt(w, w.Elapsed(), only(*cfg), hooks)
 		}
 		require.NoError(t, err, "%+v", *cfg)
 		p.next = now + gap(p)
@@ -382,4 +382,16 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		probes += p.probes
 	}
 	require.Greater(t, probes, 0, "the peers must be probed")
+}
+
+// only returns c with every timeout it leaves zero turned off (idle.Off):
+// the simulation's model reads a zero setting as off.
+func only(c idle.Config) idle.Config {
+	for _, p := range []*time.Duration{&c.IdleTimeout, &c.ReadSilenceTimeout, &c.KeepaliveTime,
+		&c.KeepaliveTimeout, &c.FrameTimeout, &c.HandshakeTimeout, &c.MaxAge, &c.WriteStallTimeout} {
+		if *p == 0 {
+			*p = idle.Off
+		}
+	}
+	return c
 }

@@ -4,13 +4,15 @@
 // its flags, serves Prometheus metrics on -metrics (and pprof there with
 // -pprof), and shuts down gracefully on SIGINT or SIGTERM.
 //
-// Its defaults are safe for production: with no flags no peer can hold a
-// connection open forever, being silent, trickling bytes or a frame, or not
-// reading (the handshake, idle, write-stall and, framed, frame and
-// keepalive timeouts, a max age of about an hour, and netserver's output
-// limits are on), -max-conns is bounded by the open-file limit, and the
-// metrics server keeps few connections, none idle for long. echo -h says which defaults are on and why; each
-// is turned off with 0 (-1 for an output limit).
+// Its defaults are the library's, netserver.DefaultConfig, safe for
+// production: with no flags no peer can hold a connection open forever,
+// being silent, trickling bytes or a frame, or not reading (the handshake,
+// idle, write-stall and, framed, frame and keepalive timeouts, a max age of
+// about an hour, and netserver's output limits are on), -max-conns is
+// bounded by the open-file limit, and the metrics server keeps few
+// connections, none idle for long. Flags follow netserver's one rule: 0 is
+// the default (echo -h shows it) and -1 turns a protection off. -max-conns
+// above the open-file limit and -event-loops beyond 4 per core are refused.
 //
 //	go run ./cmd/echo -addr 127.0.0.1:9000 -idle-timeout 1m -metrics 127.0.0.1:9100 -pprof
 //	go run ./cmd/echo -proto framed -keepalive-time 15s -keepalive-timeout 5s

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,10 +13,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/netwheel/netwheel/internal/fdlimit"
 	"github.com/netwheel/netwheel/netserver"
-	"github.com/netwheel/netwheel/netserver/frame"
-	"github.com/netwheel/netwheel/retransmit"
-	"github.com/netwheel/netwheel/wheel"
 )
 
 // Exit statuses of run.
@@ -62,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.Logger = log
 	srv, err := netserver.New(cfg, netserver.Echo{})
 	if err != nil {
-		fmt.Fprintf(stderr, "echo: %s (run echo -h for help)\n", flagNames(err.Error()))
+		fmt.Fprintf(stderr, "echo: %v (run echo -h for help)\n", err)
 		return exitUsage
 	}
 
@@ -147,28 +144,22 @@ func newLogger(w io.Writer, o options) *slog.Logger {
 }
 
 // effectiveConfig lists the settings the server runs with as log
-// attributes: the actual listen addresses, the safe defaults parseFlags
-// filled in, and the defaults that zero values stand for ("off" where a
-// setting is off). Durations are strings so that JSON logs read as well as
-// text ones.
+// attributes: the actual listen addresses, and the Config as netserver
+// resolves it (Config.WithDefaults), "off" where a protection is off.
+// Durations are strings so that JSON logs read as well as text ones.
 func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln net.Listener) []any {
+	cfg, _ = cfg.WithDefaults() // New accepted it
 	off := func(d time.Duration) string {
-		if d == 0 {
+		if d <= 0 {
 			return "off"
 		}
 		return d.String()
 	}
-	or := func(d, def time.Duration) string {
-		if d == 0 {
-			d = def
+	size := func(n int) string {
+		if n < 0 {
+			return "off"
 		}
-		return d.String()
-	}
-	orInt := func(n, def int) int {
-		if n == 0 {
-			return def
-		}
-		return n
+		return fmt.Sprint(n)
 	}
 	sys := func(d time.Duration) string {
 		if d == 0 {
@@ -180,51 +171,25 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 	if mln != nil {
 		metrics = mln.Addr().String()
 	}
-	tick := cfg.Tick
-	if tick == 0 {
-		tick = wheel.DefaultTick
-	}
 	maxConns := "none"
-	if cfg.MaxConns > 0 {
-		maxConns = fmt.Sprint(cfg.MaxConns)
+	if n := cfg.MaxConns; n > 0 {
+		maxConns = fmt.Sprint(n)
+	} else if n := fdlimit.MaxConns(o.openFiles, srv.EventLoops()); n > 0 && cfg.MaxConns == 0 {
+		maxConns = fmt.Sprint(n) // as Start derives it
 	}
 	openFiles := "unknown"
 	if o.openFiles > 0 {
 		openFiles = fmt.Sprint(o.openFiles)
 	}
-	// As netserver resolves Limits: 0 is the default, negative is off, and
-	// either soft setting off turns the soft limit off.
-	size := func(n, def int) string {
-		switch {
-		case n < 0:
-			return "off"
-		case n == 0:
-			n = def
-		}
-		return fmt.Sprint(n)
-	}
 	l := cfg.Limits
-	softFor := or(l.OutputSoftFor, netserver.DefaultOutputSoftFor)
-	soft := size(l.OutputSoft, netserver.DefaultOutputSoft)
-	if l.OutputSoftFor < 0 || soft == "off" {
-		soft, softFor = "off", "off"
-	}
-	limits := []any{
-		"output_hard", size(l.OutputHard, netserver.DefaultOutputHard),
-		"output_soft", soft,
-		"output_soft_for", softFor,
-	}
+	limits := []any{"output_hard", size(l.OutputHard), "output_soft", size(l.OutputSoft), "output_soft_for", off(l.OutputSoftFor)}
 	if cfg.Protocol == netserver.Framed {
-		pings := "off"
-		if l.PingsPerSecond >= 0 {
-			pings = fmt.Sprint(cmp.Or(l.PingsPerSecond, netserver.DefaultPingsPerSecond))
-		}
-		limits = append(limits, "unacked_bytes", size(l.UnackedBytes, netserver.DefaultUnackedBytes), "pings_per_second", pings)
+		limits = append(limits, "unacked_bytes", size(l.UnackedBytes), "pings_per_second", size(l.PingsPerSecond))
 	}
 	t, k := cfg.Timeouts, cfg.Kernel
 	kaCount := "off"
-	if t.KeepaliveTime != 0 {
-		kaCount = fmt.Sprint(orInt(t.KeepaliveCount, 1))
+	if t.KeepaliveTime > 0 {
+		kaCount = fmt.Sprint(t.KeepaliveCount)
 	}
 	attrs := []any{
 		"addr", srv.Addr().String(),
@@ -232,7 +197,7 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 		"event_loops", srv.EventLoops(),
 		"gomaxprocs", runtime.GOMAXPROCS(0),
 		"reuse_port", cfg.ReusePort,
-		"tick", tick.String(),
+		"tick", cfg.Tick.String(),
 		"max_conns", maxConns,
 		"open_files", openFiles,
 		slog.Group("limits", limits...),
@@ -253,16 +218,16 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 	if cfg.Protocol == netserver.Framed {
 		r := cfg.Retransmit
 		attrs = append(attrs,
-			"max_frame", orInt(cfg.MaxFrame, frame.DefaultMax),
+			"max_frame", cfg.MaxFrame,
 			slog.Group("retransmit",
-				"initial_rto", or(r.InitialRTO, retransmit.DefaultInitialRTO),
-				"min_rto", or(r.MinRTO, retransmit.DefaultMinRTO),
-				"max_rto", or(r.MaxRTO, retransmit.DefaultMaxRTO),
-				"granularity", or(r.Granularity, tick),
+				"initial_rto", r.InitialRTO.String(),
+				"min_rto", r.MinRTO.String(),
+				"max_rto", r.MaxRTO.String(),
+				"granularity", r.Granularity.String(),
 				"variant", r.Variant.String(),
-				"max_retransmits", orInt(r.MaxRetransmits, retransmit.DefaultMaxRetransmits),
-				"give_up_after", or(r.GiveUpAfter, retransmit.DefaultGiveUpAfter),
-				"window", orInt(r.Window, retransmit.DefaultWindow),
+				"max_retransmits", size(r.MaxRetransmits),
+				"give_up_after", off(r.GiveUpAfter),
+				"window", r.Window,
 			),
 			"silent_shutdown", cfg.SilentShutdown,
 		)

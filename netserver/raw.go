@@ -1,0 +1,69 @@
+package netserver
+
+import "github.com/netwheel/netwheel/netserver/frame"
+
+// raw is the Raw protocol: a byte stream the handler parses, with no
+// protocol state and nothing of its own to send.
+type raw struct{}
+
+func (raw) newConn() *Conn                     { return &Conn{} }
+func (raw) refusal(Reason) []byte              { return nil }
+func (raw) warnsOfAge() bool                   { return false }
+func (raw) open(*Conn) error                   { return nil }
+func (raw) read(c *Conn)                       { c.onRaw() }
+func (raw) sayClose(*Conn, frame.Code, string) {}
+func (raw) sayAge(*Conn)                       {}
+func (raw) retransmit(*Conn)                   {}
+func (raw) unacked(*Conn) (int, int)           { return 0, 0 }
+func (raw) release(*Conn)                      {}
+
+// send queues msg as it is.
+func (raw) send(c *Conn, msg []byte) error {
+	l := c.own()
+	if queued := c.gc.OutboundBuffered() + len(l.out) + len(msg); queued > c.s.lim.outputHard {
+		return c.noRoom(queued)
+	}
+	l.out = append(l.out, msg...)
+	return nil
+}
+
+// probe has the handler send its protocol's probe (New has checked that it
+// implements Prober when keepalive probes are on).
+func (raw) probe(c *Conn) {
+	if p, ok := c.s.h.(Prober); ok {
+		p.OnProbe(c)
+	}
+}
+
+// onRaw hands c's inbound bytes to the handler.
+func (c *Conn) onRaw() {
+	s := c.s
+	buf, _ := c.gc.Peek(-1)
+	if len(buf) == 0 {
+		return
+	}
+	if now := c.l.clock(); s.cfg.HandlerMarks {
+		c.idle.BytesInAt(now)
+	} else {
+		c.idle.ReceivedAt(now)
+		c.HandshakeDone()
+	}
+	if s.stream == nil {
+		s.messages.OnMessage(c, buf)
+		_, _ = c.gc.Discard(len(buf))
+		return
+	}
+	n := min(max(s.stream.OnStream(c, buf), 0), len(buf))
+	switch {
+	case c.closing:
+		_, _ = c.gc.Discard(-1)
+	case len(buf)-n > s.maxFrame:
+		_, _ = c.gc.Discard(-1)
+		c.s.log.Warn("netserver: a handler left more input than MaxFrame", "remote", remote(c),
+			"left_bytes", len(buf)-n, "max_frame", s.maxFrame)
+		c.closeWith(ReasonTooLarge)
+	case n > 0:
+		// Never Discard(0): gnet's Discard(n <= 0) empties the whole buffer.
+		_, _ = c.gc.Discard(n)
+	}
+}
