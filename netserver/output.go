@@ -3,6 +3,7 @@ package netserver
 import (
 	"time"
 
+	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -17,13 +18,10 @@ type outWatch struct {
 	// written counts the bytes handed to gnet since the watch began, with
 	// what was queued then; written minus gnet's outbound buffer is what
 	// has drained to the socket since.
-	written    uint64
-	drained    uint64        // drained bytes when last looked
-	acked      uint64        // bytes the peer had acknowledged when last looked (bytesAcked)
-	progressAt time.Duration // when output was last seen draining, or began to queue
-	softSince  time.Duration // when queued output was first seen above OutputSoft
-	backlog    bool          // output was queued when last looked
-	aboveSoft  bool          // queued output was above OutputSoft when last looked
+	written   uint64
+	stall     idle.WriteStall // whether output is queued, and its progress
+	softSince time.Duration   // when queued output was first seen above OutputSoft
+	aboveSoft bool            // queued output was above OutputSoft when last looked
 }
 
 // own makes c the owner of its loop's output buffer, writing out first what
@@ -118,13 +116,14 @@ func (c *Conn) closeOutputLimit(msg string, attrs ...any) {
 // above OutputSoft for OutputSoftFor; otherwise, while output is queued, it
 // arms c.out's timer to look again.
 //
-// Progress is a queued byte leaving for the socket or, when looking (one
-// getsockopt, on Linux), the peer acknowledging bytes: the kernel's send
-// buffer, megabytes on a fast link, takes new bytes only when much of it is
-// free, so a peer reading slowly may drain nothing from the queue for a
-// long time while it reads steadily. Progress is seen only when looked for,
-// so a close comes at least the timeout after the last progress (never
-// early) and at most a quarter of it later.
+// The write stall is idle.WriteStall's to decide. Progress is a queued
+// byte leaving for the socket or, when looking (one getsockopt, on Linux),
+// the peer acknowledging bytes: the kernel's send buffer, megabytes on a
+// fast link, takes new bytes only when much of it is free, so a peer
+// reading slowly may drain nothing from the queue for a long time while it
+// reads steadily. Progress is seen only when looked for, so a close comes
+// at least the timeout after the last progress (never early) and at most a
+// quarter of it later.
 func (c *Conn) watchOutput(now time.Duration, look bool) {
 	s := c.s
 	stall, softFor := s.stallTimeout, s.lim.outputSoftFor
@@ -134,8 +133,9 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 	queued := c.gc.OutboundBuffered()
 	o := c.out
 	if queued == 0 {
-		if o != nil && o.backlog {
-			o.backlog, o.aboveSoft = false, false
+		if o != nil && o.stall.Pending() {
+			o.stall.Empty()
+			o.aboveSoft = false
 			o.timer.Stop()
 		}
 		return
@@ -147,13 +147,10 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 		o.timer.Init(s.wheel, func() { c.post(evOutput) })
 		c.out = o
 	}
-	drained := o.written - uint64(queued)
-	if !o.backlog || drained != o.drained {
-		o.backlog, o.drained, o.progressAt = true, drained, now
-	}
+	o.stall.Queued(now, o.written-uint64(queued))
 	if look && stall > 0 {
-		if acked, ok := bytesAcked(c.gc.Fd()); ok && acked != o.acked {
-			o.acked, o.progressAt = acked, now
+		if acked, ok := bytesAcked(c.gc.Fd()); ok {
+			o.stall.Acked(now, acked)
 		}
 	}
 	switch {
@@ -164,7 +161,7 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 	}
 	// Only a look closes for a stall: it has read what the peer
 	// acknowledged, which a write's look-in does not.
-	if look && stall > 0 && now-o.progressAt >= stall {
+	if look && o.stall.Stalled(now, stall) {
 		c.closeWith(ReasonWriteStall)
 		return
 	}
