@@ -19,7 +19,6 @@ import (
 type lineProtocol struct{}
 
 func (lineProtocol) OnOpen(*netserver.Conn)                    {}
-func (lineProtocol) OnMessage(*netserver.Conn, []byte)         {} // OnStream is called instead
 func (lineProtocol) OnClose(*netserver.Conn, netserver.Reason) {}
 func (lineProtocol) OnProbe(c *netserver.Conn)                 { c.Send([]byte("PING\n")) } // keepalive
 
