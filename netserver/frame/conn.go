@@ -19,15 +19,16 @@ import (
 // does not retransmit: over TCP nothing is lost, and netwheel's server
 // retransmits only to peers that stop acknowledging.
 //
-// Ownership: one goroutine at a time reads (Next, Recv, ReadTime): it owns
-// dec, buf, reply and the fields marked "reader". Send, SendAll, Ping and
-// Close may be called from any goroutine, also while a read runs: wmu
-// serializes every write, so frames never interleave, and guards sendNext,
-// out and werr. acked and replies are atomic.
+// One goroutine at a time may read (Next, Recv, ReadTime). Send, SendAll,
+// Ping and Close may be called from any goroutine, also while a read runs:
+// frames never interleave. Acked and SetReplies may be called from any
+// goroutine.
 type Conn struct {
-	nc  net.Conn
-	dec *Decoder
+	nc net.Conn
 
+	// The fields marked "reader" belong to the goroutine reading (Next,
+	// Recv, ReadTime), one at a time.
+	dec       *Decoder  // reader: splits what was read into frames
 	buf       []byte    // reader: the read buffer
 	reply     []byte    // reader: the ACK and PONGs owed for one read
 	scanned   int       // reader: bytes at the front of dec's undecoded input the scan has done
@@ -39,13 +40,17 @@ type Conn struct {
 	rerr      error     // reader: a read error that came with bytes, returned once they are taken
 	perr      error     // reader: a DATA out of sequence, returned from then on
 
+	// wmu serializes every write (Send, SendAll, Ping, Close and the
+	// reader's replies), so that frames never interleave, and guards the
+	// fields marked "wmu".
 	wmu      sync.Mutex
-	sendNext uint64
-	out      []byte
-	werr     error // the first write error; nothing is written after it
+	sendNext uint64 // wmu: the sequence number of the next DATA sent
+	out      []byte // wmu: the frames being written
+	werr     error  // wmu: the first write error; nothing is written after it
 
+	// Any goroutine, atomically.
 	acked   atomic.Uint64 // the highest sequence number the peer acknowledged
-	replies atomic.Uint32 // a Reply
+	replies atomic.Uint32 // a Reply: what the reader answers on its own
 }
 
 // Reply is a set of the answers a Conn writes on its own as frames arrive.
