@@ -29,10 +29,11 @@ import (
 // deadline, so the effective timeout is the RTO rounded up to the wheel's
 // tick (plus scheduling delay on a real clock).
 //
-// Ownership: an Estimator is plain data with no synchronization; its owner
-// (one goroutine at a time, or a Tracker under its mutex) calls every
-// method.
+// An Estimator has no synchronization of its own: call its methods from
+// one goroutine at a time.
 type Estimator struct {
+	// Plain data, owned by the caller of the methods (a Tracker's under
+	// its lock).
 	cfg resolved
 
 	srttNanos, rttvarNanos, latestNanos int64
