@@ -193,3 +193,36 @@ func FuzzWriteStall_NeverEarly(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWriteStall_Look measures a look at queued output as a server's
+// timer makes it: both counts told (one of them progress), then the
+// question. It allocates nothing.
+func BenchmarkWriteStall_Look(b *testing.B) {
+	var ws idle.WriteStall
+	var now time.Duration
+	var drained uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		now += time.Millisecond
+		drained += 4096
+		ws.Queued(now, drained)
+		ws.Acked(now, drained)
+		if ws.Stalled(now, 30*time.Second) {
+			b.Fatal("stalled while draining")
+		}
+	}
+}
+
+func TestWriteStall_NoAllocs(t *testing.T) {
+	var ws idle.WriteStall
+	var now time.Duration
+	allocs := testing.AllocsPerRun(100, func() {
+		now += time.Millisecond
+		ws.Queued(now, uint64(now))
+		ws.Acked(now, uint64(now))
+		_ = ws.Stalled(now, time.Second)
+		_, _ = ws.Due(time.Second)
+		ws.Empty()
+	})
+	assert.Zero(t, allocs)
+}
