@@ -41,7 +41,7 @@ type Conn struct {
 	reply     []byte    // reader: the ACK and PONGs owed for one read
 	scanned   int       // reader: bytes at the front of dec's undecoded input the scan has done
 	scanStop  bool      // reader: the scan met a CLOSE, a gap or a malformed frame; no more replies
-	answered  bool      // reader: the scan has answered a GOAWAY (only the first is answered)
+	answered  bool      // reader: the scan has answered a GOAWAY (it answers once)
 	arrived   uint64    // reader: DATA 1..arrived has arrived (as scanned)
 	delivered uint64    // reader: DATA 1..delivered has been returned by Next
 	retx      bool      // reader: the DATA Next returned last was a retransmission
@@ -238,8 +238,8 @@ func (c *Conn) writeLocked(b []byte) error {
 // (a retransmission is skipped), and a *CloseError when the peer sends
 // CLOSE; it skips the other frames, which the Conn has handled already (see
 // Next), GOAWAY included: after one, Recv goes on returning the DATA that
-// still arrives until the final CLOSE. The payload is valid until the next Recv or Next. One reading
-// goroutine at a time.
+// still arrives until the final CLOSE. The payload is valid until the next
+// Recv or Next. One reading goroutine at a time.
 func (c *Conn) Recv() ([]byte, error) {
 	for {
 		f, err := c.Next()
@@ -266,10 +266,10 @@ func (c *Conn) Recv() ([]byte, error) {
 // is final, the Conn writes no more replies (not even those owed for the
 // frames before it in the same read: the peer reads nothing more, and a
 // write would only draw a reset), and Next goes on reading (the peer
-// closes next: io.EOF). A malformed frame is an error
-// from then on; a read error is returned as it is (io.EOF, net.ErrClosed
-// after Close, a deadline), once the frames read before it are taken. The
-// frame's Payload and Reason are valid until the next Next or Recv.
+// closes next: io.EOF). A malformed frame is an error from then on; a read
+// error is returned as it is (io.EOF, net.ErrClosed after Close, a
+// deadline), once the frames read before it are taken. The frame's Payload
+// and Reason are valid until the next Next or Recv.
 //
 // One reading goroutine at a time. It does not allocate once its buffers
 // have grown to the largest frame and the largest reply; it reads the
@@ -381,10 +381,7 @@ scan:
 			// only draw a reset.
 			c.scanStop = true
 			c.reply = c.reply[:0]
-			c.noteGoAway(away, seen, false)
-			c.wmu.Lock()
-			c.peerDone = true
-			c.wmu.Unlock()
+			c.endScan(away, seen, false, true)
 			return
 		}
 		c.scanned += n
@@ -392,19 +389,22 @@ scan:
 	if data && want&ReplyAck != 0 {
 		c.reply = AppendAck(c.reply, c.arrived)
 	}
-	c.noteGoAway(away, seen, want&ReplyGoAway != 0)
+	c.endScan(away, seen, want&ReplyGoAway != 0, false)
 }
 
-// noteGoAway records the read's last GOAWAY, if seen, and, if answer, answers
-// the first GOAWAY with the Conn's own (code, its last DATA) after any DATA
-// being written, and refuses new DATA from then on. It writes the replies
-// in c.reply, if any, in the same write.
-func (c *Conn) noteGoAway(away Frame, seen, answer bool) {
-	if !seen && len(c.reply) == 0 {
+// endScan ends a scan under wmu, so after any DATA being written: it
+// records the read's last GOAWAY, if seen, and, if answer, answers the
+// first read that brings one with the Conn's own GOAWAY (the latest's
+// code, its last DATA) and refuses new DATA from then on; it records the
+// peer's final CLOSE, if final; and it writes the replies in c.reply, if
+// any, in one write.
+func (c *Conn) endScan(away Frame, seen, answer, final bool) {
+	if !seen && !final && len(c.reply) == 0 {
 		return
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.peerDone = c.peerDone || final
 	if seen {
 		c.away = GoAway{Code: away.Code, Grace: away.Grace, Reason: string(away.Reason), At: c.readAt}
 		c.awayOK = true
