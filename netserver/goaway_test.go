@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -260,4 +261,107 @@ func TestMaxAge_GraceOverLongLink(t *testing.T) {
 	assert.Zero(t, st.GiveUps)
 	assert.Positive(t, st.Probes, "the quiet peers' silence was probed in the grace")
 	t.Logf("probes %d, retransmissions %d", st.Probes, st.Retransmits)
+}
+
+// TestFramed_PeerGoAway: the server checks a peer's GOAWAY. Its last DATA
+// must be the last that arrived; after it no new DATA may come, though a
+// retransmission is acknowledged again. A violation closes with code 10.
+func TestFramed_PeerGoAway(t *testing.T) {
+	s := start(t, framedCfg(), nil)
+	two := append(frame.AppendData(nil, 1, []byte("a")), frame.AppendData(nil, 2, []byte("b"))...)
+	for _, tc := range []struct {
+		name string
+		send []byte
+		want frame.Code // of the CLOSE; 0: none, the connection goes on
+	}{
+		{name: "last is the last DATA", send: append(two, frame.AppendGoAway(nil, frame.CodeNormal, 2, 0, "")...)},
+		{name: "retransmission after it", send: append(append(two, frame.AppendGoAway(nil, frame.CodeNormal, 2, 0, "")...),
+			frame.AppendData(nil, 2, []byte("b"))...)},
+		{name: "last behind", send: append(two, frame.AppendGoAway(nil, frame.CodeNormal, 1, 0, "")...), want: frame.CodeProtocol},
+		{name: "last ahead", send: append(two, frame.AppendGoAway(nil, frame.CodeNormal, 3, 0, "")...), want: frame.CodeProtocol},
+		{name: "new DATA after it", send: append(append(two, frame.AppendGoAway(nil, frame.CodeNormal, 2, 0, "")...),
+			frame.AppendData(nil, 3, []byte("c"))...), want: frame.CodeProtocol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, s)
+			c.write(tc.send)
+			if tc.want != 0 {
+				code, _ := c.waitClose(5 * time.Second)
+				assert.Equal(t, tc.want, code)
+				return
+			}
+			c.write(frame.AppendPing(nil, 7)) // marks the end of the replies
+			var acked uint64
+			for {
+				f, err := c.next(2 * time.Second)
+				require.NoError(t, err)
+				if f.Type == frame.TypeAck {
+					acked = f.Seq
+				}
+				if f.Type == frame.TypePong {
+					break
+				}
+				require.NotEqual(t, frame.TypeClose, f.Type, "closed: %s", f.Reason)
+			}
+			assert.Equal(t, uint64(2), acked)
+		})
+	}
+	assert.Equal(t, int64(3), s.Stats().Closed["protocol_error"])
+}
+
+// TestShutdown_DuringMaxAgeGrace: a peer that ignores the max-age GOAWAY
+// (but answers its PING) is kept for the grace; a shutdown then tells it
+// again, with code 2 and no more than the shutdown's time, and, as the
+// peer has read a GOAWAY and has nothing unfinished, closes it at once
+// with CLOSE code 2.
+func TestShutdown_DuringMaxAgeGrace(t *testing.T) {
+	cfg := withAddr(framedCfg())
+	cfg.Timeouts = idle.Config{MaxAge: 200 * time.Millisecond, MaxAgeGrace: 10 * time.Second}
+	s, err := netserver.New(cfg, netserver.Echo{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	c := dial(t, s)
+	c.fc.SetReplies(frame.ReplyAck | frame.ReplyPong)
+	f, err := c.next(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeGoAway, f.Type)
+	assert.Equal(t, frame.CodeMaxAge, f.Code)
+	assert.Equal(t, 10*time.Second, f.Grace)
+	f, err = c.next(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, frame.TypePing, f.Type) // answered by the Conn
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(ctx) }()
+	f, err = c.next(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeGoAway, f.Type)
+	assert.Equal(t, frame.CodeShutdown, f.Code)
+	assert.LessOrEqual(t, f.Grace, 2*time.Second)
+	code, _ := c.waitClose(5 * time.Second)
+	assert.Equal(t, frame.CodeShutdown, code)
+	require.NoError(t, <-done)
+	assert.Equal(t, map[string]int64{"shutdown": 1}, s.Stats().Closed)
+}
+
+// TestShutdown_Silent: with SilentShutdown the server sends neither GOAWAY
+// nor CLOSE; an idle connection is just closed.
+func TestShutdown_Silent(t *testing.T) {
+	cfg := withAddr(framedCfg())
+	cfg.SilentShutdown = true
+	s, err := netserver.New(cfg, netserver.Echo{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	c := dial(t, s)
+	c.write(frame.AppendPing(nil, 1))
+	_, err = c.next(2 * time.Second)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+	f, err := c.next(2 * time.Second)
+	assert.True(t, errors.Is(err, io.EOF) || isReset(err), "closed with nothing sent; got %+v, %v", f, err)
+	assert.Equal(t, int64(1), s.Stats().Closed["shutdown"])
 }
