@@ -290,18 +290,19 @@ func TestFramed_PeerGoAway(t *testing.T) {
 				assert.Equal(t, tc.want, code)
 				return
 			}
-			c.write(frame.AppendPing(nil, 7)) // marks the end of the replies
+			c.write(frame.AppendPing(nil, 7)) // answered after what came before
 			var acked uint64
-			for {
+			pong := false
+			for acked < 2 || !pong {
 				f, err := c.next(2 * time.Second)
-				require.NoError(t, err)
-				if f.Type == frame.TypeAck {
-					acked = f.Seq
-				}
-				if f.Type == frame.TypePong {
-					break
-				}
+				require.NoError(t, err, "acked %d, pong %v", acked, pong)
 				require.NotEqual(t, frame.TypeClose, f.Type, "closed: %s", f.Reason)
+				switch f.Type {
+				case frame.TypeAck:
+					acked = f.Seq
+				case frame.TypePong:
+					pong = true
+				}
 			}
 			assert.Equal(t, uint64(2), acked)
 		})
@@ -344,6 +345,31 @@ func TestShutdown_DuringMaxAgeGrace(t *testing.T) {
 	assert.Equal(t, frame.CodeShutdown, code)
 	require.NoError(t, <-done)
 	assert.Equal(t, map[string]int64{"shutdown": 1}, s.Stats().Closed)
+}
+
+// TestShutdown_TellsALoneConnection: the GOAWAY Shutdown queues on a loop
+// is written out though no other event follows on that loop: a lone idle
+// peer answers it and is closed at once.
+func TestShutdown_TellsALoneConnection(t *testing.T) {
+	cfg := withAddr(framedCfg())
+	cfg.EventLoops = 1
+	s, err := netserver.New(cfg, netserver.Echo{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	c := dial(t, s)
+	c.write(frame.AppendPing(nil, 1))
+	_, err = c.next(2 * time.Second)
+	require.NoError(t, err)
+	c.fc.SetReplies(frame.ReplyAll)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(ctx) }()
+	code, _ := c.waitClose(5 * time.Second)
+	assert.Equal(t, frame.CodeShutdown, code)
+	_, told := c.fc.GoingAway()
+	assert.True(t, told)
+	require.NoError(t, <-done)
 }
 
 // TestShutdown_Silent: with SilentShutdown the server sends neither GOAWAY

@@ -172,9 +172,10 @@ func (s *Server) stopAccepting() {
 	s.log.Info("netserver: shutdown: stopped accepting", "addr", s.addr.String(), "listeners", len(s.listeners))
 }
 
-// onLoops has every event loop run f on each of its connections; f may
-// close the connection. It returns once the tasks are queued; gnet runs a
-// loop's tasks in order, before the engine's stop.
+// onLoops has every event loop run f on each of its connections, and
+// write out what f sent; f may close the connection. It returns once the
+// tasks are queued; gnet runs a loop's tasks in order, before the engine's
+// stop.
 func (s *Server) onLoops(f func(*Conn)) {
 	for _, l := range *s.loops.Load() {
 		_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
@@ -185,6 +186,7 @@ func (s *Server) onLoops(f func(*Conn)) {
 					f(l.conns[i])
 				}
 			}
+			l.flushOwner()
 			return nil
 		}))
 	}
