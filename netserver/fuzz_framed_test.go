@@ -37,12 +37,14 @@ type framedModel struct {
 // framedProgram turns a program into what a client sends and the model of
 // the server's replies. Each operation is a frame: a new DATA, a DATA sent
 // again, an ACK (maybe of DATA the server never sent), a PING, a PONG, a
-// CLOSE, a DATA that skips a sequence number, or garbage (an unknown type,
-// a zero length, a frame too large, a malformed ACK). The stream stops
-// after the first frame that ends the connection.
+// CLOSE, a DATA that skips a sequence number, garbage (an unknown type, a
+// zero length, a frame too large, a malformed ACK), or a GOAWAY (whose
+// last DATA is right, or not; a new DATA after a GOAWAY is a protocol
+// error). The stream stops after the first frame that ends the connection.
 func framedProgram(prog []byte) (stream []byte, m framedModel) {
 	var recvNext, echoes uint64 = 1, 0
 	pings := 0
+	away := false // the client has sent GOAWAY: no new DATA may follow
 	next := func() byte {
 		if len(prog) == 0 {
 			return 0
@@ -64,6 +66,10 @@ func framedProgram(prog []byte) (stream []byte, m framedModel) {
 			payload := prog[:n]
 			prog = prog[n:]
 			stream = frame.AppendData(stream, recvNext, payload)
+			if away {
+				end(frame.CodeProtocol)
+				break
+			}
 			recvNext++
 			echoes++
 			m.replies = append(m.replies, frame.Frame{Type: frame.TypeData, Seq: echoes, Payload: bytes.Clone(payload)})
@@ -93,7 +99,7 @@ func framedProgram(prog []byte) (stream []byte, m framedModel) {
 			stream = frame.AppendData(stream, recvNext+1+uint64(next()%4), []byte("gap"))
 			end(frame.CodeProtocol)
 		case 7:
-			switch next() % 4 {
+			switch next() % 6 {
 			case 0:
 				stream = append(stream, 0, 0, 0, 2, 7+next()%200, 0) // unknown type
 				end(frame.CodeProtocol)
@@ -106,6 +112,12 @@ func framedProgram(prog []byte) (stream []byte, m framedModel) {
 				end(frame.CodeTooLarge)
 			case 3:
 				stream = append(stream, 0, 0, 0, 3, byte(frame.TypeAck), 0, 0) // an ACK cut short
+				end(frame.CodeProtocol)
+			case 4:
+				stream = frame.AppendGoAway(stream, frame.CodeNormal, recvNext-1, 0, "")
+				away = true
+			case 5:
+				stream = frame.AppendGoAway(stream, frame.CodeNormal, recvNext+uint64(next()%4), 0, "") // last ahead
 				end(frame.CodeProtocol)
 			}
 		}
@@ -131,6 +143,9 @@ func FuzzFramed_Server(f *testing.F) {
 	f.Add([]byte{0, 4, 'a', 'b', 'c', 'd', 7, 2, 5}, []byte{2})            // too large
 	f.Add([]byte{0, 4, 'a', 'b', 'c', 'd', 5, 0, 1, 'x'}, []byte{})        // the client closes
 	f.Add([]byte{0, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 3}, []byte{6}) // garbage after a DATA
+	f.Add([]byte{0, 1, 'a', 7, 4, 1, 0, 3, 1, 2}, []byte{4})               // a GOAWAY, a retransmission, a PING
+	f.Add([]byte{0, 1, 'a', 7, 4, 0, 1, 'b'}, []byte{})                    // new DATA after a GOAWAY
+	f.Add([]byte{0, 1, 'a', 7, 5, 2}, []byte{1})                           // a GOAWAY whose last is ahead
 	srv, err := netserver.New(netserver.Config{
 		Addr: "127.0.0.1:0", Protocol: netserver.Framed, EventLoops: 1, MaxFrame: fuzzMaxFrame,
 	}, netserver.Echo{})
