@@ -347,19 +347,25 @@ func TestShutdown_DuringMaxAgeGrace(t *testing.T) {
 	assert.Equal(t, map[string]int64{"shutdown": 1}, s.Stats().Closed)
 }
 
+// openedConn dials s and returns once the server has answered a PING: the
+// connection is open, and idle.
+func openedConn(t *testing.T, s *netserver.Server) *client {
+	t.Helper()
+	c := dial(t, s)
+	c.write(frame.AppendPing(nil, 1))
+	_, err := c.next(2 * time.Second)
+	require.NoError(t, err)
+	return c
+}
+
 // TestShutdown_TellsALoneConnection: the GOAWAY Shutdown queues on a loop
 // is written out though no other event follows on that loop: a lone idle
 // peer answers it and is closed at once.
 func TestShutdown_TellsALoneConnection(t *testing.T) {
-	cfg := withAddr(framedCfg())
+	cfg := framedCfg()
 	cfg.EventLoops = 1
-	s, err := netserver.New(cfg, netserver.Echo{})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	c := dial(t, s)
-	c.write(frame.AppendPing(nil, 1))
-	_, err = c.next(2 * time.Second)
-	require.NoError(t, err)
+	s := start(t, cfg, nil)
+	c := openedConn(t, s)
 	c.fc.SetReplies(frame.ReplyAll)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -375,15 +381,10 @@ func TestShutdown_TellsALoneConnection(t *testing.T) {
 // TestShutdown_Silent: with SilentShutdown the server sends neither GOAWAY
 // nor CLOSE; an idle connection is just closed.
 func TestShutdown_Silent(t *testing.T) {
-	cfg := withAddr(framedCfg())
+	cfg := framedCfg()
 	cfg.SilentShutdown = true
-	s, err := netserver.New(cfg, netserver.Echo{})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	c := dial(t, s)
-	c.write(frame.AppendPing(nil, 1))
-	_, err = c.next(2 * time.Second)
-	require.NoError(t, err)
+	s := start(t, cfg, nil)
+	c := openedConn(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
