@@ -208,7 +208,7 @@ func TestMaxAge_GraceOverLongLink(t *testing.T) {
 	const (
 		conns  = 10 // of each kind
 		maxAge = 500 * time.Millisecond
-		grace  = 3500 * time.Millisecond
+		grace  = 4 * time.Second
 	)
 	cfg := framedCfg()
 	cfg.Timeouts = idle.Config{
