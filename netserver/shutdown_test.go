@@ -63,6 +63,9 @@ func TestShutdown_DeadlineCutsBusyConnections(t *testing.T) {
 	assert.Zero(t, s.Stats().Open)
 	assert.Equal(t, int64(1), s.Stats().Closed["shutdown"])
 	assert.Equal(t, int64(1), s.Stats().Cut)
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	assert.Contains(t, rec.Body.String(), "\nnetwheel_shutdown_cuts_total 1\n")
 	assert.NoError(t, s.Err())
 	var cuts int
 	for _, a := range logs.attrsOf("netserver: connection closed") {
