@@ -149,7 +149,8 @@ type Config struct {
 	// zero fields leave the system's settings (KernelConfig).
 	Kernel KernelConfig
 	// SilentShutdown makes Shutdown close framed connections without
-	// sending them a CLOSE frame first.
+	// sending them a GOAWAY or a CLOSE frame: each is closed once nothing
+	// is unfinished, or at the deadline.
 	SilentShutdown bool
 	// Logger receives structured logs; nil discards them. Each close is
 	// logged with its reason: at debug level when the connection ended

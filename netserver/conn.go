@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -72,6 +73,10 @@ type Conn struct {
 	closed    bool
 	rejected  bool
 	reason    Reason
+	// away is why the server is going away from c (ReasonShutdown,
+	// ReasonMaxAge; ReasonNone: it is not): c closes with it once finished
+	// (goAway).
+	away Reason
 }
 
 // Send sends msg to the peer: with Framed, as a DATA frame that is kept
@@ -207,6 +212,40 @@ func (c *Conn) closeFrame(r Reason, code frame.Code, text string) {
 		if !c.closed {
 			_ = c.l.el.Close(c.gc)
 		}
+	}
+}
+
+// goAway starts a grace on c for r (ReasonShutdown, ReasonMaxAge): the
+// peer is told (Framed: GOAWAY, unless r is ReasonShutdown and
+// SilentShutdown), the server goes on serving it, and c closes with r once
+// finished (OnTraffic, Shutdown), or when the grace ends (idle's max-age
+// timer, Shutdown's deadline). A shutdown during a max-age grace tells the
+// peer again, with a grace never longer than what is left; a max age
+// reached during a shutdown changes nothing. On the loop.
+func (c *Conn) goAway(r Reason, grace time.Duration) {
+	if c.closing || c.away == ReasonShutdown || c.away == r {
+		return
+	}
+	now := c.l.clock()
+	grace = max(grace, 0)
+	if c.away != ReasonNone && c.f != nil {
+		grace = min(grace, max(c.f.awayEnd-now, 0))
+	}
+	c.away = r
+	if c.f != nil {
+		c.f.awayEnd = now + min(grace, frame.MaxGrace)
+	}
+	if r == ReasonShutdown && c.s.cfg.SilentShutdown {
+		return
+	}
+	c.s.proto.goAway(c, r, grace)
+}
+
+// finishAway closes c with the reason it is going away for if it has
+// finished (protocol.finished). On the loop.
+func (c *Conn) finishAway() {
+	if !c.closing && c.away != ReasonNone && c.s.proto.finished(c) {
+		c.closeWith(c.away)
 	}
 }
 

@@ -130,8 +130,9 @@ func (l *loop) opened(c *Conn) gnet.Action {
 }
 
 // OnTraffic hands the connection's inbound bytes to the protocol and
-// writes out what that sent; while the server drains, it then closes the
-// connection if it has become idle.
+// writes out what that sent; while the server is going away from the
+// connection (a shutdown, its max age), it then closes it if it has
+// finished (Conn.goAway).
 func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok {
@@ -148,9 +149,9 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	s.safely(c, func() { s.proto.read(c) })
 	l.inEvent = nil
 	l.flushOwner()
-	if !c.closing && s.draining.Load() && c.isIdle() {
+	if !c.closing && c.away != ReasonNone {
 		l.inEvent = c
-		c.closeWith(ReasonShutdown)
+		c.finishAway()
 		l.inEvent = nil
 		l.flushOwner()
 	}
@@ -181,6 +182,9 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	unackedBytes, unackedMsgs := s.proto.unacked(c)
 	c.release()
 	s.open.Add(-1)
+	if c.flags.Load()&flagCut != 0 {
+		s.cuts.Add(1)
+	}
 	s.logClose(c, err, unackedBytes, unackedMsgs)
 	func() {
 		defer func() {
@@ -224,14 +228,21 @@ func (c *Conn) release() {
 }
 
 // logClose logs c's close, at closeLevel's level, with what the peer left
-// unacknowledged if that is why.
+// unacknowledged if that is why; a connection Shutdown cut at its deadline
+// is logged at info level, with what it left unfinished.
 func (s *Server) logClose(c *Conn, err error, unackedBytes, unackedMsgs int) {
+	cut := c.flags.Load()&flagCut != 0
 	level := closeLevel(c.reason, err)
+	if cut {
+		level = max(level, slog.LevelInfo)
+	}
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := []any{"remote", remote(c), "reason", c.reason.String()}
 	switch {
+	case cut:
+		attrs = append(attrs, "cut", true, "unacked_bytes", unackedBytes, "unacked_messages", unackedMsgs)
 	case err != nil && c.reason == ReasonError:
 		attrs = append(attrs, "err", err.Error())
 	case c.reason == ReasonUnackedLimit:

@@ -19,9 +19,18 @@ type framed struct {
 	recvNext uint64        // next DATA sequence number expected from the peer
 	sendNext uint64        // sequence number of the next DATA we send
 	ackedTo  uint64        // highest sequence number the peer acknowledged
-	nonce    uint64        // of the last keepalive PING sent
 	pingTAT  time.Duration // when the peer's PINGs would be back within their rate (allowPing)
+	awayEnd  time.Duration // when the grace of the GOAWAY sent last ends (Conn.goAway)
+	nonce    uint32        // of the last keepalive PING sent
+	toldAway bool          // a GOAWAY was sent
+	readAway bool          // the PING sent after a GOAWAY was answered: the peer has read it
+	peerAway bool          // the peer's GOAWAY arrived: it sends no new DATA
 }
+
+// awayNonce is the nonce of the PING sent right after a GOAWAY, whose
+// PONG shows that the peer has read the GOAWAY. Keepalive PINGs count
+// from 1 (framed.nonce) and never reach it.
+const awayNonce = 1<<64 - 1
 
 // framedConn puts a Framed connection's Conn and protocol state in one
 // allocation.
@@ -48,8 +57,8 @@ func (framedProto) refusal(r Reason) []byte {
 	return frame.AppendClose(nil, closeCode(r), r.String())
 }
 
-// warnsOfAge is true: a CLOSE frame tells the peer, and a grace leaves it
-// time to go.
+// warnsOfAge is true: a GOAWAY tells the peer, and a grace leaves it time
+// to finish.
 func (framedProto) warnsOfAge() bool { return true }
 
 // open sets up c's retransmission tracker.
@@ -91,22 +100,32 @@ func (framedProto) sayClose(c *Conn, code frame.Code, text string) {
 	l.out = frame.AppendClose(l.out, code, text)
 }
 
-// sayAge queues a CLOSE frame with CodeMaxAge now; the close follows after
-// the grace.
-func (framedProto) sayAge(c *Conn) {
-	if c.sentClose {
-		return
-	}
-	c.sentClose = true
+// goAway queues a GOAWAY with r's code, the last DATA sent and grace, and
+// a PING after it, whose PONG (awayNonce) shows that the peer has read it.
+func (framedProto) goAway(c *Conn, r Reason, grace time.Duration) {
 	l := c.own()
-	l.out = frame.AppendClose(l.out, frame.CodeMaxAge, "max_age: closing after grace period")
+	c.f.toldAway = true
+	l.out = frame.AppendGoAway(l.out, closeCode(r), c.f.sendNext-1, grace, r.String()+": finish what is in flight")
+	l.out = frame.AppendPing(l.out, awayNonce)
+}
+
+// finished reports whether c, going away, may take its final CLOSE now
+// (docs/protocol.md, "Going away"): nothing is unfinished (isIdle), and
+// either no GOAWAY was sent (a silent shutdown), or the peer's GOAWAY has
+// arrived, so its input is complete, or, in a shutdown, the peer has read
+// the GOAWAY (it answered the PING after it) without answering it.
+func (framedProto) finished(c *Conn) bool {
+	if !c.isIdle() {
+		return false
+	}
+	return !c.f.toldAway || c.f.peerAway || (c.away == ReasonShutdown && c.f.readAway)
 }
 
 // probe sends a PING with a new nonce.
 func (framedProto) probe(c *Conn) {
 	c.f.nonce++
 	l := c.own()
-	l.out = frame.AppendPing(l.out, c.f.nonce)
+	l.out = frame.AppendPing(l.out, uint64(c.f.nonce))
 }
 
 // retransmit resends the earliest unacknowledged DATA frame (RFC 6298 5.4).
@@ -194,6 +213,8 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 		switch f.Type {
 		case frame.TypeData:
 			switch {
+			case c.f.peerAway && f.Seq >= c.f.recvNext:
+				c.closeWith(ReasonProtocol) // new DATA after the peer's GOAWAY
 			case f.Seq == c.f.recvNext:
 				c.f.recvNext++
 				c.idle.ActivityAt(now)
@@ -222,6 +243,17 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 			l := c.own()
 			l.out = frame.AppendPong(l.out, f.Nonce)
 		case frame.TypePong:
+			if f.Nonce == awayNonce {
+				c.f.readAway = true
+			}
+		case frame.TypeGoAway:
+			// The peer sends no new DATA from here; its last must be the
+			// last that arrived, as TCP keeps order.
+			if f.Seq != c.f.recvNext-1 {
+				c.closeWith(ReasonProtocol)
+				break
+			}
+			c.f.peerAway = true
 		case frame.TypeClose:
 			c.sentClose = true // the peer is going: no need to tell it
 			c.closeWith(ReasonPeerClosed)

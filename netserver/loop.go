@@ -127,6 +127,8 @@ const (
 	// flagClosing: c is closing or closed (c.closing, c.closed), for
 	// SendAsync and CloseAsync, which may not read those.
 	flagClosing
+	// flagCut: Shutdown's deadline passed before c finished (cutConn).
+	flagCut
 )
 
 // post hands events to the event loop. Any goroutine; allocation-free.
@@ -203,7 +205,11 @@ func (c *Conn) handleEvents(ev uint32) {
 		if due, ok := c.idle.Due(); ok {
 			s.m.late.Observe((s.wheel.Elapsed() - due).Seconds())
 		}
-		c.closeWith(Reason(c.hookReason.Load()))
+		r := Reason(c.hookReason.Load())
+		if r == ReasonMaxAge && c.away == ReasonShutdown {
+			r = ReasonShutdown // the peer was told the shutdown's GOAWAY last
+		}
+		c.closeWith(r)
 		return
 	}
 	if ev&evOutput != 0 {
@@ -212,8 +218,9 @@ func (c *Conn) handleEvents(ev uint32) {
 		}
 	}
 	if ev&evDrain != 0 {
-		// Max age reached: tell the peer now; the close follows after the grace.
-		s.proto.sayAge(c)
+		// Max age reached: tell the peer now; the close follows once it
+		// has finished, or after the grace.
+		c.goAway(ReasonMaxAge, s.idleCfg.MaxAgeGrace)
 	}
 	if ev&evProbe != 0 {
 		s.probes.Add(1)

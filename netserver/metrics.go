@@ -94,6 +94,8 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		counter(name("retransmit_giveups_total"), "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())
 		}),
+		counter(name("shutdown_cuts_total"), "Connections Shutdown cut at its deadline, unfinished (also counted as closed with reason shutdown).",
+			func() float64 { return float64(s.cuts.Load()) }),
 	}
 	for _, r := range Reasons() {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{

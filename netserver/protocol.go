@@ -1,6 +1,10 @@
 package netserver
 
-import "github.com/netwheel/netwheel/netserver/frame"
+import (
+	"time"
+
+	"github.com/netwheel/netwheel/netserver/frame"
+)
 
 // protocol is what the Raw and Framed protocols do differently. A Server
 // holds one (raw or framedProto, chosen by Config.Protocol in New) for all
@@ -13,7 +17,7 @@ type protocol interface {
 	// connection closes (nil: nothing).
 	refusal(r Reason) []byte
 	// warnsOfAge reports whether the protocol tells the peer when the
-	// connection reaches its maximum age (sayAge), so that the idle
+	// connection reaches its maximum age (goAway), so that the idle
 	// tracker's Drain hook is worth its allocation.
 	warnsOfAge() bool
 	// open sets up c's protocol state, once c's idle tracker is set up. An
@@ -27,9 +31,13 @@ type protocol interface {
 	// sayClose queues the protocol's close message, with code and text, for
 	// a peer that has not been told yet (c.sentClose).
 	sayClose(c *Conn, code frame.Code, text string)
-	// sayAge tells the peer that c has reached its maximum age and closes
-	// after the grace.
-	sayAge(c *Conn)
+	// goAway tells the peer that the server is going away from c for r
+	// (ReasonShutdown, ReasonMaxAge) and sends its final close within
+	// grace (Conn.goAway); Raw has no way to.
+	goAway(c *Conn, r Reason, grace time.Duration)
+	// finished reports whether c, going away, may close now without
+	// cutting anything the peer may still finish.
+	finished(c *Conn) bool
 	// probe sends c's peer a keepalive probe.
 	probe(c *Conn)
 	// retransmit resends the earliest message the peer has not

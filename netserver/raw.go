@@ -1,21 +1,30 @@
 package netserver
 
-import "github.com/netwheel/netwheel/netserver/frame"
+import (
+	"time"
+
+	"github.com/netwheel/netwheel/netserver/frame"
+)
 
 // raw is the Raw protocol: a byte stream the handler parses, with no
 // protocol state and nothing of its own to send.
 type raw struct{}
 
-func (raw) newConn() *Conn                     { return &Conn{} }
-func (raw) refusal(Reason) []byte              { return nil }
-func (raw) warnsOfAge() bool                   { return false }
-func (raw) open(*Conn) error                   { return nil }
-func (raw) read(c *Conn)                       { c.onRaw() }
-func (raw) sayClose(*Conn, frame.Code, string) {}
-func (raw) sayAge(*Conn)                       {}
-func (raw) retransmit(*Conn)                   {}
-func (raw) unacked(*Conn) (int, int)           { return 0, 0 }
-func (raw) release(*Conn)                      {}
+func (raw) newConn() *Conn                      { return &Conn{} }
+func (raw) refusal(Reason) []byte               { return nil }
+func (raw) warnsOfAge() bool                    { return false }
+func (raw) open(*Conn) error                    { return nil }
+func (raw) read(c *Conn)                        { c.onRaw() }
+func (raw) sayClose(*Conn, frame.Code, string)  {}
+func (raw) goAway(*Conn, Reason, time.Duration) {}
+func (raw) retransmit(*Conn)                    {}
+func (raw) unacked(*Conn) (int, int)            { return 0, 0 }
+func (raw) release(*Conn)                       {}
+
+// finished reports whether c, going away, may close: nothing is
+// unfinished (isIdle). Raw has no notice to send, so that is all a
+// shutdown can know.
+func (raw) finished(c *Conn) bool { return c.isIdle() }
 
 // send queues msg as it is.
 func (raw) send(c *Conn, msg []byte) error {

@@ -83,6 +83,7 @@ type Server struct {
 	expiries    atomic.Int64
 	probes      atomic.Int64
 	retransmits atomic.Int64
+	cuts        atomic.Int64 // connections cut at Shutdown's deadline
 
 	started        atomic.Bool
 	shutdownCalled atomic.Bool
@@ -208,6 +209,7 @@ type Stats struct {
 	Probes        int64            // keepalive probes sent
 	Retransmits   int64            // DATA frames retransmitted
 	GiveUps       int64            // connections closed by retransmission give-up
+	Cut           int64            // connections Shutdown cut at its deadline, unfinished (counted in Closed["shutdown"] too)
 }
 
 // Stats returns a snapshot of the server's counters. Any goroutine.
@@ -220,6 +222,7 @@ func (s *Server) Stats() Stats {
 		Probes:      s.probes.Load(),
 		Retransmits: s.retransmits.Load(),
 		GiveUps:     s.closed[ReasonGiveUp].Load(),
+		Cut:         s.cuts.Load(),
 	}
 	if w := s.wheelPub.Load(); w != nil {
 		st.TimersPending = w.Len()

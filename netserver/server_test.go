@@ -325,14 +325,29 @@ func TestShutdown_ClosesIdleWaitsForBusy(t *testing.T) {
 		}
 		close(done)
 	}()
+	// The idle connection gets GOAWAY and a PING; its Conn answers both,
+	// and it is closed once its answer arrives.
+	idleC.fc.SetReplies(frame.ReplyAll)
 	code, _ := idleC.waitClose(2 * time.Second)
 	assert.Equal(t, frame.CodeShutdown, code, "the idle connection is told and closed at once")
+	away, ok := idleC.fc.GoingAway()
+	require.True(t, ok, "GOAWAY came before the CLOSE")
+	assert.Equal(t, frame.CodeShutdown, away.Code)
+	// The busy one answers GOAWAY but has not acknowledged its echo.
+	f, err := busy.next(2 * time.Second)
+	for err == nil && f.Type == frame.TypeAck { // of its DATA 1
+		f, err = busy.next(2 * time.Second)
+	}
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeGoAway, f.Type)
+	assert.Equal(t, uint64(1), f.Seq, "the server's last DATA")
+	busy.write(frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, ""))
 	select {
 	case <-done:
 		t.Fatal("Shutdown returned while a connection still had unacknowledged data")
 	case <-time.After(100 * time.Millisecond):
 	}
-	busy.write(frame.AppendAck(nil, 1)) // done with it: now it is idle
+	busy.write(frame.AppendAck(nil, 1)) // done with it: now it has finished
 	code, _ = busy.waitClose(2 * time.Second)
 	assert.Equal(t, frame.CodeShutdown, code)
 	<-done

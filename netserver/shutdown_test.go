@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -35,11 +36,18 @@ func busyConn(t *testing.T, s *netserver.Server) *client {
 	}
 }
 
+// At the deadline Shutdown cuts a connection that has not finished (its
+// echo unacknowledged): the peer, told GOAWAY at the start, gets CLOSE
+// code 2 before the close, and the cut is counted (Stats.Cut, and
+// Closed["shutdown"]) and logged at info level by the time Done is closed.
 func TestShutdown_DeadlineCutsBusyConnections(t *testing.T) {
-	s, err := netserver.New(withAddr(framedCfg()), netserver.Echo{})
+	cfg := withAddr(framedCfg())
+	log, logs := newLogCapture()
+	cfg.Logger = log
+	s, err := netserver.New(cfg, netserver.Echo{})
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
-	busyConn(t, s)
+	busy := busyConn(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	began := time.Now()
@@ -54,7 +62,46 @@ func TestShutdown_DeadlineCutsBusyConnections(t *testing.T) {
 	}
 	assert.Zero(t, s.Stats().Open)
 	assert.Equal(t, int64(1), s.Stats().Closed["shutdown"])
+	assert.Equal(t, int64(1), s.Stats().Cut)
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	assert.Contains(t, rec.Body.String(), "\nnetwheel_shutdown_cuts_total 1\n")
 	assert.NoError(t, s.Err())
+	var cuts int
+	for _, a := range logs.attrsOf("netserver: connection closed") {
+		if a["cut"].Kind() == slog.KindBool && a["cut"].Bool() {
+			cuts++
+			assert.Equal(t, "shutdown", a["reason"].String())
+			assert.Equal(t, int64(1), intAttr(t, a, "unacked_messages"))
+		}
+	}
+	assert.Equal(t, 1, cuts, "the cut is logged")
+
+	// What the peer saw: GOAWAY (code 2, the server's last DATA 1, a grace
+	// within the 200ms), the PING after it, then CLOSE code 2 and the end.
+	var types []frame.Type
+	var code frame.Code
+	for {
+		f, err := busy.next(2 * time.Second)
+		if errors.Is(err, io.EOF) || isReset(err) {
+			break
+		}
+		require.NoError(t, err)
+		if f.Type == frame.TypeAck || f.Type == frame.TypeData {
+			continue // of its DATA, and retransmissions of the echo
+		}
+		types = append(types, f.Type)
+		switch f.Type {
+		case frame.TypeGoAway:
+			assert.Equal(t, frame.CodeShutdown, f.Code)
+			assert.Equal(t, uint64(1), f.Seq)
+			assert.LessOrEqual(t, f.Grace, 200*time.Millisecond)
+		case frame.TypeClose:
+			code = f.Code
+		}
+	}
+	assert.Equal(t, []frame.Type{frame.TypeGoAway, frame.TypePing, frame.TypeClose}, types)
+	assert.Equal(t, frame.CodeShutdown, code)
 }
 
 // Shutdown closes the listener before it waits for busy connections: a new
@@ -93,12 +140,13 @@ func TestShutdown_StopsAcceptingFirst(t *testing.T) {
 	}
 	assert.Equal(t, accepted, s.Stats().Accepted, "nothing more reached the server")
 
-	// The busy connection is still served: a ping is answered.
+	// The busy connection is still served: a ping is answered (after the
+	// server's GOAWAY and its PING).
 	busy.write(frame.AppendPing(nil, 42))
 	for {
 		f, err := busy.next(2 * time.Second)
 		require.NoError(t, err)
-		if f.Type != frame.TypeAck {
+		if f.Type != frame.TypeAck && f.Type != frame.TypeGoAway && f.Type != frame.TypePing {
 			assert.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 42}, f)
 			break
 		}
@@ -108,7 +156,7 @@ func TestShutdown_StopsAcceptingFirst(t *testing.T) {
 		t.Fatalf("Shutdown returned (%v) while a connection had unacknowledged data", err)
 	default:
 	}
-	busy.write(frame.AppendAck(nil, 1))
+	busy.write(append(frame.AppendAck(nil, 1), frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, "")...))
 	code, _ := busy.waitClose(2 * time.Second)
 	assert.Equal(t, frame.CodeShutdown, code)
 	require.NoError(t, <-done)

@@ -23,8 +23,15 @@
 // that its default event loops (GOMAXPROCS-1) are one per core and the
 // timer wheel's goroutine keeps a P to spare (see procsFor).
 //
-// Exit status: 0 after a clean shutdown, 1 on a runtime error or when the
-// shutdown had to cut busy connections, 2 on a usage error.
+// On SIGINT or SIGTERM echo drains: framed peers are told GOAWAY and
+// closed with CLOSE code 2 as they finish (docs/protocol.md), raw ones as
+// they go idle, for at most -shutdown-timeout; the connections left then
+// are cut, each told CLOSE code 2 (framed), counted and logged, and echo
+// waits (up to a second) until they are closed before it exits.
+//
+// Exit status: 0 after a clean shutdown, every connection drained before
+// -shutdown-timeout; 1 on a runtime error or when the shutdown had to cut
+// connections at its deadline; 2 on a usage error.
 package main
 
 import (

@@ -42,6 +42,13 @@ const (
 	metricsMaxConns          = 16
 )
 
+// stopWait bounds how long run waits, after Shutdown returns at its
+// deadline, for the server to stop (netserver.Server.Done): the event
+// loops close the connections Shutdown cut, sending each CLOSE and
+// counting and logging it, in milliseconds, and an exit before that would
+// leave them untold and uncounted.
+const stopWait = time.Second
+
 // run is the whole of the echo command: it parses args, serves until ctx is
 // done (main cancels it on SIGINT or SIGTERM), shuts down gracefully and
 // returns the exit status. Help goes to stdout; usage errors and logs go to
@@ -100,12 +107,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		code = exitError
 	}
 	// The grace period runs on its own clock: ctx is already done.
+	began := time.Now()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("echo: shutdown cut busy connections", "err", err, "grace", o.shutdownTimeout.String())
+		log.Warn("echo: shutdown deadline passed; cutting the connections left", "err", err, "grace", o.shutdownTimeout.String())
 		code = exitError
 	}
+	select {
+	case <-srv.Done():
+	case <-time.After(stopWait):
+		log.Error("echo: the server did not stop in time after the shutdown deadline", "wait", stopWait.String())
+		code = exitError
+	}
+	st := srv.Stats()
+	log.Info("echo: drained", "took", time.Since(began).String(), "cut", st.Cut,
+		"closed_shutdown", st.Closed[netserver.ReasonShutdown.String()], "open", st.Open)
 	if hs != nil {
 		// Metrics stay up while connections drain; then stop the server,
 		// cutting requests (a long pprof profile) that outlive the grace.

@@ -19,10 +19,18 @@ import (
 // does not retransmit: over TCP nothing is lost, and netwheel's server
 // retransmits only to peers that stop acknowledging.
 //
+// When the server is going away (it shuts down, or the connection reached
+// its maximum age) it sends GOAWAY at the start of its grace. The Conn
+// answers with its own GOAWAY, after any DATA being written, and from then
+// on refuses new DATA (Send returns ErrGoingAway) while it goes on
+// acknowledging, answering PINGs and returning what arrives: the echoes of
+// what was in flight come out of Recv, then the server's final CLOSE as a
+// *CloseError. GoingAway reports the notice.
+//
 // One goroutine at a time may read (Next, Recv, ReadTime). Send, SendAll,
-// Ping and Close may be called from any goroutine, also while a read runs:
-// frames never interleave. Acked and SetReplies may be called from any
-// goroutine.
+// Ping, Close and GoingAway may be called from any goroutine, also while a
+// read runs: frames never interleave. Acked and SetReplies may be called
+// from any goroutine.
 type Conn struct {
 	nc net.Conn
 
@@ -33,6 +41,7 @@ type Conn struct {
 	reply     []byte    // reader: the ACK and PONGs owed for one read
 	scanned   int       // reader: bytes at the front of dec's undecoded input the scan has done
 	scanStop  bool      // reader: the scan met a CLOSE, a gap or a malformed frame; no more replies
+	answered  bool      // reader: the scan has answered a GOAWAY (it answers once)
 	arrived   uint64    // reader: DATA 1..arrived has arrived (as scanned)
 	delivered uint64    // reader: DATA 1..delivered has been returned by Next
 	retx      bool      // reader: the DATA Next returned last was a retransmission
@@ -47,6 +56,10 @@ type Conn struct {
 	sendNext uint64 // wmu: the sequence number of the next DATA sent
 	out      []byte // wmu: the frames being written
 	werr     error  // wmu: the first write error; nothing is written after it
+	away     GoAway // wmu: the peer's latest GOAWAY, if awayOK
+	awayOK   bool   // wmu: a GOAWAY has arrived
+	refuse   bool   // wmu: the Conn answered a GOAWAY: no new DATA
+	peerDone bool   // wmu: the peer's final CLOSE has arrived: Close writes nothing
 
 	// Any goroutine, atomically.
 	acked   atomic.Uint64 // the highest sequence number the peer acknowledged
@@ -59,10 +72,26 @@ type Reply uint8
 // Replies. A Conn starts with ReplyAll, which is what the protocol asks of
 // a peer; anything less is for tests of a server's timeouts.
 const (
-	ReplyAck  Reply = 1 << iota // acknowledge DATA
-	ReplyPong                   // answer PING with PONG
-	ReplyAll  = ReplyAck | ReplyPong
+	ReplyAck    Reply = 1 << iota // acknowledge DATA
+	ReplyPong                     // answer PING with PONG
+	ReplyGoAway                   // answer GOAWAY with GOAWAY, and send no new DATA after it
+	ReplyAll    = ReplyAck | ReplyPong | ReplyGoAway
 )
+
+// ErrGoingAway is what Send and SendAll return once the peer has said it is
+// going away (GOAWAY) and the Conn has answered: no new DATA may start.
+// The errors returned wrap it (errors.Is) and name the peer's code.
+var ErrGoingAway = errors.New("frame: the peer is going away")
+
+// GoAway is the notice of a peer going away: why (CodeShutdown,
+// CodeMaxAge), the longest it waits before its final CLOSE, counted from
+// At, and its reason.
+type GoAway struct {
+	Code   Code
+	Grace  time.Duration
+	Reason string
+	At     time.Time // when the read that brought it returned
+}
 
 // CloseError is what Recv returns when the peer sent CLOSE.
 type CloseError struct {
@@ -111,8 +140,9 @@ func (c *Conn) NetConn() net.Conn { return c.nc }
 // as reads bring frames: ReplyAll (the default) acknowledges DATA and
 // answers PINGs. Without ReplyAck the peer's DATA goes unacknowledged (a
 // netwheel server then retransmits it and gives up); without ReplyPong its
-// PINGs go unanswered (its keepalive then closes the connection). Any
-// goroutine; O(1).
+// PINGs go unanswered (its keepalive then closes the connection); without
+// ReplyGoAway the Conn neither answers a GOAWAY nor refuses new DATA after
+// it, like a peer that ignores the notice. Any goroutine; O(1).
 func (c *Conn) SetReplies(r Reply) { c.replies.Store(uint32(r)) }
 
 // Send sends payload as the next DATA frame and returns its sequence
@@ -126,10 +156,16 @@ func (c *Conn) Send(payload []byte) (uint64, error) { return c.SendAll(payload) 
 // blocks until the write is done, so it is paced by the peer's reading. A
 // failed write (a deadline passed, the connection broke) is returned now
 // and by every later write: part of a frame may have been written, and
-// anything after it would be garbage to the peer. Any goroutine.
+// anything after it would be garbage to the peer. Once the peer's GOAWAY
+// has been read and answered it sends nothing and returns an error
+// wrapping ErrGoingAway; a write under way then completes first. Any
+// goroutine.
 func (c *Conn) SendAll(payloads ...[]byte) (first uint64, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.refuse {
+		return 0, fmt.Errorf("%w (%s): no new DATA, the final CLOSE comes within %v", ErrGoingAway, c.away.Code, c.away.Grace)
+	}
 	first = c.sendNext
 	if len(payloads) == 0 {
 		return first, nil
@@ -145,13 +181,22 @@ func (c *Conn) SendAll(payloads ...[]byte) (first uint64, err error) {
 	return first, nil
 }
 
-// Ping sends a PING; the peer's PONG comes out of Next (Recv skips it).
-// Any goroutine.
+// Ping sends a PING; the peer's PONG comes out of Next (Recv skips it). It
+// is not refused after a GOAWAY: a PING starts nothing the peer must
+// finish. Any goroutine.
 func (c *Conn) Ping(nonce uint64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.out = AppendPing(c.out[:0], nonce)
 	return c.writeLocked(c.out)
+}
+
+// GoingAway reports the peer's latest GOAWAY as far as reads have brought
+// it, and whether there was one. Any goroutine; O(1).
+func (c *Conn) GoingAway() (GoAway, bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.away, c.awayOK
 }
 
 // Acked reports the highest sequence number of the DATA the peer has
@@ -161,14 +206,19 @@ func (c *Conn) Acked() uint64 { return c.acked.Load() }
 
 // Close says goodbye with CLOSE (code and reason; CodeNormal for an
 // orderly close) and closes the connection, which ends a Next or Recv
-// blocked in a read with net.ErrClosed. The CLOSE write blocks like any
+// blocked in a read with net.ErrClosed. After the peer's own CLOSE has
+// been read it writes nothing and only closes the connection, as the
+// protocol asks: the peer reads no more. The CLOSE write blocks like any
 // other: set a write deadline (NetConn) first if the peer may not be
 // reading. It returns the error of closing the connection, else that of
 // the write. Any goroutine.
 func (c *Conn) Close(code Code, reason string) error {
 	c.wmu.Lock()
-	c.out = AppendClose(c.out[:0], code, reason)
-	werr := c.writeLocked(c.out)
+	var werr error
+	if !c.peerDone {
+		c.out = AppendClose(c.out[:0], code, reason)
+		werr = c.writeLocked(c.out)
+	}
 	c.wmu.Unlock()
 	if err := c.nc.Close(); err != nil {
 		return err
@@ -191,8 +241,9 @@ func (c *Conn) writeLocked(b []byte) error {
 // Recv returns the next new DATA payload from the peer, in order, each once
 // (a retransmission is skipped), and a *CloseError when the peer sends
 // CLOSE; it skips the other frames, which the Conn has handled already (see
-// Next). The payload is valid until the next Recv or Next. One reading
-// goroutine at a time.
+// Next), GOAWAY included: after one, Recv goes on returning the DATA that
+// still arrives until the final CLOSE. The payload is valid until the next
+// Recv or Next. One reading goroutine at a time.
 func (c *Conn) Recv() ([]byte, error) {
 	for {
 		f, err := c.Next()
@@ -213,12 +264,16 @@ func (c *Conn) Recv() ([]byte, error) {
 // done its part for it when the read brought it (see SetReplies): DATA
 // acknowledged, PING answered, ACK recorded (Acked). DATA comes in order; a
 // retransmission (a sequence number Next returned before) is returned
-// again, and a DATA that skips one is an error wrapping ErrMalformed. After
-// the peer's CLOSE the Conn writes no more replies, and Next goes on
-// reading (the peer closes next: io.EOF). A malformed frame is an error
-// from then on; a read error is returned as it is (io.EOF, net.ErrClosed
-// after Close, a deadline), once the frames read before it are taken. The
-// frame's Payload and Reason are valid until the next Next or Recv.
+// again, and a DATA that skips one is an error wrapping ErrMalformed, as is
+// a GOAWAY whose last DATA is not the last that arrived. A GOAWAY is
+// answered (see Conn) and the replies go on; after the peer's CLOSE, which
+// is final, the Conn writes no more replies (not even those owed for the
+// frames before it in the same read: the peer reads nothing more, and a
+// write would only draw a reset), and Next goes on reading (the peer
+// closes next: io.EOF). A malformed frame is an error from then on; a read
+// error is returned as it is (io.EOF, net.ErrClosed after Close, a
+// deadline), once the frames read before it are taken. The frame's Payload
+// and Reason are valid until the next Next or Recv.
 //
 // One reading goroutine at a time. It does not allocate once its buffers
 // have grown to the largest frame and the largest reply; it reads the
@@ -249,6 +304,10 @@ func (c *Conn) Next() (Frame, error) {
 					return Frame{}, c.perr
 				}
 			}
+			if f.Type == TypeGoAway && f.Seq != c.delivered {
+				c.perr = fmt.Errorf("frame: GOAWAY says its last DATA is %d, %d arrived: %w", f.Seq, c.delivered, ErrMalformed)
+				return Frame{}, c.perr
+			}
 			return f, nil
 		}
 		if err := c.rerr; err != nil {
@@ -276,8 +335,9 @@ func (c *Conn) Next() (Frame, error) {
 func (c *Conn) ReadTime() time.Time { return c.readAt }
 
 // scan does the protocol's work for the whole frames a read has just
-// completed, before Next hands them out: it records ACKs and writes, in one
-// write, the PONGs and the cumulative ACK the frames call for.
+// completed, before Next hands them out: it records ACKs and GOAWAYs and
+// writes, in one write, the PONGs, the cumulative ACK and the answer to a
+// GOAWAY the frames call for.
 func (c *Conn) scan() {
 	if c.scanStop {
 		return
@@ -285,6 +345,8 @@ func (c *Conn) scan() {
 	in := c.dec.buf[c.dec.off:]
 	want := Reply(c.replies.Load())
 	data := false
+	var away Frame // the read's last GOAWAY, if seen
+	seen := false
 	c.reply = c.reply[:0]
 scan:
 	for c.scanned < len(in) {
@@ -312,9 +374,18 @@ scan:
 			if want&ReplyPong != 0 {
 				c.reply = AppendPong(c.reply, f.Nonce)
 			}
+		case TypeGoAway:
+			if f.Seq != c.arrived {
+				c.scanStop = true // Next reports it
+				break scan
+			}
+			away, seen = f, true
 		case TypeClose:
-			// The peer closes next: a write now would only draw a reset.
+			// The final CLOSE: the peer closes next, and a write now would
+			// only draw a reset.
 			c.scanStop = true
+			c.reply = c.reply[:0]
+			c.endScan(away, seen, false, true)
 			return
 		}
 		c.scanned += n
@@ -322,9 +393,31 @@ scan:
 	if data && want&ReplyAck != 0 {
 		c.reply = AppendAck(c.reply, c.arrived)
 	}
+	c.endScan(away, seen, want&ReplyGoAway != 0, false)
+}
+
+// endScan ends a scan under wmu, so after any DATA being written: it
+// records the read's last GOAWAY, if seen, and, if answer, answers the
+// first read that brings one with the Conn's own GOAWAY (the latest's
+// code, its last DATA) and refuses new DATA from then on; it records the
+// peer's final CLOSE, if final; and it writes the replies in c.reply, if
+// any, in one write.
+func (c *Conn) endScan(away Frame, seen, answer, final bool) {
+	if !seen && !final && len(c.reply) == 0 {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.peerDone = c.peerDone || final
+	if seen {
+		c.away = GoAway{Code: away.Code, Grace: away.Grace, Reason: string(away.Reason), At: c.readAt}
+		c.awayOK = true
+		if answer && !c.answered {
+			c.answered, c.refuse = true, true
+			c.reply = AppendGoAway(c.reply, away.Code, c.sendNext-1, 0, "")
+		}
+	}
 	if len(c.reply) > 0 {
-		c.wmu.Lock()
 		_ = c.writeLocked(c.reply) // kept for the next Send; the read side tells how it ended
-		c.wmu.Unlock()
 	}
 }

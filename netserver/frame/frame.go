@@ -12,6 +12,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 	"unicode/utf8"
 )
 
@@ -25,6 +27,10 @@ const (
 	TypePing  Type = 3 // nonce: asks for a Pong with the same nonce
 	TypePong  Type = 4 // nonce: answers a Ping
 	TypeClose Type = 5 // code, reason: the sender is closing the connection
+	// TypeGoAway is the notice that the sender is going away: code, grace,
+	// last, reason. It starts nothing new, finishes what is in flight and
+	// sends the final CLOSE within the grace (docs/protocol.md).
+	TypeGoAway Type = 6
 )
 
 func (t Type) String() string {
@@ -39,6 +45,8 @@ func (t Type) String() string {
 		return "pong"
 	case TypeClose:
 		return "close"
+	case TypeGoAway:
+		return "goaway"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -52,6 +60,11 @@ const (
 	DefaultMax     = 64 << 10       // default largest frame (length field value)
 	controlLen     = 1 + 8          // length field of Ack, Ping, Pong
 	closeMinLen    = 1 + 2          // length field of a Close without reason
+	goAwayMinLen   = 1 + 2 + 4 + 8  // length field of a GoAway without reason
+
+	// MaxGrace is the longest grace a GoAway can carry: its field counts
+	// whole milliseconds in 32 bits (about 49.7 days).
+	MaxGrace = math.MaxUint32 * time.Millisecond
 )
 
 // Code says why a connection is closed, in Close frames.
@@ -103,11 +116,12 @@ var (
 // Frame is a decoded frame. Payload and Reason alias the parsed buffer.
 type Frame struct {
 	Type    Type
-	Seq     uint64 // Data, Ack
-	Nonce   uint64 // Ping, Pong
-	Code    Code   // Close
-	Reason  []byte // Close
-	Payload []byte // Data
+	Seq     uint64        // Data, Ack; GoAway: the last DATA the sender had sent
+	Nonce   uint64        // Ping, Pong
+	Code    Code          // Close, GoAway
+	Grace   time.Duration // GoAway: the longest wait for the final CLOSE, whole milliseconds
+	Reason  []byte        // Close, GoAway
+	Payload []byte        // Data
 }
 
 // Parse decodes the first frame in buf, whose length field may be at most
@@ -154,6 +168,15 @@ func Parse(buf []byte, max int) (f Frame, n int, err error) {
 		}
 		f.Code = Code(binary.BigEndian.Uint16(body))
 		f.Reason = body[2:]
+	case TypeGoAway:
+		const fixed = goAwayMinLen - 1
+		if len(body) < fixed || len(body)-fixed > MaxReasonLen || !utf8.Valid(body[fixed:]) {
+			return Frame{}, 0, ErrMalformed
+		}
+		f.Code = Code(binary.BigEndian.Uint16(body))
+		f.Grace = time.Duration(binary.BigEndian.Uint32(body[2:])) * time.Millisecond
+		f.Seq = binary.BigEndian.Uint64(body[6:])
+		f.Reason = body[fixed:]
 	default:
 		return Frame{}, 0, ErrType
 	}
@@ -195,6 +218,38 @@ func appendControl(dst []byte, t Type, v uint64) []byte {
 // AppendClose appends a Close; a reason longer than MaxReasonLen is cut at a
 // rune boundary.
 func AppendClose(dst []byte, code Code, reason string) []byte {
+	reason = cutReason(reason)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(closeMinLen+len(reason)))
+	dst = append(dst, byte(TypeClose))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(code))
+	return append(dst, reason...)
+}
+
+// AppendGoAway appends a GoAway: the sender is going away for code
+// (CodeShutdown, CodeMaxAge), last is the sequence number of the last DATA
+// it has sent (0 for none), and it sends the final CLOSE at most grace
+// from now. The grace is rounded up to whole milliseconds, so the peer's
+// bound is never early, and clamped to [0, MaxGrace]. A reason longer than
+// MaxReasonLen is cut at a rune boundary.
+func AppendGoAway(dst []byte, code Code, last uint64, grace time.Duration, reason string) []byte {
+	reason = cutReason(reason)
+	graceMillis := uint32(math.MaxUint32)
+	switch {
+	case grace <= 0:
+		graceMillis = 0
+	case grace < MaxGrace:
+		graceMillis = uint32((grace + time.Millisecond - 1) / time.Millisecond)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(goAwayMinLen+len(reason)))
+	dst = append(dst, byte(TypeGoAway))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(code))
+	dst = binary.BigEndian.AppendUint32(dst, graceMillis)
+	dst = binary.BigEndian.AppendUint64(dst, last)
+	return append(dst, reason...)
+}
+
+// cutReason cuts a reason longer than MaxReasonLen at a rune boundary.
+func cutReason(reason string) string {
 	if len(reason) > MaxReasonLen {
 		cut := MaxReasonLen
 		for cut > 0 && !utf8.RuneStart(reason[cut]) {
@@ -202,8 +257,5 @@ func AppendClose(dst []byte, code Code, reason string) []byte {
 		}
 		reason = reason[:cut]
 	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(closeMinLen+len(reason)))
-	dst = append(dst, byte(TypeClose))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(code))
-	return append(dst, reason...)
+	return reason
 }

@@ -175,7 +175,7 @@ func garbage(r *rand.Rand, role string, n int) []byte {
 	switch role {
 	case GarbageBadType:
 		binary.BigEndian.PutUint32(b, uint32(n-frame.LenSize))
-		b[frame.LenSize] = byte(frame.TypeClose + 1 + frame.Type(r.IntN(250))) // past every known type
+		b[frame.LenSize] = byte(frame.TypeGoAway + 1 + frame.Type(r.IntN(249))) // past every known type
 	case GarbageHugeLength:
 		binary.BigEndian.PutUint32(b, HugeLength)
 		b[frame.LenSize] = byte(frame.TypeData)
