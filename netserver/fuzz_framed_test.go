@@ -42,6 +42,11 @@ type framedModel struct {
 // a zero length, a frame too large, a malformed ACK). The stream stops
 // after the first frame that ends the connection, which may be a DATA
 // whose echo would leave too many unacknowledged.
+//
+// A client's GOAWAY is not among the operations yet: the server's side of
+// GOAWAY (docs/protocol.md, "Going away") decides what the model says of
+// it: the server then takes no new DATA (a protocol error) and ends with
+// CLOSE once its echoes are acknowledged, when it is draining.
 func framedProgram(prog []byte) (stream []byte, m framedModel) {
 	var recvNext, echoes, ackedTo uint64 = 1, 0, 0
 	pings := 0
