@@ -45,8 +45,8 @@ type framedModel struct {
 //
 // A client's GOAWAY is not among the operations yet: the server's side of
 // GOAWAY (docs/protocol.md, "Going away") decides what the model says of
-// it: the server then takes no new DATA (a protocol error) and ends with
-// CLOSE once its echoes are acknowledged, when it is draining.
+// it: one that answers no GOAWAY of the server's is a protocol error, and
+// after one that does, so is a new DATA.
 func framedProgram(prog []byte) (stream []byte, m framedModel) {
 	var recvNext, echoes, ackedTo uint64 = 1, 0, 0
 	pings := 0
