@@ -226,7 +226,7 @@ func FuzzFramed_Server(f *testing.F) {
 			case r.Type == frame.TypePing:
 				continue // keepalive
 			case r.Type == frame.TypeData && r.Seq <= echoed:
-				require.Equal(t, echoes[r.Seq-1], r.Payload, "a retransmission of echo %d", r.Seq)
+				require.True(t, bytes.Equal(echoes[r.Seq-1], r.Payload), "a retransmission of echo %d: %q, was %q", r.Seq, r.Payload, echoes[r.Seq-1])
 				continue
 			}
 			require.NotEmpty(t, want, "the server sent %+v past what the model expects", r)
