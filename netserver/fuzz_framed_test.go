@@ -12,6 +12,7 @@ import (
 
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
+	"github.com/netwheel/netwheel/retransmit"
 )
 
 // fuzzMaxFrame is the framed server's frame limit in FuzzFramed_Server:
@@ -40,9 +41,10 @@ type framedModel struct {
 // CLOSE, a DATA that skips a sequence number, garbage (an unknown type, a
 // zero length, a frame too large, a malformed ACK), or a GOAWAY (whose
 // last DATA is right, or not; a new DATA after a GOAWAY is a protocol
-// error). The stream stops after the first frame that ends the connection.
+// error). The stream stops after the first frame that ends the connection,
+// which may be a DATA whose echo would leave too many unacknowledged.
 func framedProgram(prog []byte) (stream []byte, m framedModel) {
-	var recvNext, echoes uint64 = 1, 0
+	var recvNext, echoes, ackedTo uint64 = 1, 0, 0
 	pings := 0
 	away := false // the client has sent GOAWAY: no new DATA may follow
 	next := func() byte {
@@ -71,6 +73,12 @@ func framedProgram(prog []byte) (stream []byte, m framedModel) {
 				break
 			}
 			recvNext++
+			if echoes-ackedTo >= retransmit.DefaultWindow {
+				// The echo would leave one DATA too many unacknowledged
+				// (payloads this small never reach the byte limit).
+				end(frame.CodeUnackedLimit)
+				break
+			}
 			echoes++
 			m.replies = append(m.replies, frame.Frame{Type: frame.TypeData, Seq: echoes, Payload: bytes.Clone(payload)})
 		case 1:
@@ -83,6 +91,7 @@ func framedProgram(prog []byte) (stream []byte, m framedModel) {
 			if v > echoes {
 				end(frame.CodeProtocol)
 			}
+			ackedTo = max(ackedTo, v)
 		case 3:
 			if pings < 50 { // well within the server's PING rate
 				pings++
@@ -195,22 +204,21 @@ func FuzzFramed_Server(f *testing.F) {
 			if len(cuts) > 0 {
 				n = min(n, 1+int(cuts[i%len(cuts)]))
 			}
-			_, err := nc.Write(rest[:n])
-			require.NoError(t, err)
+			if _, err := nc.Write(rest[:n]); err != nil {
+				break // the server closed: what it sent says why
+			}
 			rest = rest[n:]
 		}
 
-		if !m.ends {
-			// The sentinel's PONG, then an orderly close: the server
-			// closes without a word.
-			select {
-			case <-sentinel:
-			case <-time.After(5 * time.Second):
-			}
+		var got []byte
+		select {
+		case <-sentinel:
+			// An orderly close: the server closes without a word.
 			_, err := nc.Write(frame.AppendClose(nil, frame.CodeNormal, "done"))
 			require.NoError(t, err)
+			got = <-out
+		case got = <-out: // the server closed (or the deadline passed)
 		}
-		got := <-out
 		want := m.replies
 
 		var acked, echoed uint64
@@ -228,7 +236,7 @@ func FuzzFramed_Server(f *testing.F) {
 			case r.Type == frame.TypePing:
 				continue // keepalive
 			case r.Type == frame.TypeData && r.Seq <= echoed:
-				require.Equal(t, echoes[r.Seq-1], r.Payload, "a retransmission of echo %d", r.Seq)
+				require.True(t, bytes.Equal(echoes[r.Seq-1], r.Payload), "a retransmission of echo %d: %q, was %q", r.Seq, r.Payload, echoes[r.Seq-1])
 				continue
 			}
 			require.NotEmpty(t, want, "the server sent %+v past what the model expects", r)

@@ -5,7 +5,9 @@
 // half-closes are kept; nothing is lost, duplicated or reordered, so it is
 // a long link, not a lossy one (use a network namespace with netem for
 // loss). Each direction holds a bounded amount of data, so a peer that
-// does not read pushes back on the sender as a real link would.
+// does not read pushes back on the sender as a real link would. A
+// half-close is delayed like the bytes before it; an error on either side
+// (a reset) closes both at once, dropping what is held.
 //
 // It is for tests, not for measuring: the delay is a lower bound, kept
 // strictly (a byte never leaves early), and lateness depends on the Go

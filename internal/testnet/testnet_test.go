@@ -3,6 +3,7 @@ package testnet_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -229,6 +230,50 @@ func TestProxy_CloseStopsEverything(t *testing.T) {
 	}
 	_, err = net.DialTimeout("tcp", p.Addr().String(), time.Second)
 	assert.Error(t, err, "still accepting after Close")
+}
+
+// Many connections at once, as a drain test of 200 peers needs: each
+// gets its own echo, none later than the delay allows.
+func TestProxy_ManyConnections(t *testing.T) {
+	const conns, delay = 200, 10 * time.Millisecond
+	p := listen(t, testnet.Config{Target: echoServer(t).String(), Delay: delay})
+	errs := make(chan error, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", p.Addr().String())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			msg := []byte(strconv.Itoa(i))
+			start := time.Now()
+			if _, err := c.Write(msg); err != nil {
+				errs <- err
+				return
+			}
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, got); err != nil {
+				errs <- err
+				return
+			}
+			if rtt := time.Since(start); rtt < 2*delay {
+				errs <- fmt.Errorf("connection %d: round trip %v, under twice %v", i, rtt, delay)
+			}
+			if !bytes.Equal(msg, got) {
+				errs <- fmt.Errorf("connection %d: got %q", i, got)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
 
 func TestListen_Rejects(t *testing.T) {

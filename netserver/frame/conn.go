@@ -85,7 +85,9 @@ var ErrGoingAway = errors.New("frame: the peer is going away")
 
 // GoAway is the notice of a peer going away: why (CodeShutdown,
 // CodeMaxAge), the longest it waits before its final CLOSE, counted from
-// At, and its reason.
+// At, and its reason. The Conn keeps no timer: a client that will not wait
+// for a peer that breaks its word sets a read deadline (NetConn) of
+// At+Grace and a round trip or two.
 type GoAway struct {
 	Code   Code
 	Grace  time.Duration

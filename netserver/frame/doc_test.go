@@ -2,10 +2,12 @@ package frame_test
 
 import (
 	"bufio"
+	"encoding/hex"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,4 +61,16 @@ func TestProtocolDoc_TablesAreTheCodecs(t *testing.T) {
 		}
 		assert.Equal(t, frame.Code(n).String(), row[1], "code %d", n)
 	}
+}
+
+// The GOAWAY bytes in docs/protocol.md are AppendGoAway's.
+func TestProtocolDoc_GoAwayBytes(t *testing.T) {
+	b, err := os.ReadFile("../../docs/protocol.md")
+	require.NoError(t, err)
+	want := frame.AppendGoAway(nil, frame.CodeShutdown, 7, 5*time.Second, "draining")
+	var spaced []string
+	for _, c := range want {
+		spaced = append(spaced, hex.EncodeToString([]byte{c}))
+	}
+	assert.Contains(t, string(b), "\n  "+strings.Join(spaced, " ")+"\n")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -206,12 +207,13 @@ func modelConn(stream []byte) connModel {
 // reading with Next, never panics and never hangs (every read is bounded
 // by a deadline that must not pass): it returns the frames a model of the
 // protocol expects, then the model's error (io.EOF when the stream was
-// well-formed). What it wrote back is well-formed and only what the
-// frames called for: PONGs for the PINGs in order, cumulative ACKs never
-// past what arrived, at most one GOAWAY answering one of the server's with
-// its last DATA (0), nothing owed only after the final CLOSE; and with no
-// CLOSE, every PING answered, every DATA acknowledged and a GOAWAY
-// answered.
+// well-formed). Meanwhile the client sends a few DATA of its own. What
+// the Conn wrote is well-formed and only what the frames called for:
+// PONGs for the PINGs in order, cumulative ACKs never past what arrived,
+// at most one GOAWAY answering one of the server's and naming the last
+// DATA before it, no DATA after it (a send is refused from then on, and
+// only then), nothing owed only after the final CLOSE; and with no CLOSE,
+// every PING answered, every DATA acknowledged and a GOAWAY answered.
 func FuzzConn_HostileServer(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 'h', 'i', 2, 0, 0, 0, 0, 0, 0, 0, 7, 5, 0, 2, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0}, []byte{3})
 	f.Add([]byte{2, 0, 0, 0, 0, 0, 0, 0, 1, 4, 0, 0, 0, 0, 0, 0, 0, 3, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2}, []byte{255})
@@ -256,6 +258,23 @@ func FuzzConn_HostileServer(f *testing.F) {
 			replies <- b
 		}()
 
+		// The client's own DATA, sent while the Conn reads: a few, one
+		// after another, each refused once a GOAWAY has been answered.
+		type sendResult struct {
+			seq uint64
+			err error
+		}
+		sends := make(chan []sendResult, 1)
+		go func() {
+			var rs []sendResult
+			for i := range len(prog) % 6 {
+				seq, err := c.Send([]byte{'d', byte(i)})
+				rs = append(rs, sendResult{seq, err})
+				runtime.Gosched()
+			}
+			sends <- rs
+		}()
+
 		var got []frame.Frame
 		var end error
 		for {
@@ -278,13 +297,25 @@ func FuzzConn_HostileServer(f *testing.F) {
 		if ok {
 			require.Equal(t, m.goAways[len(m.goAways)-1], away.Code)
 		}
-		_, sendErr := c.Send([]byte("x"))
+		sent := <-sends
+		var dataSent uint64
+		refused := false
+		for i, r := range sent {
+			if r.err != nil {
+				require.ErrorIs(t, r.err, frame.ErrGoingAway, "send %d", i)
+				refused = true
+				continue
+			}
+			require.False(t, refused, "send %d went out after one was refused", i)
+			dataSent++
+			require.Equal(t, dataSent, r.seq)
+		}
 		require.NoError(t, nc.Close())
 		out := <-replies
 
-		// The Conn's replies, and perhaps the DATA x after them.
+		// The Conn's replies and its DATA.
 		var pongs []uint64
-		var acked uint64
+		var acked, data uint64
 		answers := 0
 		for used := 0; used < len(out); {
 			r, n, err := frame.Parse(out[used:], frame.DefaultMax)
@@ -301,19 +332,20 @@ func FuzzConn_HostileServer(f *testing.F) {
 				answers++
 				require.Equal(t, 1, answers, "one answer")
 				require.Contains(t, m.goAways, r.Code)
-				require.Zero(t, r.Seq, "its last DATA: none")
+				require.Equal(t, data, r.Seq, "the answer names its last DATA")
 			case frame.TypeData:
-				require.Equal(t, frame.Frame{Type: frame.TypeData, Seq: 1, Payload: []byte("x")}, parsed(r))
-				require.Equal(t, len(out), used, "the DATA comes last")
-				require.NoError(t, sendErr)
+				require.Zero(t, answers, "a DATA after the Conn's GOAWAY")
+				require.Equal(t, frame.Frame{Type: frame.TypeData, Seq: data + 1, Payload: []byte{'d', byte(data)}}, parsed(r))
+				data++
 			default:
 				t.Fatalf("the Conn wrote %v on its own: %+v", r.Type, r)
 			}
 		}
 		require.LessOrEqual(t, len(pongs), len(m.pings))
 		require.True(t, slices.Equal(m.pings[:len(pongs)], pongs), "PONGs for the PINGs, in order: %v for %v", pongs, m.pings)
-		if answers > 0 {
-			require.ErrorIs(t, sendErr, frame.ErrGoingAway)
+		require.Equal(t, dataSent, data, "the DATA sent is the DATA the server read")
+		if refused {
+			require.Equal(t, 1, answers, "a send refused, and no GOAWAY answered")
 		}
 		if !m.closed {
 			require.True(t, slices.Equal(m.pings, pongs), "every PING answered: %v for %v", pongs, m.pings)
