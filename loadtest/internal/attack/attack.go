@@ -740,7 +740,7 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 		for time.Now().Before(end) {
 			sentAt.Store(time.Now().UnixNano())
 			if _, err := cl.send(r.payload, 1); err != nil {
-				res.Err = "write"
+				res.Err = writeErr(err)
 				break
 			}
 			sent++
@@ -771,7 +771,7 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 			r.ctr.Sent.Add(int64(n))
 			sent += uint64(n)
 			if err != nil {
-				res.Err = "write"
+				res.Err = writeErr(err)
 				break
 			}
 		}
@@ -1161,4 +1161,15 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 		})
 	}
 	wg.Wait()
+}
+
+// writeErr names a failed send for ConnResult.Err: "going_away" when a
+// framed server announced GOAWAY (it drains or the connection reached its
+// max age: the client stops sending and waits for its echoes and the final
+// CLOSE, as docs/protocol.md asks), "write" otherwise.
+func writeErr(err error) string {
+	if errors.Is(err, frame.ErrGoingAway) {
+		return "going_away"
+	}
+	return "write"
 }
