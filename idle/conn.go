@@ -114,7 +114,7 @@ func wrap(c net.Conn, w *wheel.Wheel, cfg *Config) *Conn {
 		panic("idle: WrapConn with nil wheel")
 	}
 	wc := &Conn{Conn: c, stall: cfg.WriteStallTimeout > 0}
-	wc.t.start(w, cfg, Hooks{Close: wc.expire}, int64(w.Now()))
+	wc.t.start(w, cfg, Hooks{Close: wc.expire}, int64(w.Elapsed()))
 	return wc
 }
 
