@@ -16,7 +16,7 @@ import (
 // at time t fires at the first tick boundary at or after t+d (and at least
 // one tick after t), never later, unless its arming lands after an Advance
 // from another goroutine has passed that tick: then the next Advance fires
-// it first.
+// it at its first tick.
 type ManualClock struct {
 	mu       sync.Mutex   // serializes Advance, and Wheel.Stop with it
 	now      atomic.Int64 // nanoseconds since the clock was created
@@ -33,10 +33,10 @@ func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
 
 // Advance moves the clock forward by d (not at all for d <= 0) and fires,
 // in deadline order, every timer that falls due on the way; while a
-// callback runs, Now reports the tick it fired at. First, at the current
-// time, it fires any timer already due: an arming that read the clock
-// before an earlier Advance passed its deadline, and landed after it.
-// Timers armed by callbacks fire within the same Advance if they fall due
+// callback runs, Now reports the tick it fired at. A timer already due
+// when Advance takes it in (an arming that read the clock before an
+// earlier Advance passed its deadline, and landed after it) fires at the
+// next tick, as does one re-armed for the past from a callback. Timers armed by callbacks fire within the same Advance if they fall due
 // within it. Advance may not be called from a callback; concurrent calls
 // are serialized. After the wheel has stopped it only moves the clock.
 func (c *ManualClock) Advance(d time.Duration) {
@@ -55,11 +55,10 @@ func (c *ManualClock) Advance(d time.Duration) {
 		c.now.Store(target)
 		return
 	}
-	targetTick := w.tickOf(target)
-	for w.clock.Load()&clockStopped == 0 {
-		w.drain(now)
-		w.expireSlot(slotDue, now) // what Len took in already due
-		tick, idx, _, ok := w.lv.next()
+	targetTick := min(w.tickOf(target), maxWhen-1)
+	for !w.stopped.Load() {
+		w.drain()
+		tick, idx, ok := w.lv.next()
 		if !ok || tick > targetTick {
 			break
 		}
@@ -68,7 +67,7 @@ func (c *ManualClock) Advance(d time.Duration) {
 			c.now.Store(now)
 		}
 		w.lv.cur = tick
-		w.expireSlot(idx, now)
+		w.expireSlot(idx)
 	}
 	c.now.Store(target)
 	w.lv.cur = max(w.lv.cur, targetTick)

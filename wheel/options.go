@@ -82,8 +82,7 @@ func WithBatchEnd(f func()) Option {
 // Without this option the wheel still sleeps in futex, on Linux with
 // GOMAXPROCS above 1 when New runs, for the last 2 ms before a timer falls
 // due: a runtime-timer sleep ends 0-1 ms late even with a P to spare, and
-// that lateness would go straight to the timer. The sleeps that only keep
-// the coarse clock fresh stay on the runtime's timer.
+// that lateness would go straight to the timer.
 func WithSyscallSleep() Option {
 	return func(c *config) { c.syscallSleep = true }
 }

@@ -25,7 +25,7 @@ func TestRelease_StopOfArmingInFlight(t *testing.T) {
 	tm := new(Timer)
 	tm.Init(w, func() {})
 	// The arming's compare-and-swap, as Reset of a stopped timer does it.
-	want := w.exactWhen(now, time.Hour, w.tickOf(now))<<whenShift | stateExact | statePending
+	want := w.when(now, time.Hour)<<whenShift | statePending
 	require.True(t, tm.state.CompareAndSwap(tm.state.Load(), want|stateQueued))
 	// The driver is awake (in a step) when the Stop comes.
 	w.sleepUntil.Store(0)
@@ -50,13 +50,13 @@ func TestRelease_EarlierArmingWhileArmingInFlight(t *testing.T) {
 	defer w.Stop()
 	held := w.AfterFunc(time.Hour, func() {})
 	defer held.Stop()
-	now += int64(2 * time.Second) // the clock goes stale: armings are exact
+	now += int64(2 * time.Second)
 	w.Step()
 	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
 
 	tm := new(Timer)
 	tm.Init(w, func() {})
-	far := w.exactWhen(now, 2*time.Hour, w.tickOf(now))<<whenShift | stateExact | statePending
+	far := w.when(now, 2*time.Hour)<<whenShift | statePending
 	require.True(t, tm.state.CompareAndSwap(tm.state.Load(), far|stateQueued)) // the first arming's CAS
 	w.sleepUntil.Store(0)                                                      // the driver is awake
 	w.sleepLong.Store(false)
