@@ -41,28 +41,62 @@ func (w *Wheel) run() {
 // returns when the driver should wake next (math.MaxInt64: only when told
 // to) and whether that sleep is to be precise.
 func (w *Wheel) step(now int64) (int64, bool) {
-	w.sleepUntil.Store(0) // awake: pushes and stops need not wake us
+	w.sleepUntil.Store(0) // awake: pushes need not wake us
 	w.sleepLong.Store(false)
-	// A push woke us even if the inbox is empty now (a stop of a timer a
-	// callback re-armed and took in): pushes are coming, and the next
-	// sleep is short so that they need not wake us.
-	took := w.pushWoke.Swap(false)
-	took = w.drain() > 0 || took
+	// A push that woke us from a long sleep is taken in at once, to count
+	// an arming and release a stop within releaseDelay.
+	if w.pushWoke.Swap(false) || min(w.pushedAt(), w.releaseAt()) <= now {
+		w.take(now)
+	}
 	w.expire(now)
-	// Tell pushers and stoppers when we wake, then look at the inbox again
-	// (callbacks' armings among them): a push from then on sees sleepUntil
-	// and wakes us if it needs us earlier, and sees sleepLong. What
-	// came before is taken in now: an arming already due fires at the
-	// next tick.
-	until, precise := sleepPlan(now, w.nextFire(), took, w.canPrecise)
-	w.publishSleep(now, until)
-	took = w.drain() > 0 || took
-	if u, p := sleepPlan(now, w.nextFire(), took, w.canPrecise); u < until {
+	// Tell pushers when we wake, then plan again with what they pushed
+	// before (callbacks' armings among them), until the plan holds: a push
+	// from then on sees sleepUntil and wakes us if it needs us earlier,
+	// and sees sleepLong. An arming already due goes to the next tick.
+	var until int64
+	var precise bool
+	for {
+		if w.pushedAt() <= now {
+			w.take(now)
+		}
+		u, p := w.plan(now)
+		if u == until {
+			break
+		}
 		until, precise = u, p
 		w.publishSleep(now, until)
 	}
 	w.endBatch()
 	return until, precise
+}
+
+// take takes the inbox in (see drain). Until the driver must (pushedAt,
+// releaseAt), a timer armed and stopped again, or armed many times, waits
+// on the inbox and costs the driver nothing.
+func (w *Wheel) take(now int64) {
+	w.inMin.Store(maxWhen) // before the drain: a push meanwhile is seen twice at worst
+	w.lastTake = now
+	w.tookAny = w.drain() > 0
+}
+
+// pushedAt returns when the earliest deadline pushed since the last take
+// falls due (math.MaxInt64: none).
+func (w *Wheel) pushedAt() int64 { return w.whenTime(w.inMin.Load()) }
+
+// releaseAt returns when the driver must take the inbox in to count
+// armings and release stops (math.MaxInt64: only when woken):
+// releaseDelay after the last take, if that took anything in (so that
+// under churn pushes need not wake it) or anything waits.
+func (w *Wheel) releaseAt() int64 {
+	if w.tookAny || !w.in.empty() {
+		return satAdd(w.lastTake, releaseDelay)
+	}
+	return math.MaxInt64
+}
+
+// plan returns when the driver wakes next, and whether precisely.
+func (w *Wheel) plan(now int64) (int64, bool) {
+	return sleepPlan(now, min(w.nextFire(), w.pushedAt()), w.releaseAt(), w.canPrecise)
 }
 
 // publishSleep tells pushers, at now, that the driver will sleep until
@@ -73,38 +107,42 @@ func (w *Wheel) publishSleep(now, until int64) {
 	w.sleepLong.Store(until > satAdd(now, releaseDelay))
 }
 
-// sleepPlan decides when the driver wakes next, from what a step found at
-// now: fireAt, when the next occupied slot's tick starts (math.MaxInt64:
-// none); took, whether this wake-up took in anything from the inbox (then
-// it wakes within releaseDelay, so that pushes that follow are taken in
-// without waking it); and canPrecise, whether it may sleep in futex. It
-// returns the time to wake up and whether to sleep precisely.
+// sleepPlan decides when the driver wakes next, at now: at fireAt, when
+// the next occupied slot's tick starts or a pushed timer falls due, or at
+// releaseAt, whichever comes first (math.MaxInt64: never); canPrecise says
+// whether it may sleep in futex. It returns the time to wake up and
+// whether to sleep precisely.
 //
 // A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is for
 // a timer, the last preciseLead before it is slept in futex, which ends on
 // time; a longer sleep first ends preciseLead early (on the runtime's
 // timer, so no more than a millisecond later) to take the rest precisely.
-func sleepPlan(now, fireAt int64, took, canPrecise bool) (until int64, precise bool) {
-	until = fireAt
-	if took {
-		until = min(until, satAdd(now, releaseDelay))
-	}
-	if !canPrecise || fireAt > until || fireAt == math.MaxInt64 {
+func sleepPlan(now, fireAt, releaseAt int64, canPrecise bool) (until int64, precise bool) {
+	until = min(fireAt, releaseAt)
+	switch {
+	case !canPrecise || fireAt == math.MaxInt64:
 		return until, false
-	}
-	if fireAt-now <= preciseLead {
+	case fireAt-now <= preciseLead:
 		return until, true
 	}
-	return fireAt - preciseLead, false
+	return min(fireAt-preciseLead, releaseAt), false
 }
 
 // nextFire returns when the next occupied slot's tick starts
 // (math.MaxInt64: there is none within the wheel's clock).
 func (w *Wheel) nextFire() int64 {
-	if tick, _, ok := w.lv.next(); ok && tick < maxWhen {
-		return w.tickTime(tick)
+	if tick, _, ok := w.lv.next(); ok {
+		return w.whenTime(tick)
 	}
 	return math.MaxInt64
+}
+
+// whenTime returns the time of tick t, math.MaxInt64 from the clock's end.
+func (w *Wheel) whenTime(t uint64) int64 {
+	if t >= maxWhen {
+		return math.MaxInt64
+	}
+	return w.tickTime(t)
 }
 
 // drain empties the inbox, filing, moving or dropping each timer on it
@@ -132,7 +170,7 @@ func (w *Wheel) drain() (n int) {
 func (w *Wheel) expire(now int64) {
 	for {
 		tick, idx, ok := w.lv.next()
-		if !ok || tick >= maxWhen || w.tickTime(tick) > now {
+		if !ok || w.whenTime(tick) > now {
 			break
 		}
 		w.lv.cur = tick

@@ -24,23 +24,25 @@ func TestSleepPlan(t *testing.T) {
 		release = int64(wheel.ReleaseDelay)
 	)
 	for _, tc := range []struct {
-		name             string
-		fireAt           int64
-		took, canPrecise bool
-		until            int64
-		precise          bool
+		name              string
+		fireAt, releaseAt int64
+		canPrecise        bool
+		until             int64
+		precise           bool
 	}{
-		{name: "nothing held: sleep until woken", fireAt: none, until: none},
-		{name: "nothing held, futex: sleep until woken", fireAt: none, canPrecise: true, until: none},
-		{name: "timers held, no stops: sleep until the first", fireAt: now + 10*release, until: now + 10*release},
-		{name: "took in pushes: back within the release delay", fireAt: none, took: true, until: now + release},
-		{name: "a timer within the lead: precise", fireAt: now + lead, took: true, canPrecise: true, until: now + lead, precise: true},
-		{name: "a timer further off: wake the lead before it", fireAt: now + 3*lead, took: true, canPrecise: true, until: now + 2*lead},
-		{name: "release comes first: not precise", fireAt: now + 2*release, took: true, canPrecise: true, until: now + release},
-		{name: "no futex: never precise", fireAt: now + lead/2, took: true, until: now + lead/2},
+		{name: "nothing held: sleep until woken", fireAt: none, releaseAt: none, until: none},
+		{name: "nothing held, futex: sleep until woken", fireAt: none, releaseAt: none, canPrecise: true, until: none},
+		{name: "timers held, nothing to take: sleep until the first", fireAt: now + 10*release, releaseAt: none, until: now + 10*release},
+		{name: "a release comes first", fireAt: now + 10*release, releaseAt: now + release, until: now + release},
+		{name: "a timer within the lead: precise", fireAt: now + lead, releaseAt: now + release, canPrecise: true, until: now + lead, precise: true},
+		{name: "a release within the lead of a timer: precise", fireAt: now + lead, releaseAt: now + lead/2, canPrecise: true, until: now + lead/2, precise: true},
+		{name: "a release alone: not precise", fireAt: none, releaseAt: now + lead/2, canPrecise: true, until: now + lead/2},
+		{name: "a timer further off: wake the lead before it", fireAt: now + 3*lead, releaseAt: none, canPrecise: true, until: now + 2*lead},
+		{name: "a release before the lead-in", fireAt: now + 2*release, releaseAt: now + release, canPrecise: true, until: now + release},
+		{name: "no futex: never precise", fireAt: now + lead/2, releaseAt: none, until: now + lead/2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			until, precise := wheel.SleepPlan(now, tc.fireAt, tc.took, tc.canPrecise)
+			until, precise := wheel.SleepPlan(now, tc.fireAt, tc.releaseAt, tc.canPrecise)
 			assert.Equal(t, time.Duration(tc.until), time.Duration(until), "until")
 			assert.Equal(t, tc.precise, precise, "precise")
 			assert.Greater(t, until, now, "the driver always sleeps")

@@ -53,7 +53,6 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 		wakeAt := w.Step()
 		steps++
 		if closedAt >= 0 {
-			require.Equal(t, never, wakeAt, "closed: nothing pending")
 			break
 		}
 		require.Less(t, wakeAt, never, "step %d: the policy timer is pending", steps)

@@ -237,12 +237,13 @@ func TestSimulated_StoppedReleased(t *testing.T) {
 	}
 	assert.LessOrEqual(t, steps, 32, "the stops woke the driver more than once a second")
 
-	// The churn ends: one more wake-up takes in the last stops, and then the
-	// driver sleeps until its first timer, and no longer once a second.
+	// The churn ends: one more wake-up takes in the last stops, and then,
+	// when the next finds nothing, the driver sleeps until its first
+	// timer, and no longer once a second.
 	now += int64(wheel.ReleaseDelay)
 	wakeAt = w.Step()
 	require.Equal(t, 0, live(), "every closed connection released")
-	now += ms
+	now = wakeAt
 	wakeAt = w.Step()
 	assert.Greater(t, wakeAt, now+int64(time.Minute), "no stops: sleep until the first timer")
 	assert.False(t, w.WakeRequested())
@@ -367,12 +368,15 @@ func TestSimulated_CallbackStopNoWake(t *testing.T) {
 	b := w.AfterFunc(time.Hour, func() {})
 	now += int64(2 * time.Second)
 	w.Step()
+	now += int64(wheel.ReleaseDelay)
 	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
 	w.AfterFunc(5*time.Millisecond, func() { b.Stop() })
 	now += 10 * ms
-	wakeAt := w.Step() // fires the callback, whose stop it takes in
+	wakeAt := w.Step() // fires the callback, whose stop waits on the inbox
 	assert.False(t, w.WakeRequested(), "a stop from a callback woke the driver")
-	assert.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "took in a stop: back within ReleaseDelay")
+	assert.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "back within ReleaseDelay for the stop")
+	now = wakeAt
+	w.Step()
 	assert.Zero(t, w.Len())
 }
 
@@ -483,6 +487,46 @@ func TestSimulated_LaterDeadlineStoredLazily(t *testing.T) {
 		wake = w.Step()
 	}
 	assert.Equal(t, 136*ms, firedAt, "armed last at 35.007 ms for 100 ms: at tick 136")
+}
+
+// TestSimulated_InboxTakenLazily: the driver leaves on the inbox what it
+// need not file yet, so that timers armed and stopped again before it looks
+// cost it nothing, and comes back within ReleaseDelay for it; an arming due
+// before then it takes in when it falls due.
+func TestSimulated_InboxTakenLazily(t *testing.T) {
+	now := 2 * int64(time.Second)
+	w := newSim(t, &now)
+	w.SetCanPrecise(false)
+	require.Equal(t, int64(math.MaxInt64), w.Step(), "nothing to do")
+
+	far := w.AfterFunc(time.Hour, func() { t.Error("far timer fired") })
+	assert.True(t, w.WakeRequested(), "the driver planned to sleep for good")
+	now += ms
+	tookAt := now
+	require.Equal(t, tookAt+int64(wheel.ReleaseDelay), w.Step(), "took it in: back within ReleaseDelay")
+	assert.Equal(t, 1, w.Len())
+	for range 100 { // armings and stops of a timer on the inbox push nothing
+		far.Stop()
+		far.Reset(time.Hour)
+	}
+	assert.False(t, w.WakeRequested())
+	now += ms
+	require.Equal(t, tookAt+int64(wheel.ReleaseDelay), w.Step(), "left on the inbox")
+
+	firedAt := int64(0)
+	due := now + 300*ms
+	w.AfterFunc(300*time.Millisecond, func() { firedAt = now })
+	assert.True(t, w.WakeRequested(), "an arming before the planned wake-up")
+	wakeAt := w.Step()
+	assert.Equal(t, due, wakeAt, "planned for the arming's deadline, without taking it in")
+	assert.Equal(t, 1, w.Len(), "not taken in before it falls due")
+	now = wakeAt
+	wakeAt = w.Step()
+	assert.Equal(t, due, firedAt, "fired at its deadline")
+	assert.Equal(t, 1, w.Len(), "the far timer, armed again, still counted")
+	assert.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "took things in: back within ReleaseDelay")
+	now = wakeAt
+	require.Greater(t, w.Step(), now+int64(time.Minute), "nothing left to take: the long sleep")
 }
 
 // TestSimulated_LenAfterStopCountsInbox: after Wheel.Stop, Len counts the

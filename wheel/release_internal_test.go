@@ -21,6 +21,8 @@ func TestRelease_StopOfArmingInFlight(t *testing.T) {
 	held := w.AfterFunc(10*time.Second, func() {})
 	defer held.Stop()
 	w.Step()
+	now += releaseDelay // the take after the one that took held in finds nothing
+	w.Step()
 
 	tm := new(Timer)
 	tm.Init(w, func() {})
@@ -52,6 +54,7 @@ func TestRelease_EarlierArmingWhileArmingInFlight(t *testing.T) {
 	defer held.Stop()
 	now += int64(2 * time.Second)
 	w.Step()
+	now += releaseDelay
 	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
 
 	tm := new(Timer)
@@ -91,7 +94,7 @@ func TestRelease_ArmingWhileStopInFlight(t *testing.T) {
 	start := w.Elapsed()
 	tm.ResetFrom(start, 10*time.Millisecond)
 	until := w.Step()
-	require.Greater(t, until, int64(start)+int64(100*time.Millisecond), "the driver plans to sleep past the deadline")
 	w.push(tm) // the Stop's push lands
-	assert.True(t, w.WakeRequested(), "a timer due in 10 ms waits for the driver's sleep of %v", time.Duration(until-now))
+	assert.True(t, w.WakeRequested() || until <= int64(start)+int64(10*time.Millisecond),
+		"a timer due in 10 ms waits for the driver's sleep of %v", time.Duration(until-now))
 }

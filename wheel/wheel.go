@@ -38,7 +38,7 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 //
-// Ownership: stopped, sleepUntil, sleepLong, pushWoke, wakeups and count
+// Ownership: stopped, sleepUntil, inMin, sleepLong, pushWoke, wakeups and count
 // are shared and accessed only atomically; the inbox's heads too. The
 // configuration fields are written by build and only read afterwards.
 // Everything under "owned by the driver" is touched only by the wheel's
@@ -55,9 +55,10 @@ type Wheel struct {
 	start     time.Time
 	_         [8]byte
 
-	sleepUntil atomic.Int64 // nanos since start the driver sleeps until; 0 while awake
-	sleepLong  atomic.Bool  // the driver sleeps beyond releaseDelay: a push must wake it
-	pushWoke   atomic.Bool  // a push woke the driver (see queued)
+	sleepUntil atomic.Int64  // nanos since start the driver sleeps until; 0 while awake
+	inMin      atomic.Uint64 // the earliest deadline pushed since the driver last took the inbox in
+	sleepLong  atomic.Bool   // the driver sleeps beyond releaseDelay: a push must wake it
+	pushWoke   atomic.Bool   // a push woke the driver (see queued)
 	wakeups    atomic.Uint64
 	count      atomic.Int64 // pending timers the driver has taken in; see Len
 
@@ -73,6 +74,8 @@ type Wheel struct {
 	lv       levels
 	npending int64 // the driver's count of pending timers, published in count
 	fired    int   // callbacks run since the last batchEnd
+	lastTake int64 // when the driver last took the inbox in
+	tookAny  bool  // and whether it took anything
 }
 
 // New creates a wheel and, unless WithClock is given, starts its goroutine on
@@ -106,6 +109,7 @@ func build(opts []Option) *Wheel {
 	}
 	procs := runtime.GOMAXPROCS(0)
 	w.in.init(procs)
+	w.inMin.Store(maxWhen)
 	if cfg.clock != nil {
 		if !cfg.clock.attached.CompareAndSwap(false, true) {
 			panic("wheel: ManualClock already drives a wheel")
@@ -268,11 +272,17 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-// wakeBefore wakes the driver if it plans to sleep past the start of tick
-// when, the deadline of a pending timer on the inbox. Pairs with the
-// driver storing sleepUntil before it looks at the inbox for the last
+// wakeBefore tells the driver that a pending timer on the inbox falls due
+// at tick when: it lowers inMin, so that the driver takes the inbox in
+// then, and wakes the driver if it plans to sleep past then. Pairs with
+// the driver storing sleepUntil before it plans by inMin for the last
 // time: one of the two sees the other.
 func (w *Wheel) wakeBefore(when uint64) {
+	for m := w.inMin.Load(); when < m; m = w.inMin.Load() {
+		if w.inMin.CompareAndSwap(m, when) {
+			break
+		}
+	}
 	if v := w.sleepUntil.Load(); v != 0 && w.tickTime(when) < v {
 		w.wake()
 	}
@@ -281,7 +291,7 @@ func (w *Wheel) wakeBefore(when uint64) {
 // queued tells the driver that a timer waits on the inbox: it wakes the
 // driver if its sleep may last longer than releaseDelay, so that a stopped
 // timer is let go, and an arming counted, within releaseDelay. Pairs with
-// the driver storing sleepLong before it looks at the inbox for the last
+// the driver storing sleepLong before it plans by the inbox for the last
 // time.
 func (w *Wheel) queued() {
 	if w.sleepLong.Load() {
