@@ -114,7 +114,7 @@ func wrap(c net.Conn, w *wheel.Wheel, cfg *Config) *Conn {
 		panic("idle: WrapConn with nil wheel")
 	}
 	wc := &Conn{Conn: c, stall: cfg.WriteStallTimeout > 0}
-	wc.t.start(w, cfg, Hooks{Close: wc.expire}, int64(w.Elapsed()))
+	wc.t.start(w, cfg, Hooks{Close: wc.expire}, int64(w.Now()))
 	return wc
 }
 

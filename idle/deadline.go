@@ -42,7 +42,7 @@ type deadline struct {
 // reader).
 func (t *Tracker) FrameStart() {
 	if t.frame != nil && t.frame.at.Load() == 0 {
-		t.FrameStartAt(t.w.Elapsed())
+		t.FrameStartAt(t.w.Now())
 	}
 }
 
@@ -69,7 +69,7 @@ func (t *Tracker) FrameEnd() {
 // Drained from one goroutine at a time (the connection's writer).
 func (t *Tracker) Written() {
 	if t.write != nil && t.write.at.Load() == 0 {
-		t.WrittenAt(t.w.Elapsed())
+		t.WrittenAt(t.w.Now())
 	}
 }
 

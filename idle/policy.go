@@ -95,7 +95,7 @@ func (t *Tracker) onPolicy() {
 	if t.state.Load() != stateOpen {
 		return
 	}
-	t.runPolicy(int64(t.w.Elapsed()))
+	t.runPolicy(int64(t.w.Now()))
 }
 
 // runPolicy closes the connection, sends a probe or drains it for every

@@ -72,8 +72,8 @@ type Hooks struct {
 // published). Everything else is written by New and only read afterwards.
 // The fields a per-packet call touches come first, to share a cache line.
 //
-// Memory: a Tracker is 152 bytes (the runtime's 160-byte size class) and a
-// closure for its policy timer, 176 bytes with idle and handshake timeouts
+// Memory: a Tracker is 144 bytes (a runtime size class of its own) and a
+// closure for its policy timer, 160 bytes with idle and handshake timeouts
 // alone; a frame or a write-stall timeout adds a timedDeadline and its
 // closure each (96 bytes), and any of read silence, keepalive and max age
 // one policies (80 bytes). TestTracker_BytesPerNew holds these figures.
@@ -111,7 +111,7 @@ func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 	if w == nil {
 		panic("idle: New with nil wheel")
 	}
-	return NewAt(w, w.Elapsed(), cfg, hooks)
+	return NewAt(w, w.Now(), cfg, hooks)
 }
 
 // NewAt is New for a connection that opened at now, a reading of the
@@ -171,7 +171,7 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 // Call it for whatever counts as use of the connection (a request, a
 // response, a stream message), not for keepalive answers. O(1), no
 // allocation, no lock; may be called from any goroutine.
-func (t *Tracker) Activity() { t.ActivityAt(t.w.Elapsed()) }
+func (t *Tracker) Activity() { t.ActivityAt(t.w.Now()) }
 
 // ActivityAt is Activity at now, a reading of the wheel's Now.
 func (t *Tracker) ActivityAt(now time.Duration) { stamp(&t.lastAct, int64(now)) }
@@ -180,14 +180,14 @@ func (t *Tracker) ActivityAt(now time.Duration) { stamp(&t.lastAct, int64(now)) 
 // read-silence timeout, answers outstanding keepalive probes and postpones
 // the next one. It does not count as activity (see Received). O(1), no
 // allocation, no lock; may be called from any goroutine.
-func (t *Tracker) BytesIn() { t.BytesInAt(t.w.Elapsed()) }
+func (t *Tracker) BytesIn() { t.BytesInAt(t.w.Now()) }
 
 // BytesInAt is BytesIn at now, a reading of the wheel's Now.
 func (t *Tracker) BytesInAt(now time.Duration) { stamp(&t.lastIn, int64(now)) }
 
 // Received is BytesIn and Activity together, with one clock read: inbound
 // bytes that count as application activity. Same cost and rules.
-func (t *Tracker) Received() { t.ReceivedAt(t.w.Elapsed()) }
+func (t *Tracker) Received() { t.ReceivedAt(t.w.Now()) }
 
 // ReceivedAt is Received at now, a reading of the wheel's Now.
 func (t *Tracker) ReceivedAt(now time.Duration) {

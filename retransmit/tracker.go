@@ -322,7 +322,7 @@ func (t *Tracker) expire() {
 		t.mu.Unlock()
 		return
 	}
-	now := int64(t.w.Elapsed())
+	now := int64(t.w.Now())
 	seq := t.head
 	e := &t.ring[seq&uint64(len(t.ring)-1)]
 	var limit error

@@ -363,7 +363,7 @@ func TestTracker_AckedAttemptAfterExpiry(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer tr.Close()
-	require.NoError(t, tr.Sent(0, w.Elapsed()))
+	require.NoError(t, tr.Sent(0, w.Now()))
 	var attempt int
 	select {
 	case attempt = <-retransmitted:
@@ -373,7 +373,7 @@ func TestTracker_AckedAttemptAfterExpiry(t *testing.T) {
 	require.Equal(t, 1, attempt)
 	require.Equal(t, 1, tr.Stats().Backoffs)
 
-	require.True(t, tr.AckedAttempt(0, attempt, w.Elapsed()))
+	require.True(t, tr.AckedAttempt(0, attempt, w.Now()))
 	st := tr.Stats()
 	require.Equal(t, uint64(1), st.Samples,
 		"the ack of the latest transmission yielded no sample: its now was behind the recorded send time")
