@@ -257,9 +257,9 @@ func burstLateness(tb testing.TB, impl string, n int, span time.Duration) []time
 	seq := benchSeq(int(span/time.Microsecond), n, 11)
 	for k := range n {
 		d := time.Duration(seq[k]) * time.Microsecond
-		due := w.Elapsed() + d
+		due := w.Now() + d
 		f := func() {
-			late[k] = w.Elapsed() - due
+			late[k] = w.Now() - due
 			if left.Add(-1) == 0 {
 				close(done)
 			}

@@ -207,7 +207,7 @@ func BenchmarkTimer_ResetFrom(b *testing.B) {
 							}
 							return
 						}
-						now := w.Elapsed()
+						now := w.Now()
 						for b.Loop() {
 							ts[seq[i&(benchSeqLen-1)]].ResetFrom(now, benchLong)
 							now += 101

@@ -181,7 +181,7 @@ func testConcurrentResetStop(t *testing.T, w *wheel.Wheel) {
 	for i := range all {
 		s := &shared{}
 		s.t.Init(w, func() {
-			now := int64(w.Elapsed())
+			now := int64(w.Now())
 			s.mu.Lock()
 			s.fires = append(s.fires, now)
 			s.mu.Unlock()
@@ -204,17 +204,17 @@ func testConcurrentResetStop(t *testing.T, w *wheel.Wheel) {
 					}
 					s.mu.Unlock()
 				} else {
-					start := int64(w.Elapsed())
+					start := int64(w.Now())
 					var armed bool
 					switch rng.IntN(3) {
 					case 0:
 						armed = !s.t.Reset(d) // reads the clock
 					case 1:
-						armed = !s.t.ResetFrom(w.Elapsed(), d) // from an instant
+						armed = !s.t.ResetFrom(w.Now(), d) // from an instant
 					default:
 						armed = !s.t.ResetFrom(w.Now(), d) // from a stamp
 					}
-					end := int64(w.Elapsed())
+					end := int64(w.Now())
 					s.mu.Lock()
 					s.calls = append(s.calls, call{start, end})
 					if armed {

@@ -54,4 +54,4 @@ func (w *Wheel) WakeRequested() bool { return w.park.state.Load() == 1 }
 
 // Exit does what the driver does as it exits after Stop: it counts what is
 // left on the inbox. A simulated wheel has no driver to do it.
-func (w *Wheel) Exit() { w.countStops() }
+func (w *Wheel) Exit() { w.drain() }

@@ -122,7 +122,7 @@ func (s *fzSim) timerOp(where string) {
 		s.arm(i, s.now+max(int64(d), 0))
 	case p < 50:
 		d := s.randDur()
-		e := s.w.Elapsed()
+		e := s.w.Now()
 		s.stamps = append(s.stamps, fzStamp{val: e, callAt: s.now})
 		s.logf("%s: T%d.ResetFrom(Elapsed=%v, %v)", where, i, e, d)
 		s.tm[i].ResetFrom(e, d)

@@ -8,12 +8,11 @@ import "math/bits"
 //
 // 7 levels of 64 slots cover the 41-bit deadline. A deadline goes to the
 // level of the highest 6-bit digit in which it differs from cur, the last
-// tick processed, in the slot named by that digit; so a level-l slot always
-// lies inside the current slot of every level above, and the next occupied
-// slot is found with one masked TrailingZeros64 per level. When a slot
-// comes round its timers are taken out and filed again lower down (or
-// fired). A slot is a circular doubly linked list through a sentinel that
-// knows its index, so a timer can be unlinked without knowing its slot.
+// tick processed, in the slot named by that digit; the next occupied slot
+// is found with one masked TrailingZeros64 per level. When a slot comes
+// round its timers are filed again lower down (or fired). A slot is a
+// circular list through a sentinel that knows its index, so a timer can be
+// unlinked without knowing its slot.
 const (
 	slotBits      = 6
 	slotsPerLevel = 1 << slotBits
@@ -21,10 +20,7 @@ const (
 	numSlots      = numLevels * slotsPerLevel
 )
 
-// levels holds the wheel's timers by deadline.
-//
-// Ownership: everything here belongs to the driver (or to
-// ManualClock.Advance, under the clock's mutex).
+// levels holds the wheel's timers by deadline. It belongs to the driver.
 type levels struct {
 	cur      uint64          // every tick <= cur has been processed
 	heads    [numSlots]Timer // list sentinels: w is nil, state holds the index
@@ -67,14 +63,11 @@ func (l *levels) unlink(t *Timer) {
 	}
 }
 
-func (l *levels) emptied(idx int) {
-	l.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel)
-}
+func (l *levels) emptied(idx int) { l.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel) }
 
 // next returns the tick of the first occupied slot after cur and its
-// index. The lowest occupied level always
-// comes first: a level-l slot lies inside the current slot of every level
-// above l.
+// index. The lowest occupied level comes first: a level-l slot lies inside
+// the current slot of every level above.
 func (l *levels) next() (tick uint64, idx int, ok bool) {
 	for lv := 0; lv < numLevels; lv++ {
 		shift := uint(lv * slotBits)

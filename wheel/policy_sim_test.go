@@ -177,7 +177,7 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		if rng.IntN(2) == 0 {
 			coarse()
 		} else {
-			exact(w.Elapsed())
+			exact(w.Now())
 		}
 	}
 	gap := func(p *simPeer) int64 {
@@ -282,7 +282,7 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		if rng.IntN(2) == 0 {
 			p.tr, err = idle.New(w, *cfg, hooks)
 		} else {
-			p.tr, err = idle.NewAt(w, w.Elapsed(), *cfg, hooks)
+			p.tr, err = idle.NewAt(w, w.Now(), *cfg, hooks)
 		}
 		require.NoError(t, err, "%+v", *cfg)
 		p.next = now + gap(p)

@@ -342,13 +342,13 @@ func TestSimulated_StopRearmChurn(t *testing.T) {
 	w := newSim(t, &now)
 	var tm wheel.Timer
 	tm.Init(w, func() {})
-	tm.ResetFrom(w.Elapsed()+1, time.Hour)
+	tm.ResetFrom(w.Now()+1, time.Hour)
 	wakeAt := w.Step()
 	steps := 0
 	for range 10_000 { // 10 s, one Stop and re-arm a millisecond
 		now += ms + 7
 		tm.Stop()
-		tm.ResetFrom(w.Elapsed(), time.Hour) // before the woken driver takes the stop in
+		tm.ResetFrom(w.Now(), time.Hour) // before the woken driver takes the stop in
 		if now >= wakeAt || w.WakeRequested() {
 			wakeAt = w.Step()
 			steps++
@@ -397,9 +397,9 @@ func TestSimulated_QueuedRearmEarlierWakes(t *testing.T) {
 	fired := false
 	var tm wheel.Timer
 	tm.Init(w, func() { fired = true })
-	tm.ResetFrom(w.Elapsed(), 2*time.Hour)
+	tm.ResetFrom(w.Now(), 2*time.Hour)
 	require.False(t, w.WakeRequested(), "nothing to wake for yet")
-	start := w.Elapsed()
+	start := w.Now()
 	tm.ResetFrom(start, 10*time.Millisecond)
 	require.True(t, w.WakeRequested(), "the earlier deadline of a queued timer must wake the driver")
 	wakeAt := w.Step()

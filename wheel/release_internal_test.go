@@ -63,7 +63,7 @@ func TestRelease_EarlierArmingWhileArmingInFlight(t *testing.T) {
 	require.True(t, tm.state.CompareAndSwap(tm.state.Load(), far|stateQueued)) // the first arming's CAS
 	w.sleepUntil.Store(0)                                                      // the driver is awake
 	w.sleepLong.Store(false)
-	start := w.Elapsed()
+	start := w.Now()
 	tm.ResetFrom(start, 10*time.Millisecond)
 	until := w.Step()
 	w.push(tm) // the first arming's push lands
@@ -81,7 +81,7 @@ func TestRelease_ArmingWhileStopInFlight(t *testing.T) {
 	defer w.Stop()
 	tm := new(Timer)
 	tm.Init(w, func() {})
-	tm.ResetFrom(w.Elapsed(), time.Hour)
+	tm.ResetFrom(w.Now(), time.Hour)
 	now += int64(2 * time.Second)
 	w.Step()
 	w.Step()
@@ -91,7 +91,7 @@ func TestRelease_ArmingWhileStopInFlight(t *testing.T) {
 	require.True(t, tm.state.CompareAndSwap(s, s&^statePending|stateQueued)) // the Stop's CAS
 	w.sleepUntil.Store(0)
 	w.sleepLong.Store(false)
-	start := w.Elapsed()
+	start := w.Now()
 	tm.ResetFrom(start, 10*time.Millisecond)
 	until := w.Step()
 	w.push(tm) // the Stop's push lands

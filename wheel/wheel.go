@@ -6,12 +6,10 @@
 // Reset and AfterFunc read it and round the deadline up to the tick, so a
 // timer never fires before its duration has passed, however late the
 // wheel's goroutine runs, and normally fires at that tick. An event loop
-// that reads the clock once per batch of events (Wheel.Now) arms every
-// timer of the batch from that instant with ResetFrom, which reads no
-// clock and costs a few nanoseconds on a pending timer. The wheel's
-// goroutine sleeps until its next occupied slot, or until an arming
-// earlier than that wakes it; a Stop wakes it if it would otherwise keep
-// the stopped timer longer than a second.
+// reads the clock once per batch of events (Wheel.Now) and arms the
+// batch's timers from that instant with ResetFrom, which reads no clock.
+// The wheel's goroutine sleeps until its next occupied slot, or until an
+// earlier arming wakes it; moving a deadline later never wakes it.
 //
 // Callbacks run one at a time on the wheel's goroutine and must not block:
 // hand slow work to another goroutine, or install an executor with
@@ -21,9 +19,8 @@
 // reset, time.AfterFunc is simpler and as fast. The wheel trades precision
 // for cost; if you need sub-tick accuracy, use time.Timer.
 //
-// The code: levels.go is the timing wheel as a plain data structure;
-// inbox.go how resetters reach the driver; driver.go the wheel's
-// goroutine; park.go how it sleeps; timer.go the Timer.
+// The code: levels.go is the timing wheel as a data structure; inbox.go
+// how resetters reach the driver, the wheel's goroutine (driver.go).
 package wheel
 
 import (
@@ -38,12 +35,10 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 //
-// Ownership: stopped, sleepUntil, inMin, sleepLong, pushWoke, wakeups and count
-// are shared and accessed only atomically; the inbox's heads too. The
-// configuration fields are written by build and only read afterwards.
-// Everything under "owned by the driver" is touched only by the wheel's
-// goroutine (or, for a manual wheel, by ManualClock.Advance, which holds
-// the clock's mutex).
+// Ownership: the atomic fields are shared, and so are the inbox's heads.
+// The configuration fields are written by build and only read afterwards.
+// Those "owned by the driver" are touched only by the wheel's goroutine
+// (or, on a manual wheel, under the ManualClock's mutex).
 type Wheel struct {
 	// Read on every arming; nothing written often shares its cache line.
 	stopped   atomic.Bool
@@ -89,7 +84,6 @@ func New(opts ...Option) *Wheel {
 	return w
 }
 
-// build makes a wheel without starting its goroutine.
 func build(opts []Option) *Wheel {
 	cfg, err := configOf(opts)
 	if err != nil {
@@ -98,13 +92,12 @@ func build(opts []Option) *Wheel {
 	w := &Wheel{
 		tickNanos: int64(cfg.tick),
 		magic:     math.MaxUint64 / uint64(cfg.tick),
+		maxDur:    time.Duration(math.MaxInt64),
 		exec:      cfg.exec,
 		batchEnd:  cfg.batchEnd,
 		start:     time.Now(),
 	}
-	if m := uint64(math.MaxInt64) / uint64(w.tickNanos); m < maxWhen-2 {
-		w.maxDur = time.Duration(math.MaxInt64)
-	} else {
+	if uint64(math.MaxInt64)/uint64(w.tickNanos) >= maxWhen-2 {
 		w.maxDur = time.Duration((maxWhen - 2) * uint64(w.tickNanos))
 	}
 	procs := runtime.GOMAXPROCS(0)
@@ -126,10 +119,9 @@ func build(opts []Option) *Wheel {
 	return w
 }
 
-// AfterFunc arms a new Timer that calls f once, d from now, as Reset does:
-// at the first tick at or after now+d, plus the wheel goroutine's
-// scheduling delay, and never before. It allocates the Timer; to avoid
-// that, embed a Timer and use Init and Reset.
+// AfterFunc arms a new Timer that calls f once, d from now, as Reset does.
+// It allocates the Timer; to avoid that, embed a Timer and use Init and
+// Reset.
 func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 	t := new(Timer)
 	t.Init(w, f)
@@ -139,8 +131,8 @@ func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 
 // Stop stops the wheel and waits for its goroutine, or for a ManualClock's
 // Advance in progress: when Stop returns, no callback is running and none
-// will run again. Timers still pending never fire; Len still counts them, and
-// Reset and ResetFrom leave them as they are. Stop is idempotent. It must
+// will run again. Pending timers never fire; Len still counts them, and
+// Reset and ResetFrom leave them as they are. Stop is idempotent; it must
 // not be called from a callback (it would wait for itself).
 func (w *Wheel) Stop() {
 	w.stopOnce.Do(func() {
@@ -160,16 +152,14 @@ func (w *Wheel) Stop() {
 
 // Len reports the number of pending timers, for metrics. The wheel's
 // goroutine counts each arming and stop when it takes it in from its inbox
-// (so that Reset and Stop share no counter), within a second. An arming
-// stopped before it was taken in is never counted. On a
-// manual wheel Len first takes in what is waiting, so it is exact (except
-// when called from a callback during Advance), but fires nothing: a timer
-// already due when it is taken in fires at the next tick. It costs one
-// atomic load on the real clock.
+// (so that Reset and Stop share no counter), within a second. On a manual
+// wheel Len first takes in what is waiting, so it is exact (except from a
+// callback during Advance), but fires nothing. It costs one atomic load on
+// the real clock.
 func (w *Wheel) Len() int {
 	if m := w.manual; m != nil && m.mu.TryLock() {
 		if !w.stopped.Load() {
-			w.drain() // files, fires nothing
+			w.drain()
 		}
 		m.mu.Unlock()
 	}
@@ -180,17 +170,13 @@ func (w *Wheel) Len() int {
 func (w *Wheel) Tick() time.Duration { return time.Duration(w.tickNanos) }
 
 // MaxDuration reports the longest duration Reset accepts before clamping:
-// 2^41-3 ticks or math.MaxInt64 ns (292 years), whichever is shorter: about
-// 69 years at the default 1ms tick (7 at MinTick), and math.MaxInt64 ns for
-// ticks above about 4.19 ms. The wheel's clock ends 2^41-1 ticks after New;
-// a deadline beyond it (a clamped duration armed late in the wheel's life)
-// is never reached.
+// 2^41-3 ticks or math.MaxInt64 ns, whichever is shorter (69 years at the
+// default tick). A deadline past 2^41-2 ticks after New never comes.
 func (w *Wheel) MaxDuration() time.Duration { return w.maxDur }
 
 // Now reports the exact time since the wheel started: the monotonic clock
-// (about 26 ns here), or the ManualClock. Pass it to ResetFrom and to the
-// policies' explicit-time calls; read it once per batch of events where
-// there are many. It allocates nothing; any goroutine may call it.
+// (about 26 ns here), or the ManualClock, for ResetFrom and the policies'
+// explicit-time calls. It allocates nothing; any goroutine may call it.
 func (w *Wheel) Now() time.Duration {
 	if m := w.manual; m != nil {
 		return time.Duration(m.now.Load())
@@ -198,17 +184,11 @@ func (w *Wheel) Now() time.Duration {
 	return time.Duration(w.sinceStart())
 }
 
-// Elapsed is Now, under the name older callers use.
-func (w *Wheel) Elapsed() time.Duration { return w.Now() }
-
 // Wakeups reports how many times the wheel's goroutine has woken since New:
-// a measure of what the wheel costs the process while it runs (each
-// wake-up costs a few to tens of µs of scheduling). It wakes for its
-// occupied slots (and 2 ms before a timer falls due, to sleep the rest
-// precisely), for an arming due before its planned wake-up, and, while
-// timers are being armed or stopped, about once a second to count them and
-// release the stopped. Moving a pending deadline later never wakes it. It
-// costs one atomic load. A manual wheel has no goroutine and reports 0.
+// for its occupied slots (and 2 ms before a timer falls due, to sleep the
+// rest precisely), for an arming due before its planned wake-up, and while
+// timers are armed or stopped about once a second, to count them and
+// release the stopped. A manual wheel has no goroutine and reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
 func (w *Wheel) sinceStart() int64 {
@@ -230,21 +210,18 @@ func (w *Wheel) when(from int64, d time.Duration) uint64 {
 	return min(q, maxWhen)
 }
 
-// manualWhen is when on a manual wheel, whose clock is exact: at least the
-// tick after the clock's now, so that a past deadline fires on the next
-// tick.
+// manualWhen is when on a manual wheel: at least the tick after the
+// clock's now, so that a past deadline fires on the next tick.
 func (w *Wheel) manualWhen(from int64, d time.Duration) uint64 {
 	return max(w.when(from, d), w.tickOf(w.manual.now.Load())+1)
 }
 
-// tickOf returns the tick of a time in nanoseconds since start.
 func (w *Wheel) tickOf(nanos int64) uint64 {
 	q, _ := w.divTick(uint64(max(nanos, 0)))
 	return q
 }
 
-// divTick returns x/tick and x%tick, with a multiplication by the
-// precomputed reciprocal instead of a division.
+// divTick returns x/tick and x%tick, multiplying by a reciprocal.
 func (w *Wheel) divTick(x uint64) (q, r uint64) {
 	tick := uint64(w.tickNanos)
 	q, _ = bits.Mul64(x, w.magic) // floor(x/tick) or one less
@@ -256,9 +233,10 @@ func (w *Wheel) divTick(x uint64) (q, r uint64) {
 	return q, r
 }
 
-// tickTime returns the time of tick t, in nanoseconds since start, saturating.
+// tickTime returns the time of tick t in nanoseconds since start,
+// math.MaxInt64 from the clock's end (maxWhen) or on overflow.
 func (w *Wheel) tickTime(t uint64) int64 {
-	if t > uint64(math.MaxInt64/w.tickNanos) {
+	if t >= maxWhen || t > uint64(math.MaxInt64/w.tickNanos) {
 		return math.MaxInt64
 	}
 	return int64(t) * w.tickNanos
@@ -270,54 +248,4 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
-}
-
-// wakeBefore tells the driver that a pending timer on the inbox falls due
-// at tick when: it lowers inMin, so that the driver takes the inbox in
-// then, and wakes the driver if it plans to sleep past then. Pairs with
-// the driver storing sleepUntil before it plans by inMin for the last
-// time: one of the two sees the other.
-func (w *Wheel) wakeBefore(when uint64) {
-	for m := w.inMin.Load(); when < m; m = w.inMin.Load() {
-		if w.inMin.CompareAndSwap(m, when) {
-			break
-		}
-	}
-	if v := w.sleepUntil.Load(); v != 0 && w.tickTime(when) < v {
-		w.wake()
-	}
-}
-
-// queued tells the driver that a timer waits on the inbox: it wakes the
-// driver if its sleep may last longer than releaseDelay, so that a stopped
-// timer is let go, and an arming counted, within releaseDelay. Pairs with
-// the driver storing sleepLong before it plans by the inbox for the last
-// time.
-func (w *Wheel) queued() {
-	if w.sleepLong.Load() {
-		w.pushWoke.Store(true)
-		w.wake()
-	}
-}
-
-// wake nudges a sleeping driver. It never blocks.
-func (w *Wheel) wake() {
-	if w.done != nil {
-		w.park.wake()
-	}
-}
-
-// push puts t, whose queued bit the caller just set, on the inbox, and
-// then tells the driver what t needs as it stands now: a wake-up before its
-// deadline if it is pending, and one within releaseDelay. t is read again
-// because an arming or a Stop that landed between the caller's
-// compare-and-swap and this push saw t queued, pushed nothing, and may
-// have made its own check while the driver was awake: that check falls to
-// this push, now that t is on the inbox.
-func (w *Wheel) push(t *Timer) {
-	w.in.push(t)
-	if s := t.state.Load(); s&statePending != 0 {
-		w.wakeBefore(s >> whenShift)
-	}
-	w.queued()
 }
