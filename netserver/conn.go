@@ -693,7 +693,7 @@ func (c *Conn) handleEvents(ev uint32) {
 	s := c.s
 	if ev&evClose != 0 {
 		if due, ok := c.idle.Due(); ok {
-			s.m.late.Observe((s.wheel.Elapsed() - due).Seconds())
+			s.m.late.Observe((s.wheel.Now() - due).Seconds())
 		}
 		c.closeWith(Reason(c.hookReason.Load()))
 		return
