@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,13 +38,13 @@ type floorCAS struct {
 }
 
 // Every benchmark here first touches each record once the way the loop
-// will, so that it measures the steady
-// state of a server, whose timers are reset many times: a wheel Timer's
-// first Reset with a new duration takes the slow path once, to compute and
-// cache the duration's delta, and its first arming from AfterFunc is exact.
+// will, so that it measures the steady state of a server, whose timers are
+// reset many times.
 
-// BenchmarkTimer_ResetRandom re-arms a random one of 100 000 pending timers
-// for the same long duration, through a table of pointers: impl=wheel with
+// BenchmarkTimer_ResetRandom re-arms a random one of 1 000 000 pending
+// timers for the same long duration, through a table of pointers:
+// impl=wheel with ResetFrom from an instant an event loop reads once per
+// batch (advanced by 101 ns per reset), impl=wheel-reset with Reset, on
 // timers from AfterFunc; impl=floor stores one word into a record of the
 // same size instead, with a plain store, which no timer shared between
 // goroutines may use; impl=floor-atomic stores it with sync/atomic, the
@@ -51,37 +52,39 @@ type floorCAS struct {
 // locked exchange on amd64); impl=floor-cas loads that word and
 // compare-and-swaps it, as a lock-free update that depends on the old
 // value does; impl=floor-cas-call does the same in a method that is not
-// inlined, as Reset is not (its inlining cost is over the budget);
-// impl=wheel-same-tick is the wheel on a 1 s tick, where nearly every
-// Reset finds its timer armed for the tick it would arm and returns
-// without writing: what Reset's loads and checks cost without its
-// compare-and-swap; impl=stdlib resets a time.AfterFunc timer.
+// inlined, as ResetFrom is not; impl=stdlib resets a time.AfterFunc timer.
 func BenchmarkTimer_ResetRandom(b *testing.B) {
-	const n = 100_000
+	const n = 1_000_000
 	seq := benchSeq(n, benchSeqLen, 7)
-	for _, impl := range []string{"wheel", "wheel-same-tick", "floor", "floor-atomic", "floor-cas", "floor-cas-call", "stdlib"} {
+	for _, impl := range []string{"wheel", "wheel-reset", "floor", "floor-atomic", "floor-cas", "floor-cas-call", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			switch impl {
-			case "wheel", "wheel-same-tick":
-				tick := time.Millisecond
-				if impl == "wheel-same-tick" {
-					tick = time.Second
-				}
-				w := wheel.New(wheel.WithTick(tick))
+			case "wheel", "wheel-reset":
+				w := wheel.New()
 				defer w.Stop()
 				ts := make([]*wheel.Timer, n)
 				for k := range ts {
 					ts[k] = w.AfterFunc(benchLong, func() { b.Error("fired") })
 				}
+				now := w.Now()
 				for _, t := range ts {
-					t.Reset(benchLong) // the steady state (see above)
+					t.ResetFrom(now, benchLong) // the steady state (see above)
 				}
 				settle(b, w, n)
 				runtime.GC()
 				b.ReportAllocs()
+				if impl == "wheel-reset" {
+					for b.Loop() {
+						ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
+						i++
+					}
+					return
+				}
+				now = w.Now()
 				for b.Loop() {
-					ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
+					ts[seq[i&(benchSeqLen-1)]].ResetFrom(now, benchLong)
+					now += 101
 					i++
 				}
 			case "floor":
@@ -154,17 +157,21 @@ func newFloorCAS(n int) []*floorCAS {
 	return rs
 }
 
-// BenchmarkTimer_ArmCancelRandom arms and cancels a random one of 100 000
-// stopped timers per op, as a server does when a connection opens and
-// closes, beside 100 000 pending ones: impl=wheel with timers from
-// AfterFunc, impl=stdlib with time.AfterFunc timers. impl=floor-cas is the
-// floor: two compare-and-swaps on a random record of a Timer's size, the
-// least a lock-free arm and cancel of a shared timer costs (each loads its
-// word and swaps it), with no pending timers beside them.
+// BenchmarkTimer_ArmCancelRandom arms a random one of 100 000 stopped
+// timers for 200 ms and cancels it per op, as a connection's retransmit
+// timer is armed on a send and cancelled on its ack, on one goroutine while
+// the wheel's goroutine runs, beside 100 000 pending timers: impl=wheel
+// arms timers from AfterFunc with ResetFrom from an instant read once per
+// batch of 64 (as netserver's retransmit path does), impl=wheel-reset with Reset,
+// impl=stdlib time.AfterFunc timers. impl=floor-cas is the floor: two
+// compare-and-swaps on a random record of a Timer's size, the least a
+// lock-free arm and cancel of a shared timer costs, with no pending timers
+// beside them.
 func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
+	const benchRTO = 200 * time.Millisecond
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 8)
-	for _, impl := range []string{"wheel", "floor-cas", "stdlib"} {
+	for _, impl := range []string{"wheel", "wheel-reset", "floor-cas", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			if impl == "floor-cas" {
@@ -178,23 +185,36 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 				}
 				return
 			}
-			s := newBenchTimers(b, impl, n) // the pending ones
-			if impl == "wheel" {
+			s := newBenchTimers(b, strings.TrimSuffix(impl, "-reset"), n) // the pending ones
+			if s.w != nil {
 				ts := make([]*wheel.Timer, n)
 				for k := range ts {
-					ts[k] = s.w.AfterFunc(benchLong, func() { b.Error("fired") })
+					ts[k] = s.w.AfterFunc(benchRTO, func() { b.Error("fired") })
 					ts[k].Stop()
 				}
 				for _, t := range ts {
-					t.Reset(benchLong) // the steady state (see above)
+					t.Reset(benchRTO) // the steady state (see above)
 					t.Stop()
 				}
 				settle(b, s.w, n)
 				runtime.GC()
 				b.ReportAllocs()
+				if impl == "wheel-reset" {
+					for b.Loop() {
+						t := ts[seq[i&(benchSeqLen-1)]]
+						t.Reset(benchRTO)
+						t.Stop()
+						i++
+					}
+					return
+				}
+				var now time.Duration
 				for b.Loop() {
+					if i%64 == 0 { // a batch of 64 events per clock read
+						now = s.w.Now()
+					}
 					t := ts[seq[i&(benchSeqLen-1)]]
-					t.Reset(benchLong)
+					t.ResetFrom(now, benchRTO)
 					t.Stop()
 					i++
 				}
@@ -202,18 +222,18 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 			}
 			ts := make([]*time.Timer, n)
 			for k := range ts {
-				ts[k] = time.AfterFunc(benchLong, func() { b.Error("fired") })
+				ts[k] = time.AfterFunc(benchRTO, func() { b.Error("fired") })
 				ts[k].Stop()
 			}
 			for _, t := range ts {
-				t.Reset(benchLong)
+				t.Reset(benchRTO)
 				t.Stop()
 			}
 			runtime.GC()
 			b.ReportAllocs()
 			for b.Loop() {
 				t := ts[seq[i&(benchSeqLen-1)]]
-				t.Reset(benchLong)
+				t.Reset(benchRTO)
 				t.Stop()
 				i++
 			}
