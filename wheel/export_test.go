@@ -27,6 +27,12 @@ func (w *Wheel) StepPlan() (until int64, precise bool) {
 	return w.step(w.sinceStart())
 }
 
+// when is the deadline ResetFrom(from, d) arms on a real-clock wheel.
+func (w *Wheel) when(from int64, d time.Duration) uint64 {
+	q, r := w.divTick(uint64(satAdd(from, int64(d))))
+	return q + min(r, 1)
+}
+
 // SetCanPrecise overrides what New decided from GOMAXPROCS: whether the
 // driver may sleep in futex before a timer falls due.
 func (w *Wheel) SetCanPrecise(ok bool) { w.canPrecise = ok && w.park.precise }

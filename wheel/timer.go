@@ -89,10 +89,17 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	if w.stopped.Load() {
 		return t.Pending()
 	}
-	if w.manual != nil {
-		return t.arm(w.manualWhen(int64(from), d))
+	// The first tick at or after from+d, d clamped to [0, MaxDuration]; on
+	// a manual wheel at least the tick after now, as the clock is exact.
+	q, r := w.divTick(uint64(satAdd(max(int64(from), 0), int64(min(max(d, 0), w.maxDur)))))
+	when := min(q+min(r, 1), maxWhen)
+	if m := w.manual; m != nil {
+		when = max(when, w.tickOf(m.now.Load())+1)
 	}
-	return t.arm(w.when(int64(from), d))
+	if t.state.Load()&^keepMask == when<<whenShift|statePending {
+		return true // armed for that tick already
+	}
+	return t.arm(when)
 }
 
 // arm makes t pending with the deadline when (in ticks). It pushes t on the

@@ -198,24 +198,6 @@ func (w *Wheel) sinceStart() int64 {
 	return int64(time.Since(w.start))
 }
 
-// when returns the deadline, in ticks, of a timer armed for d after the
-// instant from (nanoseconds since start): the first tick at or after
-// from+d, with d clamped to [0, MaxDuration], at most maxWhen.
-func (w *Wheel) when(from int64, d time.Duration) uint64 {
-	end := satAdd(max(from, 0), int64(min(max(d, 0), w.maxDur)))
-	q, r := w.divTick(uint64(end))
-	if r != 0 {
-		q++
-	}
-	return min(q, maxWhen)
-}
-
-// manualWhen is when on a manual wheel: at least the tick after the
-// clock's now, so that a past deadline fires on the next tick.
-func (w *Wheel) manualWhen(from int64, d time.Duration) uint64 {
-	return max(w.when(from, d), w.tickOf(w.manual.now.Load())+1)
-}
-
 func (w *Wheel) tickOf(nanos int64) uint64 {
 	q, _ := w.divTick(uint64(max(nanos, 0)))
 	return q
