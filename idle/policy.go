@@ -109,8 +109,8 @@ func (t *Tracker) runPolicy(now int64) {
 		return
 	}
 	// A deadline beyond the wheel's range (MaxDuration after its start:
-	// 69 years at a 1 ms tick) is never reached: the wheel would clamp the
-	// arming, and its firing would prove nothing.
+	// 69 years at a 1 ms tick) is never reached, and not armed for: the
+	// wheel would clamp the arming to the end of its range.
 	if t.state.Load() == stateOpen && s.next < int64(t.w.MaxDuration()) {
 		t.arm(&t.policy, now, s.next-now)
 	}
