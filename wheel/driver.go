@@ -172,8 +172,10 @@ func (w *Wheel) handle(t *Timer, fire bool) {
 		if n != s && !t.state.CompareAndSwap(s, n) {
 			continue
 		}
-		w.npending += int64(n>>2&1) - int64(s>>2&1) // stateCounted is bit 2
-		w.count.Store(w.npending)
+		if n&stateCounted != s&stateCounted {
+			w.npending += int64(n>>2&1)*2 - 1 // stateCounted is bit 2
+			w.count.Store(w.npending)
+		}
 		switch {
 		case due:
 			w.fired++
