@@ -74,6 +74,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				settle(b, w, n)
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				if impl == "wheel-reset" {
 					for b.Loop() {
 						ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
@@ -95,6 +96,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				}
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].word = uint64(i)
 					i++
@@ -102,6 +104,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 			case "floor-atomic":
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].word.Store(uint64(i))
 					i++
@@ -109,6 +112,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 			case "floor-cas":
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					r := rs[seq[i&(benchSeqLen-1)]]
 					r.word.CompareAndSwap(r.word.Load(), uint64(i))
@@ -117,6 +121,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 			case "floor-cas-call":
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].set(uint64(i))
 					i++
@@ -136,6 +141,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				}
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
 					i++
@@ -166,7 +172,7 @@ func newFloorCAS(n int) []*floorCAS {
 // impl=stdlib time.AfterFunc timers. impl=floor-cas is the floor: two
 // compare-and-swaps on a random record of a Timer's size, the least a
 // lock-free arm and cancel of a shared timer costs, with no pending timers
-// beside them.
+// beside them. cpu-ns/op is the process's CPU per op (see reportCPU).
 func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 	const benchRTO = 200 * time.Millisecond
 	const n = 100_000
@@ -177,6 +183,7 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 			if impl == "floor-cas" {
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					r := rs[seq[i&(benchSeqLen-1)]]
 					r.word.CompareAndSwap(r.word.Load(), 2) // armed
@@ -202,6 +209,7 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 				time.Sleep(2*wheel.ReleaseDelay + 100*time.Millisecond)
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, s.w)()
 				if impl == "wheel-reset" {
 					for b.Loop() {
 						t := ts[seq[i&(benchSeqLen-1)]]
@@ -234,6 +242,7 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 			}
 			runtime.GC()
 			b.ReportAllocs()
+			defer reportCPU(b, nil)()
 			for b.Loop() {
 				t := ts[seq[i&(benchSeqLen-1)]]
 				t.Reset(benchRTO)
@@ -241,6 +250,25 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// reportCPU starts measuring the process's CPU time and, for a wheel, its
+// wake-ups; the function it returns reports them as cpu-ns/op (the CPU of
+// every thread, the wheel's goroutine and the runtime's timers included,
+// and unlike ns/op not inflated by other processes on a busy machine) and
+// wakeups/s.
+func reportCPU(b *testing.B, w *wheel.Wheel) func() {
+	c0, t0 := benchProcessCPU(b), time.Now()
+	var w0 uint64
+	if w != nil {
+		w0 = w.Wakeups()
+	}
+	return func() {
+		b.ReportMetric(float64(benchProcessCPU(b)-c0)/float64(b.N), "cpu-ns/op")
+		if w != nil {
+			b.ReportMetric(float64(w.Wakeups()-w0)/time.Since(t0).Seconds(), "wakeups/s")
+		}
 	}
 }
 

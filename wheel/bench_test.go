@@ -143,6 +143,7 @@ func BenchmarkTimer_Reset(b *testing.B) {
 			benchImpls(b, func(b *testing.B, impl string, n int) {
 				s := newBenchTimers(b, impl, n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				i := 0
 				switch {
 				case impl == "wheel" && access == "hot":
@@ -188,6 +189,7 @@ func BenchmarkTimer_ResetFrom(b *testing.B) {
 					b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) {
 						s := newBenchTimers(b, "wheel", n)
 						b.ReportAllocs()
+						defer reportCPU(b, nil)()
 						ts, w := s.wt, s.w
 						// hot: indexes 0-7 in turn; random: the preloaded sequence.
 						seq := s.seq
@@ -223,6 +225,7 @@ func BenchmarkTimer_ResetFrom(b *testing.B) {
 func BenchmarkClock_Now(b *testing.B) {
 	start := time.Now()
 	var sink time.Duration
+	defer reportCPU(b, nil)()
 	for b.Loop() {
 		sink += time.Since(start)
 	}
@@ -250,6 +253,7 @@ func BenchmarkTimer_ResetParallel(b *testing.B) {
 				}
 				var next atomic.Int64
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					g := int(next.Add(1)-1) % procs
@@ -297,6 +301,7 @@ func BenchmarkTimer_ArmStop(b *testing.B) {
 	benchImpls(b, func(b *testing.B, impl string, n int) {
 		s := newBenchTimers(b, impl, n)
 		b.ReportAllocs()
+		defer reportCPU(b, nil)()
 		if impl == "wheel" {
 			var t wheel.Timer
 			t.Init(s.w, func() { s.fired.Add(1) })
@@ -383,6 +388,7 @@ func BenchmarkWheel_Expiry(b *testing.B) {
 		var span time.Duration
 		batches := 0
 		b.ReportAllocs()
+		defer reportCPU(b, nil)()
 		for b.Loop() {
 			first.Store(0)
 			count.Store(0)
