@@ -86,9 +86,6 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	if w == nil {
 		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
 	}
-	if w.stopped.Load() {
-		return t.Pending()
-	}
 	// The first tick at or after from+d, d clamped to [0, MaxDuration]; on
 	// a manual wheel at least the tick after now, as the clock is exact.
 	q, r := w.divTick(uint64(satAdd(max(int64(from), 0), int64(min(max(d, 0), w.maxDur)))))
@@ -96,8 +93,8 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	if m := w.manual; m != nil {
 		when = max(when, w.tickOf(m.now.Load())+1)
 	}
-	if t.state.Load()&^keepMask == when<<whenShift|statePending {
-		return true // armed for that tick already
+	if s := t.state.Load(); s&^keepMask == when<<whenShift|statePending || w.stopped.Load() {
+		return s&statePending != 0 // armed for that tick already, or the wheel stopped
 	}
 	return t.arm(when)
 }
