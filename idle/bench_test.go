@@ -34,7 +34,8 @@ func preload(tb testing.TB, w *wheel.Wheel, n int) []*idle.Tracker {
 	return trs
 }
 
-// benchNow stands for an event loop's exact clock (wheel.Elapsed).
+// benchNow stands for the time an event loop reads once per batch
+// (Wheel.Now).
 var benchNow = time.Duration(1)
 
 var perPacketOps = []struct {
@@ -44,7 +45,7 @@ var perPacketOps = []struct {
 	{"Activity", (*idle.Tracker).Activity},
 	{"BytesIn", (*idle.Tracker).BytesIn},
 	{"Received", (*idle.Tracker).Received},
-	// An event loop's exact time, new for every event: a store every call.
+	// An event loop's time, new for every event: a store every call.
 	{"ReceivedAt", func(t *idle.Tracker) { benchNow += 101; t.ReceivedAt(benchNow) }},
 	{"Frame", func(t *idle.Tracker) { t.FrameStart(); t.FrameEnd() }},
 	{"WrittenDrained", func(t *idle.Tracker) { t.Written(); t.Drained() }},

@@ -64,12 +64,11 @@ const (
 // ReadSilenceTimeout) is left off instead of making them invalid.
 // WithDefaults shows what a Config resolves to.
 //
-// Events are stamped with the
-// wheel's coarse clock, yet a timeout never fires before its duration has
-// really passed since the event it is measured from, even when that clock
-// was stale (the wheel's goroutine scheduled late); it normally fires within
-// a tick or two after that, plus the wheel's scheduling delay (exactly on
-// time with a wheel.ManualClock and whole-tick durations). A deadline beyond
+// Events are stamped with the wheel's clock (Wheel.Now), and a timeout
+// never fires before its duration has passed since the event it is
+// measured from; it normally fires at the first tick at or after that,
+// plus the wheel's scheduling delay (exactly on time with a
+// wheel.ManualClock and whole-tick durations). A deadline beyond
 // the wheel's range (Wheel.MaxDuration after it started: 69 years at the
 // default tick) is never enforced. A Config is a plain value: copy it
 // freely; New keeps its own copy.

@@ -15,10 +15,11 @@ import (
 
 // TestTracker_BytesPerNew holds what New allocates for each set of
 // policies, in bytes (size classes, as the Go heap counts them): a server
-// with a million connections pays it a million times. A Tracker is 168
-// bytes (the 176-byte class) and its policy timer's callback 16; a frame or
-// write-stall deadline adds a timedDeadline (80 bytes) and its callback
-// (16); read silence, keepalive and max age share one policies (96).
+// with a million connections pays it a million times. A Tracker is 144
+// bytes (a size class of its own) and its policy timer's callback 16; a
+// frame or write-stall deadline adds a timedDeadline (72 bytes, in the
+// 80-byte class) and its callback (16); read silence, keepalive and max age
+// share one policies (80).
 func TestTracker_BytesPerNew(t *testing.T) {
 	const n = 5000
 	tests := []struct {
@@ -26,12 +27,12 @@ func TestTracker_BytesPerNew(t *testing.T) {
 		cfg       idle.Config
 		wantBytes int
 	}{
-		{name: "idle and handshake (cmd/echo raw)", cfg: only(idle.Config{IdleTimeout: 5 * time.Minute, HandshakeTimeout: 10 * time.Second}), wantBytes: 192},
-		{name: "idle only", cfg: only(idle.Config{IdleTimeout: time.Minute}), wantBytes: 192},
-		{name: "frame deadline", cfg: only(idle.Config{IdleTimeout: time.Minute, FrameTimeout: 30 * time.Second}), wantBytes: 192 + 96},
+		{name: "idle and handshake (cmd/echo raw)", cfg: only(idle.Config{IdleTimeout: 5 * time.Minute, HandshakeTimeout: 10 * time.Second}), wantBytes: 160},
+		{name: "idle only", cfg: only(idle.Config{IdleTimeout: time.Minute}), wantBytes: 160},
+		{name: "frame deadline", cfg: only(idle.Config{IdleTimeout: time.Minute, FrameTimeout: 30 * time.Second}), wantBytes: 160 + 96},
 		{name: "keepalive", cfg: only(idle.Config{IdleTimeout: time.Minute, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second}),
-			wantBytes: 192 + 96},
-		{name: "read silence and max age", cfg: only(idle.Config{ReadSilenceTimeout: time.Minute, MaxAge: time.Hour}), wantBytes: 192 + 96},
+			wantBytes: 160 + 80},
+		{name: "read silence and max age", cfg: only(idle.Config{ReadSilenceTimeout: time.Minute, MaxAge: time.Hour}), wantBytes: 160 + 80},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -295,17 +295,14 @@ func TestTracker_Steps(t *testing.T) {
 			},
 		},
 		{
-			// A callback acts only on the deadline its timer was armed for
-			// (here the probe, first in priority order); the drain, due at
-			// the same instant but measured from another stamp, is re-armed
-			// for and happens on the next tick.
-			name: "due together from different stamps: the second a tick later",
+			// Deadlines due at the same instant, from different stamps,
+			// are acted on in one firing, in priority order.
+			name: "due together from different stamps: probe and drain at once",
 			cfg: only(idle.Config{KeepaliveTime: 50 * s, KeepaliveTimeout: 10 * s,
 				MaxAge: 60 * s, MaxAgeGrace: 5 * s}),
 			steps: []step{
 				{advance: 10 * s, event: bytesIn},
-				{advance: 50 * s, want: []string{"probe 1m0s"}},
-				{advance: time.Millisecond, want: []string{"drain 1m0.001s"}},
+				{advance: 50 * s, want: []string{"probe 1m0s", "drain 1m0s"}},
 				{advance: 5 * s, want: []string{"close:max_age 1m5s"}},
 			},
 		},
@@ -667,33 +664,6 @@ func TestTracker_LateStampIgnored(t *testing.T) {
 			due, ok := h.tr.Due()
 			require.True(t, ok)
 			assert.Equal(t, tc.wantDue, due)
-		})
-	}
-}
-
-// TestTracker_CoarseStampBelowExact: a coarse stamp (a multiple of the
-// tick, from wheel.Now) below an exact one may be the later event, the
-// coarse clock lagging: it is stored, and the wheel keeps its timeout from
-// firing early. An exact stamp below another is a late store, and ignored.
-func TestTracker_CoarseStampBelowExact(t *testing.T) {
-	const ms = time.Millisecond
-	for _, tc := range []struct {
-		name      string
-		first     time.Duration
-		second    time.Duration
-		wantStamp time.Duration
-	}{
-		{name: "coarse below exact is kept", first: 2*ms + 500*time.Microsecond, second: 2 * ms, wantStamp: 2 * ms},
-		{name: "exact below exact is ignored", first: 2*ms + 500*time.Microsecond, second: 1*ms + 500*time.Microsecond, wantStamp: 2*ms + 500*time.Microsecond},
-		{name: "exact below coarse is ignored", first: 2 * ms, second: 1*ms + 500*time.Microsecond, wantStamp: 2 * ms},
-		{name: "coarse below coarse is ignored", first: 2 * ms, second: 1 * ms, wantStamp: 2 * ms},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, only(idle.Config{IdleTimeout: time.Second}))
-			h.clk.Advance(3 * ms)
-			h.tr.ActivityAt(tc.first)
-			h.tr.ActivityAt(tc.second)
-			assert.Equal(t, tc.wantStamp, h.tr.LastActivity())
 		})
 	}
 }

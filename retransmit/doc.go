@@ -26,10 +26,9 @@
 // give-up limit off (see Config).
 //
 // The package is pure logic: it never reads the system clock. Callers pass
-// now, a reading of the Tracker's wheel, to every per-message call: its
-// coarse clock (wheel.Now), or its exact one (wheel.Elapsed) for a caller
-// that reads it anyway (see Tracker); the timer's expiry reads the wheel's
-// clocks itself. Handlers run on the wheel's goroutine and must not block. Tests drive everything with a
+// now, a reading of the Tracker's wheel (Wheel.Now), to every per-message
+// call; the timer's expiry reads the wheel's clock itself. Handlers run on
+// the wheel's goroutine and must not block. Tests drive everything with a
 // wheel.ManualClock, as the examples do.
 //
 // The per-message paths (Sent, Acked, AckedThrough) are O(1) amortized and

@@ -65,7 +65,7 @@ func (e *Estimator) init(r resolved) {
 // It updates SRTT and RTTVAR, recomputes the RTO and clears the backoff
 // (RFC 6298 section 5.7's note: a valid sample ends the backoff). A negative
 // rtt is ignored and Sample reports false; an rtt above MaxSample counts as
-// MaxSample; zero is valid (an ack within the same coarse tick). O(1),
+// MaxSample; zero is valid (an ack at the instant of the send). O(1),
 // allocation-free.
 func (e *Estimator) Sample(rtt time.Duration) bool {
 	if rtt < 0 {

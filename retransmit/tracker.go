@@ -29,7 +29,7 @@ type Handlers struct {
 // entry is one outstanding message, stored at ring[seq & mask].
 type entry struct {
 	firstNanos int64  // time of the first transmission: Sent's now
-	lastNanos  int64  // time of the latest transmission: Sent's now, or the coarse clock at the expiry
+	lastNanos  int64  // time of the latest transmission: Sent's now, or the expiry's
 	retx       uint32 // retransmissions so far
 	acked      bool
 }
@@ -63,21 +63,14 @@ type entry struct {
 // nothing once the ring has grown to the connection's working window; the
 // ring starts at 8 entries and doubles up to Window.
 //
-// Timestamps. Every now must be a reading of this Tracker's wheel, taken
-// at the event, non-decreasing across calls: its coarse clock (wheel.Now),
-// or its exact one (wheel.Elapsed) for a caller that reads it anyway, such
-// as an event loop that reads it once per event; use one of the two for
-// all of a Tracker's calls. The retransmission timer is armed from that now
-// (wheel.Timer.ResetFrom): from an exact one it runs from the exact
-// instant, and the wheel need not keep its coarse clock fresh for it. The
-// expiry arms the timer from the exact clock, read once per expiry, for the
-// same reason, but records the retransmission's send time, which an
-// AckedAttempt sample is measured from, on the coarse clock: it is never
-// ahead of a later reading of either clock, so an ack's sample is never
-// negative (and lost) whichever clock its now comes from. With the coarse
-// clock the sample is quantized to ticks, like any other; with the exact
-// one it may read up to about a tick long (how far the coarse clock was
-// behind at the expiry).
+// Timestamps. Every now must be a reading of this Tracker's wheel
+// (Wheel.Now), taken at the event or once for a batch of events, as an
+// event loop does, and non-decreasing across calls. The retransmission
+// timer is armed from that now (wheel.Timer.ResetFrom). The expiry reads
+// the clock once, arms the timer from it and records it as the
+// retransmission's send time, which an AckedAttempt sample is measured
+// from: an ack read after the retransmission was sent has a later now, so
+// its sample is never negative (and lost).
 //
 // Ownership: timer.Init and the configuration fields (w, h, cfg) are
 // written by Init and read-only after. Everything below mu is guarded by
@@ -193,9 +186,8 @@ func (t *Tracker) grow() {
 // the oldest message has been outstanding GiveUpAfter, if sooner.
 // Called with mu held and something outstanding.
 //
-// The give-up deadline is armed from the first send's stamp with ResetFrom,
-// so it never comes early even if the wheel's coarse clock was stale then;
-// expire gives up for time only when the timer fired for that deadline.
+// The give-up deadline is armed from the first send's stamp; expire gives
+// up for time only when the timer fired for that deadline.
 func (t *Tracker) arm(nowNanos int64) {
 	d := t.est.rtoNanos()
 	first := t.ring[t.head&uint64(len(t.ring)-1)].firstNanos
@@ -226,8 +218,8 @@ func (t *Tracker) Acked(seq uint64, now time.Duration) bool {
 // when attempt is the latest transmission of seq, the only one whose send
 // time the Tracker keeps; an ack naming an older one yields no sample. This
 // departs from Karn's rule on purpose: the ack says which transmission it
-// answers, so the sample is not ambiguous. now comes from either of the
-// wheel's clocks (see Tracker, Timestamps). A negative attempt counts as 0.
+// answers, so the sample is not ambiguous (see Tracker, Timestamps). A
+// negative attempt counts as 0.
 func (t *Tracker) AckedAttempt(seq uint64, attempt int, now time.Duration) bool {
 	return t.ack(seq, max(attempt, 0), now)
 }
@@ -330,7 +322,7 @@ func (t *Tracker) expire() {
 		t.mu.Unlock()
 		return
 	}
-	now := int64(t.w.Elapsed())
+	now := int64(t.w.Now())
 	seq := t.head
 	e := &t.ring[seq&uint64(len(t.ring)-1)]
 	var limit error
@@ -349,7 +341,7 @@ func (t *Tracker) expire() {
 		return
 	}
 	e.retx++
-	e.lastNanos = int64(t.w.Now()) // on the coarse clock: see Tracker, Timestamps
+	e.lastNanos = now
 	attempt := int(e.retx)
 	t.retransmits++
 	t.est.Backoff()

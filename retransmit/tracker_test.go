@@ -342,56 +342,46 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 	t.Logf("sent %d, retransmits %d", seq, retransmits.Load())
 }
 
-// TestTracker_AckedAttemptEitherClock: an ack of a retransmission, with
-// now from either of the wheel's clocks, yields an RTT sample that ends the
-// backoff. The expiry reads the exact clock, which is ahead of the coarse
-// one within a tick: had it recorded the retransmission's send time on it,
-// an ack with a coarse now in the same tick would give a negative sample,
-// which is dropped, and the RTO would stay backed off. A ManualClock's two
-// clocks are one, so this runs a real wheel with a 50 ms tick and waits
-// for the retransmission (about 100 ms); it never sleeps.
-func TestTracker_AckedAttemptEitherClock(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		clock func(w *wheel.Wheel) time.Duration
-	}{
-		{name: "coarse", clock: (*wheel.Wheel).Now},
-		{name: "exact", clock: (*wheel.Wheel).Elapsed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := wheel.New(wheel.WithTick(50 * ms))
-			defer w.Stop()
-			retransmitted := make(chan int, 1)
-			var samples []time.Duration
-			cfg := retransmit.Config{InitialRTO: 100 * ms, MinRTO: 100 * ms}
-			tr, err := retransmit.NewTracker(w, cfg, retransmit.Handlers{
-				Retransmit: func(_ uint64, attempt int) { retransmitted <- attempt },
-				GiveUp:     func(err error) { t.Errorf("gave up: %v", err) },
-				Sample:     func(rtt time.Duration) { samples = append(samples, rtt) },
-			})
-			require.NoError(t, err)
-			defer tr.Close()
-			require.NoError(t, tr.Sent(0, tc.clock(w)))
-			var attempt int
-			select {
-			case attempt = <-retransmitted:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no retransmission")
-			}
-			require.Equal(t, 1, attempt)
-			require.Equal(t, 1, tr.Stats().Backoffs)
-
-			require.True(t, tr.AckedAttempt(0, attempt, tc.clock(w)))
-			st := tr.Stats()
-			require.Equal(t, uint64(1), st.Samples,
-				"the ack of the latest transmission yielded no sample: its now was behind the recorded send time")
-			require.Len(t, samples, 1)
-			assert.GreaterOrEqual(t, samples[0], time.Duration(0))
-			assert.Zero(t, st.Backoffs, "the sample ends the backoff")
-			want, err := retransmit.NewEstimator(retransmit.Config{InitialRTO: cfg.InitialRTO, MinRTO: cfg.MinRTO, Granularity: w.Tick()})
-			require.NoError(t, err)
-			want.Sample(samples[0])
-			assert.Equal(t, want.RTO(), st.RTO, "the RTO is recomputed from the sample")
-		})
+// TestTracker_AckedAttemptAfterExpiry: an ack of a retransmission, with a
+// now read after the retransmission, yields an RTT sample that ends the
+// backoff: the expiry records the retransmission's send time from the
+// clock it reads, never ahead of a later reading. Had it recorded a later
+// time (or one from another clock), the sample would be negative, which is
+// dropped, and the RTO would stay backed off. This runs a real wheel with a
+// 50 ms tick, whose expiry reads the monotonic clock, and waits for the
+// retransmission (about 100 ms); it never sleeps.
+func TestTracker_AckedAttemptAfterExpiry(t *testing.T) {
+	w := wheel.New(wheel.WithTick(50 * ms))
+	defer w.Stop()
+	retransmitted := make(chan int, 1)
+	var samples []time.Duration
+	cfg := retransmit.Config{InitialRTO: 100 * ms, MinRTO: 100 * ms}
+	tr, err := retransmit.NewTracker(w, cfg, retransmit.Handlers{
+		Retransmit: func(_ uint64, attempt int) { retransmitted <- attempt },
+		GiveUp:     func(err error) { t.Errorf("gave up: %v", err) },
+		Sample:     func(rtt time.Duration) { samples = append(samples, rtt) },
+	})
+	require.NoError(t, err)
+	defer tr.Close()
+	require.NoError(t, tr.Sent(0, w.Now()))
+	var attempt int
+	select {
+	case attempt = <-retransmitted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retransmission")
 	}
+	require.Equal(t, 1, attempt)
+	require.Equal(t, 1, tr.Stats().Backoffs)
+
+	require.True(t, tr.AckedAttempt(0, attempt, w.Now()))
+	st := tr.Stats()
+	require.Equal(t, uint64(1), st.Samples,
+		"the ack of the latest transmission yielded no sample: its now was behind the recorded send time")
+	require.Len(t, samples, 1)
+	assert.GreaterOrEqual(t, samples[0], time.Duration(0))
+	assert.Zero(t, st.Backoffs, "the sample ends the backoff")
+	want, err := retransmit.NewEstimator(retransmit.Config{InitialRTO: cfg.InitialRTO, MinRTO: cfg.MinRTO, Granularity: w.Tick()})
+	require.NoError(t, err)
+	want.Sample(samples[0])
+	assert.Equal(t, want.RTO(), st.RTO, "the RTO is recomputed from the sample")
 }

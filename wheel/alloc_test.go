@@ -14,7 +14,7 @@ import (
 
 // TestTimer_ZeroAlloc asserts that the hot paths of an embedded Timer
 // allocate nothing, on a manual clock and on the real clock (whose Reset
-// takes a different path: the coarse clock instead of the manual one).
+// takes a different path: the monotonic clock instead of the manual one).
 func TestTimer_ZeroAlloc(t *testing.T) {
 	clocks := []struct {
 		name string

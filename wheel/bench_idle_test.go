@@ -2,13 +2,15 @@ package wheel_test
 
 import (
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // Idle measurement: after arming, wait benchSettle (longer than the second
-// for which the wheel keeps its coarse clock fresh after the last Reset),
+// after which the wheel takes its inbox in once more after the armings),
 // then measure over benchIdleWindow of real time.
 const (
 	benchSettle     = 1500 * time.Millisecond
@@ -90,6 +92,50 @@ func benchIdle(b *testing.B, impl string, n int) {
 	}
 	runtime.KeepAlive(s)
 	runtime.KeepAlive(floor)
+}
+
+// BenchmarkWheel_WakeupsUnderResets holds 1M timers armed for an hour and
+// resets random ones with Reset from two goroutines, paced at about 1M
+// resets a second in all, for 5 s (one op), and reports how often the
+// wheel's goroutine woke (wakeups/s) and the reset rate reached
+// (resets/s). Moving a deadline later is only stored, so the goroutine
+// sleeps until the timers' slot; run it with -benchtime=1x.
+func BenchmarkWheel_WakeupsUnderResets(b *testing.B) {
+	const (
+		n      = 1_000_000
+		rate   = 1_000_000
+		window = 5 * time.Second
+	)
+	s := newBenchTimers(b, "wheel", n)
+	time.Sleep(benchSettle)
+	var wakeups, resets float64
+	var wall time.Duration
+	for b.Loop() {
+		w0, start := s.w.Wakeups(), time.Now()
+		var done atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k, i := int64(0), g*benchSeqLen/2
+				for el := time.Since(start); el < window; el = time.Since(start) {
+					for target := int64(el.Seconds() * rate / 2); k < target; k++ {
+						s.wt[s.seq[i&(benchSeqLen-1)]].Reset(benchLong)
+						i++
+					}
+					time.Sleep(200 * time.Microsecond)
+				}
+				done.Add(k)
+			}()
+		}
+		wg.Wait()
+		wall += time.Since(start)
+		wakeups += float64(s.w.Wakeups() - w0)
+		resets += float64(done.Load())
+	}
+	b.ReportMetric(wakeups/wall.Seconds(), "wakeups/s")
+	b.ReportMetric(resets/wall.Seconds(), "resets/s")
 }
 
 // benchProcessCPU returns the user plus system CPU time of the process.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,13 +38,13 @@ type floorCAS struct {
 }
 
 // Every benchmark here first touches each record once the way the loop
-// will, so that it measures the steady
-// state of a server, whose timers are reset many times: a wheel Timer's
-// first Reset with a new duration takes the slow path once, to compute and
-// cache the duration's delta, and its first arming from AfterFunc is exact.
+// will, so that it measures the steady state of a server, whose timers are
+// reset many times.
 
-// BenchmarkTimer_ResetRandom re-arms a random one of 100 000 pending timers
-// for the same long duration, through a table of pointers: impl=wheel with
+// BenchmarkTimer_ResetRandom re-arms a random one of 1 000 000 pending
+// timers for the same long duration, through a table of pointers:
+// impl=wheel with ResetFrom from an instant an event loop reads once per
+// batch (advanced by 101 ns per reset), impl=wheel-reset with Reset, on
 // timers from AfterFunc; impl=floor stores one word into a record of the
 // same size instead, with a plain store, which no timer shared between
 // goroutines may use; impl=floor-atomic stores it with sync/atomic, the
@@ -51,37 +52,40 @@ type floorCAS struct {
 // locked exchange on amd64); impl=floor-cas loads that word and
 // compare-and-swaps it, as a lock-free update that depends on the old
 // value does; impl=floor-cas-call does the same in a method that is not
-// inlined, as Reset is not (its inlining cost is over the budget);
-// impl=wheel-same-tick is the wheel on a 1 s tick, where nearly every
-// Reset finds its timer armed for the tick it would arm and returns
-// without writing: what Reset's loads and checks cost without its
-// compare-and-swap; impl=stdlib resets a time.AfterFunc timer.
+// inlined, as ResetFrom is not; impl=stdlib resets a time.AfterFunc timer.
 func BenchmarkTimer_ResetRandom(b *testing.B) {
-	const n = 100_000
+	const n = 1_000_000
 	seq := benchSeq(n, benchSeqLen, 7)
-	for _, impl := range []string{"wheel", "wheel-same-tick", "floor", "floor-atomic", "floor-cas", "floor-cas-call", "stdlib"} {
+	for _, impl := range []string{"wheel", "wheel-reset", "floor", "floor-atomic", "floor-cas", "floor-cas-call", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			switch impl {
-			case "wheel", "wheel-same-tick":
-				tick := time.Millisecond
-				if impl == "wheel-same-tick" {
-					tick = time.Second
-				}
-				w := wheel.New(wheel.WithTick(tick))
+			case "wheel", "wheel-reset":
+				w := wheel.New()
 				defer w.Stop()
 				ts := make([]*wheel.Timer, n)
 				for k := range ts {
 					ts[k] = w.AfterFunc(benchLong, func() { b.Error("fired") })
 				}
+				now := w.Now()
 				for _, t := range ts {
-					t.Reset(benchLong) // the steady state (see above)
+					t.ResetFrom(now, benchLong) // the steady state (see above)
 				}
 				settle(b, w, n)
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
+				if impl == "wheel-reset" {
+					for b.Loop() {
+						ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
+						i++
+					}
+					return
+				}
+				now = w.Now()
 				for b.Loop() {
-					ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
+					ts[seq[i&(benchSeqLen-1)]].ResetFrom(now, benchLong)
+					now += 101
 					i++
 				}
 			case "floor":
@@ -92,6 +96,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				}
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].word = uint64(i)
 					i++
@@ -99,6 +104,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 			case "floor-atomic":
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].word.Store(uint64(i))
 					i++
@@ -106,6 +112,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 			case "floor-cas":
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					r := rs[seq[i&(benchSeqLen-1)]]
 					r.word.CompareAndSwap(r.word.Load(), uint64(i))
@@ -114,6 +121,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 			case "floor-cas-call":
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					rs[seq[i&(benchSeqLen-1)]].set(uint64(i))
 					i++
@@ -133,6 +141,7 @@ func BenchmarkTimer_ResetRandom(b *testing.B) {
 				}
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					ts[seq[i&(benchSeqLen-1)]].Reset(benchLong)
 					i++
@@ -154,22 +163,27 @@ func newFloorCAS(n int) []*floorCAS {
 	return rs
 }
 
-// BenchmarkTimer_ArmCancelRandom arms and cancels a random one of 100 000
-// stopped timers per op, as a server does when a connection opens and
-// closes, beside 100 000 pending ones: impl=wheel with timers from
-// AfterFunc, impl=stdlib with time.AfterFunc timers. impl=floor-cas is the
-// floor: two compare-and-swaps on a random record of a Timer's size, the
-// least a lock-free arm and cancel of a shared timer costs (each loads its
-// word and swaps it), with no pending timers beside them.
+// BenchmarkTimer_ArmCancelRandom arms a random one of 100 000 stopped
+// timers for 200 ms and cancels it per op, as a connection's retransmit
+// timer is armed on a send and cancelled on its ack, on one goroutine while
+// the wheel's goroutine runs, beside 100 000 pending timers: impl=wheel
+// arms timers from AfterFunc with ResetFrom from an instant read once per
+// batch of 64 (as netserver's retransmit path does), impl=wheel-reset with Reset,
+// impl=stdlib time.AfterFunc timers. impl=floor-cas is the floor: two
+// compare-and-swaps on a random record of a Timer's size, the least a
+// lock-free arm and cancel of a shared timer costs, with no pending timers
+// beside them. cpu-ns/op is the process's CPU per op (see reportCPU).
 func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
+	const benchRTO = 200 * time.Millisecond
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 8)
-	for _, impl := range []string{"wheel", "floor-cas", "stdlib"} {
+	for _, impl := range []string{"wheel", "wheel-reset", "floor-cas", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
 			if impl == "floor-cas" {
 				rs := newFloorCAS(n)
 				b.ReportAllocs()
+				defer reportCPU(b, nil)()
 				for b.Loop() {
 					r := rs[seq[i&(benchSeqLen-1)]]
 					r.word.CompareAndSwap(r.word.Load(), 2) // armed
@@ -178,23 +192,40 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 				}
 				return
 			}
-			s := newBenchTimers(b, impl, n) // the pending ones
-			if impl == "wheel" {
+			s := newBenchTimers(b, strings.TrimSuffix(impl, "-reset"), n) // the pending ones
+			if s.w != nil {
 				ts := make([]*wheel.Timer, n)
 				for k := range ts {
-					ts[k] = s.w.AfterFunc(benchLong, func() { b.Error("fired") })
+					ts[k] = s.w.AfterFunc(benchRTO, func() { b.Error("fired") })
 					ts[k].Stop()
 				}
 				for _, t := range ts {
-					t.Reset(benchLong) // the steady state (see above)
+					t.Reset(benchRTO) // the steady state (see above)
 					t.Stop()
 				}
 				settle(b, s.w, n)
+				// The wheel takes the setup's armings and stops in, and then
+				// one take finds nothing: the loop starts on a quiet wheel.
+				time.Sleep(2*wheel.ReleaseDelay + 100*time.Millisecond)
 				runtime.GC()
 				b.ReportAllocs()
+				defer reportCPU(b, s.w)()
+				if impl == "wheel-reset" {
+					for b.Loop() {
+						t := ts[seq[i&(benchSeqLen-1)]]
+						t.Reset(benchRTO)
+						t.Stop()
+						i++
+					}
+					return
+				}
+				var now time.Duration
 				for b.Loop() {
+					if i%64 == 0 { // a batch of 64 events per clock read
+						now = s.w.Now()
+					}
 					t := ts[seq[i&(benchSeqLen-1)]]
-					t.Reset(benchLong)
+					t.ResetFrom(now, benchRTO)
 					t.Stop()
 					i++
 				}
@@ -202,22 +233,42 @@ func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 			}
 			ts := make([]*time.Timer, n)
 			for k := range ts {
-				ts[k] = time.AfterFunc(benchLong, func() { b.Error("fired") })
+				ts[k] = time.AfterFunc(benchRTO, func() { b.Error("fired") })
 				ts[k].Stop()
 			}
 			for _, t := range ts {
-				t.Reset(benchLong)
+				t.Reset(benchRTO)
 				t.Stop()
 			}
 			runtime.GC()
 			b.ReportAllocs()
+			defer reportCPU(b, nil)()
 			for b.Loop() {
 				t := ts[seq[i&(benchSeqLen-1)]]
-				t.Reset(benchLong)
+				t.Reset(benchRTO)
 				t.Stop()
 				i++
 			}
 		})
+	}
+}
+
+// reportCPU starts measuring the process's CPU time and, for a wheel, its
+// wake-ups; the function it returns reports them as cpu-ns/op (the CPU of
+// every thread, the wheel's goroutine and the runtime's timers included,
+// and unlike ns/op not inflated by other processes on a busy machine) and
+// wakeups/s.
+func reportCPU(b *testing.B, w *wheel.Wheel) func() {
+	c0, t0 := benchProcessCPU(b), time.Now()
+	var w0 uint64
+	if w != nil {
+		w0 = w.Wakeups()
+	}
+	return func() {
+		b.ReportMetric(float64(benchProcessCPU(b)-c0)/float64(b.N), "cpu-ns/op")
+		if w != nil {
+			b.ReportMetric(float64(w.Wakeups()-w0)/time.Since(t0).Seconds(), "wakeups/s")
+		}
 	}
 }
 
@@ -257,9 +308,9 @@ func burstLateness(tb testing.TB, impl string, n int, span time.Duration) []time
 	seq := benchSeq(int(span/time.Microsecond), n, 11)
 	for k := range n {
 		d := time.Duration(seq[k]) * time.Microsecond
-		due := w.Elapsed() + d
+		due := w.Now() + d
 		f := func() {
-			late[k] = w.Elapsed() - due
+			late[k] = w.Now() - due
 			if left.Add(-1) == 0 {
 				close(done)
 			}

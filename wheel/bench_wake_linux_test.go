@@ -37,8 +37,8 @@ const (
 // One op arms the timer, waits for its callback and records lateness: the
 // callback's time.Now minus (time.Now at arming + 1 ms). Metrics are its
 // p50, p99 and maximum in microseconds. The wheel is late by design by up to
-// a tick plus a quarter tick of slack (about 1250 µs here); only what goes
-// beyond that is scheduling delay. Run it with a fixed count, e.g.
+// a tick (the deadline rounds up to it); only what goes beyond that is
+// scheduling delay. Run it with a fixed count, e.g.
 //
 //	go test -run '^$' -bench Wake_Lateness -benchtime=500x -count=3 ./wheel/
 func BenchmarkWake_Lateness(b *testing.B) {

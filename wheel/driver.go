@@ -5,395 +5,188 @@ import (
 	"time"
 )
 
-// The driver: the wheel's goroutine. Each wake-up is one step: publish the
-// tick on the coarse clock, take in the inbox if it must (takeIn), fire what
-// is due, and sleep until the next thing to do, decided by sleepPlan from
-// what the step found and by when the inbox must be taken in (takeAt).
+// The driver: the wheel's goroutine. Each wake-up is one step: take the
+// inbox in if it must, fire what is due, and sleep as sleepPlan decides.
 
-// releaseDelay bounds how long a stopped timer stays referenced by the
-// wheel. The driver takes in the inbox (where a stop waits) within
-// takeEvery of a wake-up that finds something there; a Stop wakes it if it
-// sleeps with no wake-up planned within releaseDelay (sleepLong), and after
-// a wake-up that took in stops it sleeps no longer than releaseDelay, so
-// that the stops that follow need not wake it: under churn it wakes one to
-// four times a releaseDelay, and a wheel that nobody stops sleeps until its
-// next timer.
-const releaseDelay = int64(time.Second)
-
-// takeEvery and takeLead say when the driver takes in the inbox (see
-// takeIn): at least every takeEvery while something waits there, and at
-// least takeLead before the earliest deadline pushed. Between takes, a timer
-// armed and stopped again, or armed many times, costs the driver nothing,
-// and the driver leaves alone the cache lines of the timers the resetters
-// are touching.
 const (
-	takeEvery = releaseDelay / 4
-	takeLead  = releaseDelay / 4
+	// releaseDelay bounds how long a stopped timer stays referenced, and
+	// an arming uncounted (see Len): a push wakes a driver that plans no
+	// wake-up within it (sleepLong), and after a take that found anything
+	// the driver comes back within it, so that under churn it wakes about
+	// once a releaseDelay, not once a push.
+	releaseDelay = int64(time.Second)
+	// preciseLead is how long before a timer falls due the driver sleeps
+	// precisely: more than a runtime-timer sleep may end late.
+	preciseLead = int64(2 * time.Millisecond)
 )
-
-// preciseLead is how long before a timer falls due the driver starts
-// sleeping precisely (see sleepPlan), in nanoseconds: more than the
-// millisecond by which a runtime-timer sleep may end late.
-const preciseLead = int64(2 * time.Millisecond)
 
 func (w *Wheel) run() {
 	defer close(w.done)
-	defer w.countStops()
-	for w.clock.Load()&clockStopped == 0 {
+	defer w.drain() // so that Len counts what was pending at Stop
+	for !w.stopped.Load() {
 		w.wakeups.Add(1)
 		until, precise := w.step(w.sinceStart())
-		if w.clock.Load()&clockStopped != 0 {
+		if w.stopped.Load() {
 			return
 		}
 		w.park.sleep(until, w.sinceStart, precise)
 	}
 }
 
-// step does one wake-up's work at time now (nanoseconds since start) and
-// returns when the driver should wake next (math.MaxInt64: only when told
-// to) and whether that sleep is to be precise.
+// step does one wake-up's work at now (nanoseconds since start) and returns
+// when to wake next (math.MaxInt64: when told to), and whether precisely.
 func (w *Wheel) step(now int64) (int64, bool) {
-	w.sleepUntil.Store(0) // awake: pushes and stops need not wake us
+	w.sleepUntil.Store(0) // awake: pushes need not wake us
 	w.sleepLong.Store(false)
-	nowTick := w.tickOf(now)
-	if w.leftStale && w.clock.Load()&clockStale == 0 {
-		// A reader found the clock stale and refreshed it: the coarse
-		// clock is being read, so keep it fresh.
-		w.lastActive = nowTick
+	// A push that woke us from a long sleep is taken in at once.
+	if w.pushWoke.Swap(false) || min(w.pushedAt(), w.releaseAt()) <= now {
+		w.take(now)
 	}
-	w.leftStale = false
-	w.publish(now)
-	// A stop woke us even if the timer was armed again before the take
-	// (it was still queued, so the arming pushed nothing): stops are
-	// coming, and the next sleep is short so that they need not wake us.
-	woken := w.stopWoke.Swap(false)
-	stops := w.takeIn(now, woken)
 	w.expire(now)
-
-	// Tell pushers and stoppers when we wake, then look at the inbox again
-	// (callbacks' armings among them): a push from then on sees sleepUntil
-	// and wakes us if it needs us earlier, a stop sees sleepLong, and what
-	// came before is taken in now if it must be, or planned for by takeAt.
-	// New armings fall due no earlier than the next tick, so this never
-	// fires anything. At the clock's last tick there is no clock to keep:
-	// the next tick never comes (a wake-up planned for it would be past,
-	// and the driver would spin), and the last stays on the clock fresh,
-	// so that readers need not wake the driver either.
-	keep := nowTick < lastTick && nowTick-w.lastActive < w.activeTicks
-	stopped := stops > 0 || woken
-	plan := func() (until int64, precise, leadIn bool) {
-		until, precise, leadIn = sleepPlan(now, w.nextFire(), w.tickTime(nowTick+1), keep, stopped, w.canPrecise)
-		// The inbox, if the driver is to leave it: a take due now is
-		// the one below, which files what it takes for the plan after it.
-		if at := w.takeAt(); at < until && at > now {
-			// Within the precise window of a fire, the take's sleep
-			// is precise too, or it may end past the fire.
-			until, leadIn = at, false
+	// Publish the plan, then plan again with what was pushed before
+	// (callbacks' armings among them) until it holds: a later push sees
+	// sleepUntil and sleepLong. An arming already due goes to the next tick.
+	var until int64
+	var precise bool
+	for {
+		if w.pushedAt() <= now {
+			w.take(now)
 		}
-		return until, precise, leadIn
-	}
-	until, precise, leadIn := plan()
-	w.publishSleep(now, until, precise, leadIn)
-	if w.takeIn(now, false) > 0 {
-		stopped = true
-	}
-	if u, p, l := plan(); u < until {
+		u, p := sleepPlan(now, min(w.nextFire(), w.pushedAt()), w.releaseAt(), w.canPrecise)
+		if u == until {
+			break
+		}
 		until, precise = u, p
-		w.publishSleep(now, until, precise, l)
+		w.sleepUntil.Store(max(until, 1))
+		w.sleepLong.Store(until > satAdd(now, releaseDelay))
 	}
-	w.endBatch()
-	if !keep && nowTick < lastTick {
-		w.markStale()
-		w.leftStale = true
+	if w.fired > 0 && w.batchEnd != nil {
+		w.batchEnd()
 	}
+	w.fired = 0
 	return until, precise
 }
 
-// publishSleep tells pushers and stoppers, at now, that the driver will
-// sleep until until: a push wakes it for a deadline before that
-// (sleepUntil), a Stop if that is more than releaseDelay away (sleepLong).
-//
-// sleepUntil's two low bits say how a push compares its deadline with
-// until (see wakeBefore), moving until by 3 ns at most:
-//
-//   - sleepSlack: the sleep ends on time (precise: a wake-up within
-//     preciseLead of a fire), or no sleep does (!canPrecise), so that
-//     waking would plan one as late. A deadline up to a quarter tick (the
-//     slack) before until does not wake the driver: it fires with the
-//     slot it then processes, as a slot holding a coarse timer is, a
-//     quarter tick after its tick; woken, the driver would file it there
-//     and plan the same wake-up, once per push.
-//   - sleepLeadIn: the sleep, on the runtime's timer, leads in to a
-//     precise one, preciseLead before a fire. A deadline at most a quarter
-//     tick before that fire (one that joins a late slot there) does not
-//     wake the driver, for the reason above; an earlier one does, to plan
-//     a precise sleep to it, since this one may end a millisecond late.
-//   - neither: a deadline before until wakes the driver; one at until
-//     (the next tick, for a driver keeping the clock) fires when the
-//     driver wakes then, on the runtime's timer.
-func (w *Wheel) publishSleep(now, until int64, precise, leadIn bool) {
-	v := until &^ sleepModes
-	switch {
-	case precise || !w.canPrecise:
-		v |= sleepSlack
-	case leadIn:
-		v |= sleepLeadIn
-	}
-	w.sleepUntil.Store(v)
-	w.sleepLong.Store(until > satAdd(now, releaseDelay))
-}
-
-// The modes of a published sleep, in sleepUntil's low bits (publishSleep).
-const (
-	sleepSlack  = 1
-	sleepLeadIn = 2
-	sleepModes  = sleepSlack | sleepLeadIn
-)
-
-// sleepPlan decides when the driver wakes next, from what a step found at
-// now: fireAt, the earliest time a timer may fire (math.MaxInt64: none);
-// nextTick, when the next tick starts; keepClock, whether the driver keeps
-// the coarse clock fresh (then it wakes every tick); tookStops, whether
-// this wake-up took in stopped timers (then it wakes within releaseDelay,
-// so that stops that follow are taken in without waking it: see
-// releaseDelay); and canPrecise, whether it may sleep in futex. It returns
-// the time to wake up, whether to sleep precisely, and whether the sleep
-// leads in to a precise one (see publishSleep).
-//
-// A sleep on the runtime's timer ends 0-1 ms late. When the wake-up is for
-// a timer, the last preciseLead before it is slept in futex, which ends on
-// time; a longer sleep first ends preciseLead early (on the runtime's timer,
-// so no more than a millisecond later) to take the rest precisely. Sleeps
-// that only keep the clock stay on the runtime's timer: in futex the
-// goroutine keeps its P, which costs the process CPU (WithSyscallSleep).
-func sleepPlan(now, fireAt, nextTick int64, keepClock, tookStops, canPrecise bool) (until int64, precise, leadIn bool) {
-	until = fireAt
-	if tookStops {
-		until = min(until, satAdd(now, releaseDelay))
-	}
-	if keepClock {
-		until = min(until, nextTick)
-	}
-	if !canPrecise || fireAt > until || fireAt == math.MaxInt64 {
-		return until, false, false
-	}
-	if fireAt-now <= preciseLead {
-		return until, true, false
-	}
-	return fireAt - preciseLead, false, true
-}
-
-// nextFire returns the earliest time at which a timer the wheel holds may
-// fire: when the next occupied slot is processed, or a timer on the due list
-// may fire.
-func (w *Wheel) nextFire() int64 {
-	at := int64(math.MaxInt64)
-	if tick, _, late, ok := w.lv.next(); ok && tick <= lastTick {
-		at = w.slotTime(tick, late)
-	}
-	h := w.lv.due()
-	for t := h.next; t != h; t = t.next {
-		at = min(at, w.fireAt(t.state.Load()))
-	}
-	return at
-}
-
-// slotTime returns when a slot at tick may be processed: at the tick if it
-// holds only exact timers, else a quarter tick later, when the coarse ones
-// due at that tick may fire (less any hold-back, for which they wait on the
-// due list).
-func (w *Wheel) slotTime(tick uint64, late bool) int64 {
-	at := w.tickTime(tick)
-	if late {
-		at = satAdd(at, w.slackNanos)
-	}
-	return at
-}
-
-// takeIn takes in the inbox (see drain) when it must, or when force is
-// set, and returns how many stopped timers it took in. Timers armed from
-// the coarse clock among them are a sign that the clock is being read
-// (lastActive). It must take when takeEvery has passed since the last take,
-// or when a pending timer pushed since then falls due within takeLead
-// (inMin, lowered by wakeBefore); otherwise what waits there waits, and the
-// driver plans to come back for it (takeAt). inMin is reset before the
-// inbox is taken, so a deadline pushed meanwhile is at worst counted twice.
-func (w *Wheel) takeIn(now int64, force bool) (stops int) {
-	if !force && now-w.lastTake < int64(takeEvery) && w.tickTime(w.inMin.Load()) > satAdd(now, int64(takeLead)) {
-		return 0
-	}
-	w.inMin.Store(maxWhen)
+// take takes the inbox in. Until it must (pushedAt, releaseAt), a timer
+// armed and stopped many times waits there and costs the driver nothing.
+func (w *Wheel) take(now int64) {
+	w.inMin.Store(maxWhen) // before the drain: a push meanwhile is seen twice at worst
 	w.lastTake = now
-	coarse, stops := w.drain(now)
-	if coarse > 0 {
-		w.lastActive = w.tickOf(now) // timers armed from the coarse clock
-	}
-	return stops
+	w.tookAny = w.drain() > 0
 }
 
-// takeAt returns when the driver must next take in the inbox
-// (math.MaxInt64: only when woken): takeLead before the earliest deadline
-// pushed since the last take, and takeEvery after the last take if the
-// inbox is not empty.
-func (w *Wheel) takeAt() int64 {
-	at := int64(math.MaxInt64)
-	if m := w.inMin.Load(); m != maxWhen {
-		at = w.tickTime(m) - int64(takeLead)
+// pushedAt returns when the earliest deadline pushed since the last take
+// falls due.
+func (w *Wheel) pushedAt() int64 { return w.tickTime(w.inMin.Load()) }
+
+// releaseAt returns when the driver must take the inbox in to count
+// armings and release stops: releaseDelay after the last take, if that
+// found anything or anything waits.
+func (w *Wheel) releaseAt() int64 {
+	if w.tookAny || !w.in.empty() {
+		return satAdd(w.lastTake, releaseDelay)
 	}
-	if !w.in.empty() {
-		at = min(at, w.lastTake+int64(takeEvery))
-	}
-	return at
+	return math.MaxInt64
 }
 
-// drain empties the inbox, filing, moving, firing or dropping each timer on
-// it, and returns how many of them were armed from the coarse clock (a sign
-// that it is being read) and how many were stopped.
-func (w *Wheel) drain(now int64) (coarse, stops int) {
+// sleepPlan decides when the driver wakes next, at now: at fireAt, when
+// the next occupied slot's tick starts or a pushed timer falls due, or at
+// releaseAt, whichever comes first (math.MaxInt64: never); canPrecise says
+// whether it may sleep in futex. A sleep on the runtime's timer ends 0-1
+// ms late, so the last preciseLead before a fire is slept in futex, which
+// ends on time, and a longer sleep first ends preciseLead early.
+func sleepPlan(now, fireAt, releaseAt int64, canPrecise bool) (until int64, precise bool) {
+	until = min(fireAt, releaseAt)
+	switch {
+	case !canPrecise || fireAt == math.MaxInt64:
+		return until, false
+	case fireAt-now <= preciseLead:
+		return until, true
+	}
+	return min(fireAt-preciseLead, releaseAt), false
+}
+
+// nextFire returns when the next occupied slot's tick starts.
+func (w *Wheel) nextFire() int64 {
+	if tick, _, ok := w.lv.next(); ok {
+		return w.tickTime(tick)
+	}
+	return math.MaxInt64
+}
+
+// drain handles every timer on the inbox (firing none) and returns how
+// many it took.
+func (w *Wheel) drain() (n int) {
 	for i := range w.in.shards {
-		t := w.in.take(i)
-		for t != nil {
+		for t := w.in.take(i); t != nil; n++ {
 			next := t.qnext
 			t.qnext = nil
-			switch s := t.state.And(^uint64(stateQueued)); s & (statePending | stateExact) {
-			case statePending:
-				coarse++
-			case 0, stateExact:
-				stops++
-			}
+			t.state.And(^uint64(stateQueued))
 			if t.next != nil {
 				w.lv.unlink(t)
 			}
-			w.handle(t, now)
+			w.handle(t, false)
 			t = next
 		}
 	}
-	return coarse, stops
+	return n
 }
 
-// expire processes the due list and every slot due at now, then moves cur
-// to the last tick whose every timer may have fired.
+// expire processes every slot due at now, then moves cur to now's tick.
 func (w *Wheel) expire(now int64) {
-	w.expireSlot(slotDue, now)
 	for {
-		tick, idx, late, ok := w.lv.next()
-		if !ok || tick > lastTick || w.slotTime(tick, late) > now {
+		tick, idx, ok := w.lv.next()
+		if !ok || w.tickTime(tick) > now {
 			break
 		}
 		w.lv.cur = tick
-		w.expireSlot(idx, now)
+		w.expireSlot(idx)
 	}
-	// Every slot left is due after now, so its tick lies beyond this one.
-	if now >= w.slackNanos {
-		w.lv.cur = max(w.lv.cur, w.tickOf(now-w.slackNanos))
-	}
+	// Every slot left starts after now, so its tick lies beyond this one.
+	w.lv.cur = max(w.lv.cur, min(w.tickOf(now), maxWhen-1))
 }
 
-// expireSlot takes every timer out of slot idx and files, fires or drops it.
-func (w *Wheel) expireSlot(idx int, now int64) {
+// expireSlot handles every timer of slot idx, whose tick has come.
+func (w *Wheel) expireSlot(idx int) {
 	for t := w.lv.take(idx); t != nil; {
 		next := t.next
 		t.next, t.prev = nil, nil
-		w.handle(t, now)
+		w.handle(t, true)
 		t = next
 	}
 }
 
-// handle decides the fate of an unlinked timer t: drop it if stopped, file
-// it if its deadline is ahead, hold it on the due list if it may not fire
-// yet, fire it if due; and keeps the pending count.
-func (w *Wheel) handle(t *Timer, now int64) {
+// handle drops an unlinked timer t if stopped, files it by its deadline,
+// or if it is due fires it (fire: its slot's tick has come) or else files it
+// at the next tick (so that a callback re-arming its timer for the past
+// does not loop); and keeps the pending count.
+func (w *Wheel) handle(t *Timer, fire bool) {
 	for {
 		s := t.state.Load()
-		if s&statePending == 0 {
-			if n := s &^ (stateFiled | stateCounted); n != s {
-				if !t.state.CompareAndSwap(s, n) {
-					continue
-				}
-				if s&stateCounted != 0 {
-					w.addPending(-1)
-				}
-			}
-			return
+		when := s >> whenShift
+		due := s&statePending != 0 && fire && when <= w.lv.cur
+		n := s | stateCounted
+		if s&statePending == 0 || due {
+			n = s &^ (statePending | stateCounted)
 		}
-		if n := s | stateFiled | stateCounted; n != s {
-			if !t.state.CompareAndSwap(s, n) {
-				continue
-			}
-			if s&stateCounted == 0 {
-				w.addPending(1)
-			}
-			s = n
+		if n != s && !t.state.CompareAndSwap(s, n) {
+			continue
 		}
-		if when := s >> whenShift; when > w.lv.cur {
-			w.lv.link(t, w.lv.slotFor(when), s&stateExact == 0)
-			return
+		if n&stateCounted != s&stateCounted {
+			w.npending += int64(n>>2&1)*2 - 1 // stateCounted is bit 2
+			w.count.Store(w.npending)
 		}
-		if w.fireAt(s) > now {
-			// On the due list t waits out a hold-back, and the driver plans
-			// by it. Not filed there, so that any arming pushes t and the
-			// driver plans again: a later deadline stored lazily would be
-			// planned by the old hold-back, or, on a tick not yet over, not
-			// at all.
-			if !t.state.CompareAndSwap(s, s&^stateFiled) {
-				continue
-			}
-			w.lv.link(t, slotDue, false)
-			return
-		}
-		if t.state.CompareAndSwap(s, s&^(statePending|stateFiled|stateCounted)) {
-			w.addPending(-1)
+		switch {
+		case due:
 			w.fired++
 			if w.exec != nil {
 				w.exec(t.f)
 			} else {
 				t.f()
 			}
-			return
+		case n&statePending != 0:
+			w.lv.link(t, w.lv.slotFor(max(when, w.lv.cur+1)))
 		}
-	}
-}
-
-func (w *Wheel) endBatch() {
-	if w.fired > 0 {
-		w.fired = 0
-		if w.batchEnd != nil {
-			w.batchEnd()
-		}
-	}
-}
-
-func (w *Wheel) addPending(d int64) {
-	w.npending += d
-	w.count.Store(w.npending)
-}
-
-// countStops runs as the driver exits, after Stop: it takes in what is
-// still on the inbox, stops and armings, so that Len counts the timers that
-// were pending when the wheel stopped. It fires nothing and links nothing.
-func (w *Wheel) countStops() {
-	for i := range w.in.shards {
-		for t := w.in.take(i); t != nil; {
-			next := t.qnext
-			t.qnext = nil
-			for {
-				s := t.state.Load()
-				n := s &^ stateQueued
-				if s&statePending == 0 {
-					n &^= stateCounted
-				} else {
-					n |= stateCounted // an arming left on the inbox
-				}
-				if t.state.CompareAndSwap(s, n) {
-					if s&statePending == 0 && s&stateCounted != 0 {
-						w.addPending(-1)
-					} else if s&statePending != 0 && s&stateCounted == 0 {
-						w.addPending(1)
-					}
-					break
-				}
-			}
-			t = next
-		}
+		return
 	}
 }

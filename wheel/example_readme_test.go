@@ -23,11 +23,11 @@ func Example_readme() {
 	c.idle.Init(w, func() { closed <- time.Now() }) // on the wheel's goroutine: must not block
 
 	start := time.Now()
-	c.idle.Reset(50 * time.Millisecond) // on every packet: a few ns, no clock read
+	c.idle.Reset(50 * time.Millisecond) // reads the monotonic clock, rounds up to the tick
 
-	// An event loop that reads the clock once per event anyway arms from
-	// that exact instant instead, and the wheel then keeps no clock for it.
-	now := w.Elapsed()
+	// An event loop reads the clock once per batch of events and arms
+	// every timer of the batch from that instant: a few ns, no clock read.
+	now := w.Now()
 	c.idle.ResetFrom(now, 50*time.Millisecond)
 
 	fmt.Println("closed, never early:", (<-closed).Sub(start) >= 50*time.Millisecond)

@@ -62,9 +62,9 @@ func ExampleWithExecutor() {
 	// expired, run by the caller's loop
 }
 
-// An event loop reads the exact clock once per event (Elapsed) and arms
-// from that time: the deadline runs from the event's instant, and the wheel
-// need not keep its coarse clock fresh for the loop.
+// An event loop reads the clock once per batch of events (Now) and arms
+// from that time: the deadline runs from the event's instant, and each
+// arming reads no clock.
 func ExampleTimer_ResetFrom() {
 	clk := wheel.NewManualClock() // in production: wheel.New() on the real clock
 	w := wheel.New(wheel.WithClock(clk))
@@ -74,7 +74,7 @@ func ExampleTimer_ResetFrom() {
 	idle.Init(w, func() { fmt.Printf("%v: idle\n", clk.Now()) })
 	for range 3 { // an event every 10.5s; the last at 31.5s
 		clk.Advance(10500 * time.Millisecond)
-		now := w.Elapsed() // once per event
+		now := w.Now() // once per event
 		idle.ResetFrom(now, 30*time.Second)
 	}
 	clk.Advance(time.Minute)

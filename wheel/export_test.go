@@ -4,7 +4,7 @@ import "time"
 
 // NewSimulated builds a real-clock wheel whose clock is now (nanoseconds
 // since start) and whose driver does not run: the test calls Step where the
-// goroutine would wake. It exercises the stale-clock and late-driver paths
+// goroutine would wake. It exercises the late-driver paths
 // deterministically.
 func NewSimulated(now func() int64, opts ...Option) *Wheel {
 	w := build(opts)
@@ -27,11 +27,11 @@ func (w *Wheel) StepPlan() (until int64, precise bool) {
 	return w.step(w.sinceStart())
 }
 
-// Stale reports whether the coarse clock is marked stale.
-func (w *Wheel) Stale() bool { return w.clock.Load()&clockStale != 0 }
-
-// MaxHoldBack reports the longest hold-back the wheel has noted.
-func (w *Wheel) MaxHoldBack() time.Duration { return time.Duration(w.holds.most) }
+// when is the deadline ResetFrom(from, d) arms on a real-clock wheel.
+func (w *Wheel) when(from int64, d time.Duration) uint64 {
+	q, r := w.divTick(uint64(satAdd(from, int64(d))))
+	return q + min(r, 1)
+}
 
 // SetCanPrecise overrides what New decided from GOMAXPROCS: whether the
 // driver may sleep in futex before a timer falls due.
@@ -51,28 +51,8 @@ const PreciseLead = time.Duration(preciseLead)
 // ReleaseDelay bounds how long the wheel keeps a stopped timer referenced.
 const ReleaseDelay = time.Duration(releaseDelay)
 
-// TakeEvery bounds how long the driver leaves pushes on the inbox; TakeLead
-// is how long before a pushed deadline it takes them in at the latest.
-const (
-	TakeEvery = time.Duration(takeEvery)
-	TakeLead  = time.Duration(takeLead)
-)
-
 // SleepPlan is the driver's sleep decision, for table tests.
 var SleepPlan = sleepPlan
-
-// AgeCode and AgeRange expose the coarse deadline's age encoding.
-var (
-	AgeCode  = ageCode
-	AgeRange = ageRange
-)
-
-// HoldBacks is the hold-back record, for tests of its resolution.
-type HoldBacks = holdBacks
-
-func (h *holdBacks) Note(t uint64, extra int64) { h.note(t, extra) }
-func (h *holdBacks) Cover(t uint64)             { h.cover(t) }
-func (h *holdBacks) Max(lo, hi uint64) int64    { return h.max(lo, hi) }
 
 // WakeRequested reports whether a wake-up of the driver is pending: for a
 // simulated driver, whether the real one would be woken now.
@@ -80,4 +60,4 @@ func (w *Wheel) WakeRequested() bool { return w.park.state.Load() == 1 }
 
 // Exit does what the driver does as it exits after Stop: it counts what is
 // left on the inbox. A simulated wheel has no driver to do it.
-func (w *Wheel) Exit() { w.countStops() }
+func (w *Wheel) Exit() { w.drain() }

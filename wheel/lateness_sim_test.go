@@ -30,7 +30,6 @@ const fzTick = int64(time.Millisecond)
 type fzStamp struct {
 	val    time.Duration
 	callAt int64 // when the Now/Elapsed call was made
-	now    bool  // from Now (a tick multiple; promise counts from callAt)
 }
 
 type fzSim struct {
@@ -64,7 +63,7 @@ func (s *fzSim) fail(f string, a ...any) {
 }
 
 func (s *fzSim) bound(i int) int64 {
-	return s.base[i] + 2*fzTick + fzTick/4 + int64(s.w.MaxHoldBack()) + max(0, s.now-min(s.wakeAt, s.reqAt))
+	return s.base[i] + fzTick + max(0, s.now-min(s.wakeAt, s.reqAt))
 }
 
 func (s *fzSim) randDur() time.Duration {
@@ -123,7 +122,7 @@ func (s *fzSim) timerOp(where string) {
 		s.arm(i, s.now+max(int64(d), 0))
 	case p < 50:
 		d := s.randDur()
-		e := s.w.Elapsed()
+		e := s.w.Now()
 		s.stamps = append(s.stamps, fzStamp{val: e, callAt: s.now})
 		s.logf("%s: T%d.ResetFrom(Elapsed=%v, %v)", where, i, e, d)
 		s.tm[i].ResetFrom(e, d)
@@ -131,20 +130,16 @@ func (s *fzSim) timerOp(where string) {
 	case p < 65:
 		d := s.randDur()
 		n := s.w.Now()
-		s.stamps = append(s.stamps, fzStamp{val: n, callAt: s.now, now: true})
+		s.stamps = append(s.stamps, fzStamp{val: n, callAt: s.now})
 		s.logf("%s: T%d.ResetFrom(Now=%v, %v)", where, i, n, d)
 		s.tm[i].ResetFrom(n, d)
-		s.arm(i, s.now+max(int64(d), 0))
+		s.arm(i, int64(n)+max(int64(d), 0))
 	case p < 72 && len(s.stamps) > 0:
 		st := s.stamps[max(0, len(s.stamps)-1-r.IntN(8))]
 		d := s.randDur()
-		s.logf("%s: T%d.ResetFrom(old stamp %v now=%v called at %v, %v)", where, i, st.val, st.now, time.Duration(st.callAt), d)
+		s.logf("%s: T%d.ResetFrom(old stamp %v called at %v, %v)", where, i, st.val, time.Duration(st.callAt), d)
 		s.tm[i].ResetFrom(st.val, d)
-		e := int64(st.val) + max(int64(d), 0)
-		if st.now {
-			e = st.callAt + max(int64(d), 0)
-		}
-		s.arm(i, e)
+		s.arm(i, int64(st.val)+max(int64(d), 0))
 	case p < 88:
 		s.logf("%s: T%d.Stop()", where, i)
 		got := s.tm[i].Stop()
@@ -154,10 +149,10 @@ func (s *fzSim) timerOp(where string) {
 		s.armed[i] = false
 	default:
 		n := s.w.Now()
-		s.stamps = append(s.stamps, fzStamp{val: n, callAt: s.now, now: true})
+		s.stamps = append(s.stamps, fzStamp{val: n, callAt: s.now})
 		s.logf("%s: Now() = %v", where, n)
-		if int64(n) > s.now {
-			s.fail("Now() = %v is in the future", n)
+		if int64(n) != s.now {
+			s.fail("Now() = %v, not the time", n)
 		}
 	}
 	if len(s.stamps) > 64 {
@@ -173,8 +168,8 @@ func (s *fzSim) fired(i int) {
 	case s.now < s.early[i]:
 		s.fail("T%d fired early: %v before its earliest", i, time.Duration(s.early[i]-s.now))
 	case s.now > s.bound(i):
-		s.fail("T%d fired late: %v after its earliest (hold-back %v, driver lateness %v)",
-			i, time.Duration(s.now-s.early[i]), s.w.MaxHoldBack(), time.Duration(max(0, s.now-min(s.wakeAt, s.reqAt))))
+		s.fail("T%d fired late: %v after its earliest (driver lateness %v)",
+			i, time.Duration(s.now-s.early[i]), time.Duration(max(0, s.now-min(s.wakeAt, s.reqAt))))
 	}
 	s.armed[i] = false
 	s.nfired++
@@ -213,12 +208,8 @@ func (s *fzSim) step(why string) {
 		s.logf("driver runs %v late", time.Duration(late))
 	}
 	s.nsteps++
-	hb0 := s.w.MaxHoldBack()
 	s.wakeAt = s.w.Step()
 	s.reqAt = math.MaxInt64
-	if hb := s.w.MaxHoldBack(); hb > hb0 {
-		s.logf("hold-back now %v", hb)
-	}
 	s.logf("Step (%s) -> wake at %.6fms", why, float64(s.wakeAt)/1e6)
 	s.checkPending("after step")
 	if s.wakeAt < math.MaxInt64-int64(time.Second) {
@@ -316,9 +307,8 @@ func TestFuzzLateness(t *testing.T) {
 	}
 	fails := 0
 	var fired, woken, steps, cbs int
-	var hb time.Duration
 	defer func() {
-		t.Logf("seeds=%d+5 fired=%d steps=%d woken=%d callback-ops=%d max hold-back=%v", *fuzzSeeds, fired, steps, woken, cbs, hb)
+		t.Logf("seeds=%d+5 fired=%d steps=%d woken=%d callback-ops=%d", *fuzzSeeds, fired, steps, woken, cbs)
 	}()
 	// The first seeds, and seeds that found bugs since fixed (an earlier
 	// deadline of a queued timer not waking the driver: 238, 393, 408; a
@@ -333,13 +323,6 @@ func TestFuzzLateness(t *testing.T) {
 		woken += s.nwoken
 		steps += s.nsteps
 		cbs += s.ncb
-		hb = max(hb, s.w.MaxHoldBack())
-		if s.lateMode == 0 && s.w.MaxHoldBack() > 0 {
-			t.Errorf("seed %d: hold-back %v with a driver never late", seed, s.w.MaxHoldBack())
-		}
-		if s.w.MaxHoldBack() > 400*time.Millisecond {
-			t.Logf("seed %d hold-back %v", seed, s.w.MaxHoldBack())
-		}
 		if s.bad == "" {
 			continue
 		}

@@ -8,31 +8,23 @@ import "math/bits"
 //
 // 7 levels of 64 slots cover the 41-bit deadline. A deadline goes to the
 // level of the highest 6-bit digit in which it differs from cur, the last
-// tick processed, in the slot named by that digit; so a level-l slot always
-// lies inside the current slot of every level above, and the next occupied
-// slot is found with one masked TrailingZeros64 per level. When a slot
-// comes round its timers are taken out and filed again lower down (or
-// fired). A slot is a circular doubly linked list through a sentinel that
-// knows its index, so a timer can be unlinked without knowing its slot.
-// Past the slots there is one more list, the due list, for timers whose
-// tick has come but which may not fire yet (see Wheel.fireAt).
+// tick processed, in the slot named by that digit; the next occupied slot
+// is found with one masked TrailingZeros64 per level. When a slot comes
+// round its timers are filed again lower down (or fired). A slot is a
+// circular list through a sentinel that knows its index, so a timer can be
+// unlinked without knowing its slot.
 const (
 	slotBits      = 6
 	slotsPerLevel = 1 << slotBits
 	numLevels     = 7
-	slotDue       = numLevels * slotsPerLevel
-	numSlots      = slotDue + 1
+	numSlots      = numLevels * slotsPerLevel
 )
 
-// levels holds the wheel's timers by deadline.
-//
-// Ownership: everything here belongs to the driver (or to
-// ManualClock.Advance, under the clock's mutex).
+// levels holds the wheel's timers by deadline. It belongs to the driver.
 type levels struct {
 	cur      uint64          // every tick <= cur has been processed
 	heads    [numSlots]Timer // list sentinels: w is nil, state holds the index
 	occupied [numLevels]uint64
-	late     [numLevels]uint64 // occupied slots that may hold a coarse timer, processed a little late
 }
 
 func (l *levels) init(cur uint64) {
@@ -50,20 +42,14 @@ func (l *levels) slotFor(when uint64) int {
 	return lv*slotsPerLevel + int(when>>(uint(lv)*slotBits))&(slotsPerLevel-1)
 }
 
-// link files t in slot idx; late marks a slot holding a coarse timer.
-func (l *levels) link(t *Timer, idx int, late bool) {
+// link files t in slot idx.
+func (l *levels) link(t *Timer, idx int) {
 	h := &l.heads[idx]
 	t.prev = h
 	t.next = h.next
 	h.next.prev = t
 	h.next = t
-	if idx < slotDue {
-		lv, bit := idx/slotsPerLevel, uint64(1)<<(idx%slotsPerLevel)
-		l.occupied[lv] |= bit
-		if late {
-			l.late[lv] |= bit
-		}
-	}
+	l.occupied[idx/slotsPerLevel] |= 1 << (idx % slotsPerLevel)
 }
 
 // unlink takes t out of whatever slot holds it.
@@ -77,19 +63,12 @@ func (l *levels) unlink(t *Timer) {
 	}
 }
 
-func (l *levels) emptied(idx int) {
-	if idx < slotDue {
-		lv, bit := idx/slotsPerLevel, uint64(1)<<(idx%slotsPerLevel)
-		l.occupied[lv] &^= bit
-		l.late[lv] &^= bit
-	}
-}
+func (l *levels) emptied(idx int) { l.occupied[idx/slotsPerLevel] &^= 1 << (idx % slotsPerLevel) }
 
-// next returns the tick of the first occupied slot after cur, its index,
-// and whether it may hold a coarse timer. The lowest occupied level always
-// comes first: a level-l slot lies inside the current slot of every level
-// above l.
-func (l *levels) next() (tick uint64, idx int, late, ok bool) {
+// next returns the tick of the first occupied slot after cur and its
+// index. The lowest occupied level comes first: a level-l slot lies inside
+// the current slot of every level above.
+func (l *levels) next() (tick uint64, idx int, ok bool) {
 	for lv := 0; lv < numLevels; lv++ {
 		shift := uint(lv * slotBits)
 		digit := (l.cur >> shift) & (slotsPerLevel - 1)
@@ -98,10 +77,10 @@ func (l *levels) next() (tick uint64, idx int, late, ok bool) {
 			j := uint64(bits.TrailingZeros64(bm))
 			tick = l.cur>>(shift+slotBits)<<(shift+slotBits) | j<<shift
 			idx = lv*slotsPerLevel + int(j)
-			return tick, idx, l.late[lv]&(1<<j) != 0, true
+			return tick, idx, true
 		}
 	}
-	return 0, 0, false, false
+	return 0, 0, false
 }
 
 // take empties slot idx and returns its timers as a list linked by next
@@ -117,6 +96,3 @@ func (l *levels) take(idx int) *Timer {
 	h.next, h.prev = h, h
 	return first
 }
-
-// due returns the due list's sentinel, to walk it.
-func (l *levels) due() *Timer { return &l.heads[slotDue] }

@@ -1,7 +1,6 @@
 package wheel
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,11 +11,9 @@ import (
 // goroutine, and timers fire synchronously inside Advance, in deadline order,
 // on the goroutine that calls Advance.
 //
-// With a ManualClock the wheel knows the exact time, so a timer armed for d
-// at time t fires at the first tick boundary at or after t+d (and at least
-// one tick after t), never later, unless its arming lands after an Advance
-// from another goroutine has passed that tick: then the next Advance fires
-// it first.
+// A timer armed for d at time t fires at the first tick at or after t+d,
+// and at least one tick after t (if its arming lands after an Advance from
+// another goroutine passed that tick, at the next Advance's first tick).
 type ManualClock struct {
 	mu       sync.Mutex   // serializes Advance, and Wheel.Stop with it
 	now      atomic.Int64 // nanoseconds since the clock was created
@@ -33,44 +30,37 @@ func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
 
 // Advance moves the clock forward by d (not at all for d <= 0) and fires,
 // in deadline order, every timer that falls due on the way; while a
-// callback runs, Now reports the tick it fired at. First, at the current
-// time, it fires any timer already due: an arming that read the clock
-// before an earlier Advance passed its deadline, and landed after it.
-// Timers armed by callbacks fire within the same Advance if they fall due
-// within it. Advance may not be called from a callback; concurrent calls
-// are serialized. After the wheel has stopped it only moves the clock.
+// callback runs, Now reports the tick it fired at. Timers armed by
+// callbacks fire within the same Advance if they fall due within it (one
+// re-armed for the past, at the next tick). Advance may not be called from
+// a callback; concurrent calls are serialized. After the wheel has stopped
+// it only moves the clock.
 func (c *ManualClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now.Load()
-	target := now
-	if d > 0 {
-		if d > time.Duration(math.MaxInt64-now) {
-			d = time.Duration(math.MaxInt64 - now)
-		}
-		target = now + int64(d)
-	}
+	target := satAdd(now, int64(max(d, 0)))
 	w := c.w
 	if w == nil {
 		c.now.Store(target)
 		return
 	}
-	targetTick := w.tickOf(target)
-	for w.clock.Load()&clockStopped == 0 {
-		w.drain(now)
-		w.expireSlot(slotDue, now) // what Len took in already due
-		tick, idx, _, ok := w.lv.next()
+	targetTick := min(w.tickOf(target), maxWhen-1)
+	for !w.stopped.Load() {
+		w.drain()
+		tick, idx, ok := w.lv.next()
 		if !ok || tick > targetTick {
 			break
 		}
-		if at := w.tickTime(tick); at > now {
-			now = at
-			c.now.Store(now)
-		}
+		now = max(now, w.tickTime(tick))
+		c.now.Store(now)
 		w.lv.cur = tick
-		w.expireSlot(idx, now)
+		w.expireSlot(idx)
 	}
 	c.now.Store(target)
 	w.lv.cur = max(w.lv.cur, targetTick)
-	w.endBatch()
+	if w.fired > 0 && w.batchEnd != nil {
+		w.batchEnd()
+	}
+	w.fired = 0
 }

@@ -13,8 +13,7 @@ const (
 	DefaultTick = time.Millisecond
 )
 
-// ErrTick is the error Validate returns (wrapped, with the tick) for a tick
-// outside [MinTick, MaxTick].
+// ErrTick is wrapped by Validate's error for a tick out of range.
 var ErrTick = errors.New("wheel: tick out of range")
 
 type config struct {
@@ -57,33 +56,16 @@ func WithBatchEnd(f func()) Option {
 	return func(c *config) { c.batchEnd = f }
 }
 
-// WithSyscallSleep makes the wheel's goroutine take every sleep in a system
-// call (futex) on Linux, instead of only the last 2 ms before a timer falls
-// due; elsewhere, and with a ManualClock, it has no effect.
-//
-// A runtime timer belongs to a P. When every P is held by a goroutine
-// waiting in a blocking system call (gnet's event loops in epoll_wait, one
-// per P), nothing runs those timers until such a goroutine passes through
-// the scheduler or the runtime's monitor takes a P back: a 1 ms sleep ends
-// milliseconds late (BenchmarkWake_Lateness, docs/perf.md), and the
-// wheel's timers fire that late. The first remedy is a P to spare
-// (GOMAXPROCS above the number of such goroutines): an idle P's thread runs
-// every P's due timers on time. This option is the other: the kernel wakes
-// a thread sleeping in futex on time.
-//
-// It has costs (docs/design.md): the sleeping goroutine keeps its P, so
-// with a loop on every P a loop that wakes meanwhile may wait for the
-// monitor to free one; and with every P in a system call the monitor keeps
-// taking them back, which costs the process CPU. netserver therefore
-// leaves a P to spare instead. Programs whose goroutines block only
-// through the runtime's network poller, as net.Conn users do, need
-// neither.
-//
-// Without this option the wheel still sleeps in futex, on Linux with
-// GOMAXPROCS above 1 when New runs, for the last 2 ms before a timer falls
-// due: a runtime-timer sleep ends 0-1 ms late even with a P to spare, and
-// that lateness would go straight to the timer. The sleeps that only keep
-// the coarse clock fresh stay on the runtime's timer.
+// WithSyscallSleep makes the wheel's goroutine take every sleep in futex
+// on Linux, instead of only the last 2 ms before a timer falls due;
+// elsewhere, and with a ManualClock, it has no effect. When every P is held
+// by a goroutine blocked in a system call (gnet's event loops in
+// epoll_wait), the runtime's timers run late, and so would the wheel's
+// sleeps on them (BenchmarkWake_Lateness, docs/perf.md); the kernel wakes
+// a futex sleeper on time. It costs the process CPU, and the sleeper keeps
+// its P (docs/design.md): a P to spare (GOMAXPROCS above the number of
+// such goroutines) is the other remedy, the one netserver takes. Programs
+// whose goroutines block only through the network poller need neither.
 func WithSyscallSleep() Option {
 	return func(c *config) { c.syscallSleep = true }
 }

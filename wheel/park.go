@@ -6,12 +6,10 @@ import (
 	"time"
 )
 
-// parker is where the driver waits for its next tick or for a wake-up: on
-// the runtime's timer and a channel, or, with WithSyscallSleep on Linux, in
-// the futex system call (see WithSyscallSleep for when and why). Without
-// it, a sleep the driver asks to be precise (the last stretch before a
-// timer falls due) is taken in futex too, on Linux: a runtime-timer sleep
-// ends 0-1 ms late (docs/design.md), a futex sleep within tens of µs.
+// parker is where the driver waits for its next wake-up: on the runtime's
+// timer and a channel, or in futex on Linux for a precise sleep (a
+// runtime-timer sleep ends 0-1 ms late, a futex sleep within tens of µs)
+// and, with WithSyscallSleep, for every sleep.
 //
 // Ownership: state is shared (wake on any goroutine; take and sleep on the
 // driver's) and accessed atomically (and through futex); ch is a channel.

@@ -20,14 +20,9 @@ const never = int64(math.MaxInt64)
 // TestSimulated_KeepaliveArmsFromExactInstants drives idle's keepalive
 // policy on the simulated wheel (only this package's tests can build one,
 // hence a policy test here): a connection stamped from exact instants, as
-// netserver stamps them, goes silent, is probed twice and closed. Its probes
-// are stamped with the coarse clock, which answers are compared with, but
-// their timeouts are armed from the exact time: every slot the policy fills
-// holds exact timers only, so the driver wakes at whole ticks, without the
-// quarter tick of slack (or any hold-back) a coarse arming needs, and each
-// deadline is met at its tick, none early. Nothing reads the coarse clock
-// off the wheel's goroutine, so the clock stays stale and the driver wakes
-// only for the policy timer, never per tick.
+// netserver stamps them, goes silent, is probed twice and closed. The
+// driver wakes at whole ticks, each deadline is met at its tick, none
+// early, and the driver wakes only for the policy timer, never per tick.
 func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	const (
 		ms      = int64(time.Millisecond)
@@ -37,8 +32,7 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	)
 	now := 2*int64(time.Second) + ms/3 // past the first second's activity
 	w := newSim(t, &now)
-	require.Equal(t, never, w.Step(), "nothing pending, nothing read: sleep")
-	require.True(t, w.Stale())
+	require.Equal(t, never, w.Step(), "nothing pending: sleep")
 
 	var probes []int64
 	var closedAt int64 = -1
@@ -58,13 +52,11 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	for closedAt < 0 {
 		wakeAt := w.Step()
 		steps++
-		require.True(t, w.Stale(), "step %d at %v: nothing reads the coarse clock, so it is not kept", steps, time.Duration(now))
 		if closedAt >= 0 {
-			require.Equal(t, never, wakeAt, "closed: nothing pending")
 			break
 		}
 		require.Less(t, wakeAt, never, "step %d: the policy timer is pending", steps)
-		require.Zero(t, wakeAt%ms, "step %d at %v: a wake-up at %v is not at a whole tick: a slot holds a coarse timer",
+		require.Zero(t, wakeAt%ms, "step %d at %v: a wake-up at %v is not at a whole tick",
 			steps, time.Duration(now), time.Duration(wakeAt))
 		require.Less(t, steps, 20, "the driver wakes for the policy timer only, not every tick")
 		now = max(now, wakeAt) + ms/3
@@ -76,9 +68,7 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	assert.Equal(t, time.Duration(probes[kaCount-1]+kaWait), closeDue, "the deadline runs from the last probe's exact time")
 	// Each probe and the close come at the first tick at or after their
 	// deadline (plus the third of a millisecond by which this driver wakes
-	// late), never before it. (With the probes' timeouts armed from the
-	// coarse clock, the second probe and the close came a quarter tick
-	// later still.)
+	// late), never before it.
 	due := []int64{opened + kaTime, probes[0] + kaWait, probes[1] + kaWait}
 	got := []int64{probes[0], probes[1], closedAt}
 	for i := range due {
@@ -87,14 +77,9 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	}
 }
 
-// TestSimulated_KeepaliveAnswerInTheProbesTick answers a probe, with a coarse
-// stamp, while the tick the probe was stamped with is still on the clock
-// (the driver is late):
-// the answer carries the probe's stamp but came after it, so the next probe
-// is due KeepaliveTime after the answer, and the firing of a timer armed
-// from the probe's exact time proves nothing about it. The wheel keeps its
-// clock here (a coarse timer is pending), as it does for code that stamps
-// from Now.
+// TestSimulated_KeepaliveAnswerInTheProbesTick answers a probe within the
+// tick of the probe, while the driver is late: the next probe is due
+// KeepaliveTime after the answer, not after the probe.
 func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 	const (
 		ms = int64(time.Millisecond)
@@ -102,7 +87,7 @@ func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 	)
 	now := 2*int64(time.Second) + ms/3
 	w := newSim(t, &now)
-	w.AfterFunc(time.Hour, func() {}) // a coarse arming: the driver keeps the clock
+	w.AfterFunc(time.Hour, func() {})
 	var probes []int64
 	tr, err := idle.New(w, only(idle.Config{
 		KeepaliveTime: time.Duration(ka), KeepaliveTimeout: time.Duration(ka), KeepaliveCount: 3,
@@ -118,11 +103,10 @@ func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 		require.Less(t, steps, 200)
 		wakeAt := w.Step()
 		if len(probes) == 1 && answered < 0 {
-			// The answer comes 1.2 ms after the probe, with the driver
-			// late: the probe's tick is still on the clock, so the answer
-			// gets the probe's stamp.
-			now += 12 * ms / 10
-			require.Equal(t, time.Duration(probes[0]/ms*ms), w.Now(), "still the probe's tick")
+			// The answer comes 0.2 ms after the probe, with the driver
+			// late.
+			now += 2 * ms / 10
+			require.Equal(t, time.Duration(now), w.Now())
 			tr.BytesIn()
 			answered = now
 			continue
@@ -136,8 +120,8 @@ func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 
 // TestSimulated_KeepaliveNeverEarly drives the keepalive policy of many
 // trackers on the simulated wheel, with a driver that is sometimes late (so
-// the coarse clock lags) and peers whose bytes arrive at random instants,
-// stamped from the coarse clock or the exact one at random, often right
+// armings land after their deadline) and peers whose bytes arrive at random instants,
+// stamped with the call that reads the clock or from an instant, often right
 // after a probe. It checks the policy's promises against the real
 // (simulated) instants: a probe comes at least KeepaliveTime after the
 // peer's last byte, one that follows an unanswered probe at least
@@ -187,13 +171,13 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 	start := now
 	durations := []time.Duration{2 * time.Millisecond, 3500 * time.Microsecond, 10 * time.Millisecond}
 	dur := func() time.Duration { return durations[rng.IntN(len(durations))] }
-	// stamped calls f with the coarse clock (the call without At, however
+	// stamped calls the call that reads the clock (the one without At, however
 	// late the driver) or the exact time, at random.
 	stamped := func(coarse func(), exact func(time.Duration)) {
 		if rng.IntN(2) == 0 {
 			coarse()
 		} else {
-			exact(w.Elapsed())
+			exact(w.Now())
 		}
 	}
 	gap := func(p *simPeer) int64 {
@@ -298,7 +282,7 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		if rng.IntN(2) == 0 {
 			p.tr, err = idle.New(w, only(*cfg), hooks)
 		} else {
-			p.tr, err = idle.NewAt(w, w.Elapsed(), only(*cfg), hooks)
+			p.tr, err = idle.NewAt(w, w.Now(), only(*cfg), hooks)
 		}
 		require.NoError(t, err, "%+v", *cfg)
 		p.next = now + gap(p)

@@ -36,11 +36,10 @@ func runUntil(t *testing.T, w *wheel.Wheel, now *int64, limit int, done func() b
 }
 
 // TestSimulated_NeverEarlyLongTimers arms 5-minute, 1-hour and MaxDuration
-// timers while the driver is 20 ms late (tick 0 still on the coarse clock at
-// 20 ms), in each way a timer can be armed, lets the driver catch up, and
-// then jumps to just before each deadline: none may fire before its duration
-// has passed since the call (or, for a stamp, since the Now call that
-// returned it).
+// timers while the driver is 20 ms late (it last ran at tick 0), in each
+// way a timer can be armed, lets the driver catch up, and then jumps to
+// just before each deadline: none may fire before its duration has passed
+// since the call (or, for a stamp, since the Now call that returned it).
 func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
 	const lateAt = 20 * ms // the driver's first wake-up after tick 0
 	cases := []struct {
@@ -51,12 +50,12 @@ func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
 		pre time.Duration
 		arm func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64
 	}{
-		{name: "coarse later (lazy)", pre: time.Millisecond,
+		{name: "Reset later (lazy)", pre: time.Millisecond,
 			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
 				require.True(t, tm.Reset(d))
 				return *now
 			}},
-		{name: "coarse earlier (pushed)", pre: 100 * 365 * 24 * time.Hour,
+		{name: "Reset earlier (pushed)", pre: 100 * 365 * 24 * time.Hour,
 			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
 				require.True(t, tm.Reset(d))
 				return *now
@@ -64,20 +63,16 @@ func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
 		{name: "stamp", pre: time.Millisecond,
 			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
 				stamp := w.Now()
-				require.Zero(t, stamp, "tick 0 is still on the clock")
+				require.Equal(t, time.Duration(*now), stamp, "Now is exact")
 				tm.ResetFrom(stamp, d)
 				return *now
 			}},
 		{name: "old stamp",
 			arm: func(w *wheel.Wheel, tm *wheel.Timer, now *int64, d time.Duration) int64 {
 				stamp, at := w.Now(), *now
-				require.Zero(t, stamp, "tick 0 is still on the clock")
-				// The driver catches up, keeps the clock for a second,
-				// sleeps until half the duration has passed; then the
-				// stamp is used.
-				for wake := w.Step(); !w.Stale(); wake = w.Step() {
-					*now = wake
-				}
+				// The driver catches up and sleeps until half the
+				// duration has passed; then the stamp is used.
+				w.Step()
 				*now = at + int64(d)/2
 				w.Step()
 				require.False(t, tm.ResetFrom(stamp, d))
@@ -107,15 +102,13 @@ func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
 				if tc.pre > 0 {
 					tm.Reset(tc.pre)
 				}
-				w.Step() // tick 0 on the clock
+				w.Step() // the driver runs at tick 0
 				now = lateAt
 				ref := tc.arm(w, &tm, &now, d)
 				due := ref + int64(d)
-				// The driver catches up, keeps the clock for a second, and
-				// sleeps (or is late) until just before the deadline.
-				for wake := w.Step(); !w.Stale() && fired < 0; wake = w.Step() {
-					now = wake
-				}
+				// The driver catches up, and sleeps (or is late) until
+				// just before the deadline.
+				w.Step()
 				if due-100*ms > now {
 					now = due - 100*ms
 				}
@@ -127,7 +120,7 @@ func TestSimulated_NeverEarlyLongTimers(t *testing.T) {
 					return
 				}
 				require.GreaterOrEqual(t, fired, due, "fired %v early", time.Duration(due-fired))
-				assert.LessOrEqual(t, fired, due+2*ms, "fired %v late", time.Duration(fired-due))
+				assert.LessOrEqual(t, fired, due+ms, "fired %v late", time.Duration(fired-due))
 			})
 		}
 	}
@@ -141,16 +134,18 @@ func TestSimulated_PastDeadlineNextTick(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		rearm func(w *wheel.Wheel, tm *wheel.Timer, now int64)
-		late  int64 // after the tick: a quarter tick for a coarse deadline
 	}{
-		{name: "exact instant", late: 0, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+		{name: "exact instant", rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
 			tm.ResetFrom(time.Duration(now-3*ms+1), 0)
 		}},
-		{name: "old stamp", late: ms / 4, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+		{name: "old stamp", rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
 			tm.ResetFrom(time.Duration(ms), time.Millisecond)
 		}},
-		{name: "negative duration", late: ms / 4, rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
-			tm.Reset(-1500 * time.Microsecond) // between -2 and -1 ticks: see cachedFor
+		{name: "negative duration", rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.Reset(-1500 * time.Microsecond)
+		}},
+		{name: "zero duration", rearm: func(w *wheel.Wheel, tm *wheel.Timer, now int64) {
+			tm.Reset(0)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,15 +166,15 @@ func TestSimulated_PastDeadlineNextTick(t *testing.T) {
 			}
 			require.Len(t, fires, 9)
 			for i, at := range fires {
-				assert.Equal(t, (6+int64(i))*ms+tc.late, at, "firing %d: one per tick, from the tick after the arming", i)
+				assert.Equal(t, (6+int64(i))*ms, at, "firing %d: one per tick, from the tick after the arming", i)
 			}
 		})
 	}
 }
 
 // TestSimulated_StoppedReleased runs connection churn on a wheel armed only
-// from exact instants (as netserver's is), whose driver, reading no coarse
-// clock, sleeps as long as it may: 2 000 connections a second open, arm a
+// from exact instants (as netserver's is), whose driver sleeps as long as
+// it may: 2 000 connections a second open, arm a
 // 1-hour timer and close, beside 100 long-lived ones. A closed connection's
 // memory must be released within ReleaseDelay, not held until the driver
 // next has a timer to fire: the live connections stay flat. The simulated
@@ -200,6 +195,8 @@ func TestSimulated_StoppedReleased(t *testing.T) {
 		c.idle.ResetFrom(time.Duration(now+1), time.Hour)
 		open[i] = c
 	}
+	w.Step() // takes the armings in: back within ReleaseDelay for more
+	now += int64(wheel.ReleaseDelay)
 	wakeAt := w.Step()
 	var closed []weak.Pointer[conn]
 	live := func() int {
@@ -240,12 +237,13 @@ func TestSimulated_StoppedReleased(t *testing.T) {
 	}
 	assert.LessOrEqual(t, steps, 32, "the stops woke the driver more than once a second")
 
-	// The churn ends: one more wake-up takes in the last stops, and then the
-	// driver sleeps until its first timer, and no longer once a second.
+	// The churn ends: one more wake-up takes in the last stops, and then,
+	// when the next finds nothing, the driver sleeps until its first
+	// timer, and no longer once a second.
 	now += int64(wheel.ReleaseDelay)
 	wakeAt = w.Step()
 	require.Equal(t, 0, live(), "every closed connection released")
-	now += ms
+	now = wakeAt
 	wakeAt = w.Step()
 	assert.Greater(t, wakeAt, now+int64(time.Minute), "no stops: sleep until the first timer")
 	assert.False(t, w.WakeRequested())
@@ -261,10 +259,11 @@ func TestSimulated_StopWakesLongSleep(t *testing.T) {
 	w := newSim(t, &now)
 	held := w.AfterFunc(time.Hour, func() {})
 	defer held.Stop()
+	w.Step()
+	now += int64(wheel.ReleaseDelay)
 	require.Greater(t, w.Step(), now+int64(time.Minute), "sleep until the timer's slot")
 
-	tm := w.AfterFunc(2*time.Hour, func() {}) // pushed; no need to wake for it
-	assert.False(t, w.WakeRequested(), "an arming after the planned wake-up")
+	tm := w.AfterFunc(2*time.Hour, func() {})
 	require.True(t, tm.Stop())
 	assert.True(t, w.WakeRequested(), "a stop of an arming still on the inbox")
 	wakeAt := w.Step()
@@ -281,12 +280,10 @@ func TestSimulated_StopWakesLongSleep(t *testing.T) {
 	wakeAt = w.Step()
 	assert.Greater(t, wakeAt, now+int64(time.Minute), "no stops: the long sleep again")
 	tm.Reset(2 * time.Hour)
+	require.True(t, w.WakeRequested(), "an arming during a long sleep: counted within ReleaseDelay")
 	now += ms
-	require.Equal(t, now-ms+int64(wheel.TakeEvery), w.Step(), "an arming left on the inbox: back for it within TakeEvery")
-	require.True(t, tm.Stop())
-	assert.False(t, w.WakeRequested(), "a stop on the inbox: the driver is back for it anyway")
-	tm.Reset(2 * time.Hour)
-	now += int64(wheel.TakeEvery)
+	wakeAt = w.Step()
+	now = wakeAt
 	require.Greater(t, w.Step(), now+int64(time.Minute), "took the arming in: the long sleep again")
 	require.True(t, tm.Stop())
 	assert.True(t, w.WakeRequested(), "a stop of a timer the wheel holds")
@@ -345,13 +342,13 @@ func TestSimulated_StopRearmChurn(t *testing.T) {
 	w := newSim(t, &now)
 	var tm wheel.Timer
 	tm.Init(w, func() {})
-	tm.ResetFrom(w.Elapsed()+1, time.Hour)
+	tm.ResetFrom(w.Now()+1, time.Hour)
 	wakeAt := w.Step()
 	steps := 0
 	for range 10_000 { // 10 s, one Stop and re-arm a millisecond
 		now += ms + 7
 		tm.Stop()
-		tm.ResetFrom(w.Elapsed(), time.Hour) // before the woken driver takes the stop in
+		tm.ResetFrom(w.Now(), time.Hour) // before the woken driver takes the stop in
 		if now >= wakeAt || w.WakeRequested() {
 			wakeAt = w.Step()
 			steps++
@@ -371,37 +368,38 @@ func TestSimulated_CallbackStopNoWake(t *testing.T) {
 	b := w.AfterFunc(time.Hour, func() {})
 	now += int64(2 * time.Second)
 	w.Step()
+	now += int64(wheel.ReleaseDelay)
 	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
 	w.AfterFunc(5*time.Millisecond, func() { b.Stop() })
 	now += 10 * ms
 	wakeAt := w.Step() // fires the callback, whose stop waits on the inbox
 	assert.False(t, w.WakeRequested(), "a stop from a callback woke the driver")
-	assert.Equal(t, now+int64(wheel.TakeEvery), wakeAt, "back within TakeEvery for the stop")
+	assert.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "back within ReleaseDelay for the stop")
 	now = wakeAt
 	w.Step()
 	assert.Zero(t, w.Len())
 }
 
 // TestSimulated_QueuedRearmEarlierWakes arms a timer far off, which the
-// driver, asleep until a slot an hour away, need not wake for, and then,
+// driver, asleep until a slot under a second away, need not wake for, and then,
 // before the driver has taken it in, arms it again for 10 ms: the second
 // arming pushes nothing (the timer is on the inbox already), so it must
 // wake the driver itself, or the timer fires when the driver next wakes,
-// nearly an hour late.
+// nearly a second late.
 func TestSimulated_QueuedRearmEarlierWakes(t *testing.T) {
 	now := int64(time.Second) + 7
 	w := newSim(t, &now)
-	held := w.AfterFunc(time.Hour, func() {})
+	held := w.AfterFunc(900*time.Millisecond, func() {})
 	defer held.Stop()
-	now += int64(2 * time.Second) // the clock goes stale: armings are exact
 	w.Step()
-	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
+	now += 1
+	require.Less(t, w.Step(), now+int64(wheel.ReleaseDelay), "a sleep until the held timer")
 	fired := false
 	var tm wheel.Timer
 	tm.Init(w, func() { fired = true })
-	tm.ResetFrom(w.Elapsed(), 2*time.Hour)
+	tm.ResetFrom(w.Now(), 2*time.Hour)
 	require.False(t, w.WakeRequested(), "nothing to wake for yet")
-	start := w.Elapsed()
+	start := w.Now()
 	tm.ResetFrom(start, 10*time.Millisecond)
 	require.True(t, w.WakeRequested(), "the earlier deadline of a queued timer must wake the driver")
 	wakeAt := w.Step()
@@ -413,52 +411,12 @@ func TestSimulated_QueuedRearmEarlierWakes(t *testing.T) {
 	assert.GreaterOrEqual(t, now, int64(start)+int64(10*time.Millisecond), "never early")
 }
 
-// TestSimulated_LaterExactOnDueList: a coarse timer waits on the due list
-// for a hold-back of about 200 ms (the driver ran that late while its tick
-// was read), and is then armed from an exact instant a little later than
-// its tick but well before the held-back time. Only storing the later
-// deadline, as for a coarse one, would leave the driver asleep until the
-// held-back time; the exact deadline must be kept, to within the tick.
-func TestSimulated_LaterExactOnDueList(t *testing.T) {
-	now := 10*ms + 7
-	w := newSim(t, &now)
-	w.Step() // tick 10 on the clock, kept fresh
-	firedAt := int64(-1)
-	var tm wheel.Timer
-	tm.Init(w, func() { firedAt = now })
-	now = 210*ms + 7 // the driver is 200 ms late; a reader still sees tick 10
-	tm.Reset(5 * time.Second)
-	wake := w.Step()
-	require.Greater(t, w.MaxHoldBack(), 150*time.Millisecond)
-	for now < 5011*ms+ms/4 { // until the slot of tick 5011 has been processed
-		now = max(now+1, min(wake, 5011*ms+ms/4))
-		wake = w.Step()
-	}
-	require.True(t, tm.Pending(), "held back on the due list")
-	require.True(t, w.Stale())
-	now += 3 * ms
-	start := w.Elapsed()
-	require.True(t, tm.ResetFrom(start, 10*time.Millisecond))
-	for firedAt < 0 {
-		if !w.WakeRequested() {
-			now = max(now+1, wake)
-		}
-		wake = w.Step()
-	}
-	late := time.Duration(firedAt - int64(start) - 10*ms)
-	t.Logf("fired %v after its exact deadline", late)
-	assert.GreaterOrEqual(t, late, time.Duration(0), "never early")
-	assert.LessOrEqual(t, late, 2*time.Millisecond)
-}
-
-// TestSimulated_LaterCoarseOnDueList: a coarse timer waits on the due list
-// for a hold-back of about 300 ms, and is armed again from the coarse clock
-// for 5 ms, either in a callback before the driver plans its sleep or in
-// the batch-end hook after it, at the step where the driver stops keeping
-// the clock. A later deadline only stored, as for a timer in a slot, would
-// be planned by the old hold-back, or, its tick not yet over, not at all:
-// the timer must fire about 5 ms after its arming.
-func TestSimulated_LaterCoarseOnDueList(t *testing.T) {
+// TestSimulated_RearmInStep: a timer held for an hour is armed again for
+// 5 ms while the driver steps, either in a callback before the driver plans
+// its sleep or in the batch-end hook after it: the earlier deadline must
+// wake the driver (or be planned for), and the timer fire 5 ms after its
+// arming, at its tick.
+func TestSimulated_RearmInStep(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		afterPlan bool // re-arm in the batch-end hook, after the plan
@@ -473,7 +431,7 @@ func TestSimulated_LaterCoarseOnDueList(t *testing.T) {
 			rearmAt, firedAt := int64(-1), int64(-1)
 			w := wheel.NewSimulated(func() int64 { return now }, wheel.WithTick(time.Millisecond),
 				wheel.WithBatchEnd(func() {
-					if rearm { // after the step's plan, before the clock goes stale
+					if rearm { // after the step's plan
 						rearm = false
 						rearmAt = now
 						x.Reset(5 * time.Millisecond)
@@ -490,11 +448,8 @@ func TestSimulated_LaterCoarseOnDueList(t *testing.T) {
 					x.Reset(5 * time.Millisecond)
 				}
 			})
-			w.Step()
-			x.Reset(990 * time.Millisecond) // coarse, from tick 10
-			w.Step()
-			now = 310*ms + 7 // the driver is 300 ms late: tick 10 held back ~300 ms
-			y.ResetFrom(time.Duration(now), 700*time.Millisecond-7)
+			x.Reset(time.Hour)
+			y.ResetFrom(w.Now(), 700*time.Millisecond-7)
 			wake := w.Step()
 			for firedAt < 0 && now < 3000*ms {
 				if !w.WakeRequested() {
@@ -504,109 +459,74 @@ func TestSimulated_LaterCoarseOnDueList(t *testing.T) {
 			}
 			require.GreaterOrEqual(t, rearmAt, int64(0), "re-armed")
 			require.GreaterOrEqual(t, firedAt, int64(0), "fired")
-			t.Logf("hold-back %v; re-armed at %v for 5 ms; fired %v after", w.MaxHoldBack(),
-				time.Duration(rearmAt), time.Duration(firedAt-rearmAt))
-			assert.GreaterOrEqual(t, firedAt-rearmAt, 5*ms, "never early")
-			assert.LessOrEqual(t, firedAt-rearmAt, 10*ms, "fired late")
+			assert.Equal(t, 715*ms, firedAt, "re-armed at %v for 5 ms: at its tick", time.Duration(rearmAt))
 		})
 	}
 }
 
-// TestSimulated_InboxTakenLazily: the driver leaves on the inbox what it need
-// not file yet, so that timers armed and stopped again before it looks cost
-// it nothing, and comes back within TakeEvery for it; an arming due within
-// TakeLead it takes in at once.
+// TestSimulated_LaterDeadlineStoredLazily: a timer moved later is only
+// stored, without waking the driver; when its old slot comes round the
+// driver files it again, and it fires at its new tick, never at the old.
+func TestSimulated_LaterDeadlineStoredLazily(t *testing.T) {
+	now := 5*ms + 7
+	w := newSim(t, &now)
+	firedAt := int64(-1)
+	var tm wheel.Timer
+	tm.Init(w, func() { firedAt = now })
+	w.SetCanPrecise(false)
+	tm.Reset(100 * time.Millisecond) // 105.007 ms: tick 106
+	w.Step()
+	for i := range 30 { // a packet a millisecond moves it later
+		now += ms
+		require.True(t, tm.Reset(100*time.Millisecond))
+		require.False(t, w.WakeRequested(), "step %d: a later deadline woke the driver", i)
+	}
+	wake := w.Step()
+	for firedAt < 0 && now < 300*ms {
+		now = max(now+1, wake)
+		wake = w.Step()
+	}
+	assert.Equal(t, 136*ms, firedAt, "armed last at 35.007 ms for 100 ms: at tick 136")
+}
+
+// TestSimulated_InboxTakenLazily: the driver leaves on the inbox what it
+// need not file yet, so that timers armed and stopped again before it looks
+// cost it nothing, and comes back within ReleaseDelay for it; an arming due
+// before then it takes in when it falls due.
 func TestSimulated_InboxTakenLazily(t *testing.T) {
 	now := 2 * int64(time.Second)
 	w := newSim(t, &now)
+	w.SetCanPrecise(false)
 	require.Equal(t, int64(math.MaxInt64), w.Step(), "nothing to do")
-	tookAt := now
 
 	far := w.AfterFunc(time.Hour, func() { t.Error("far timer fired") })
-	now += ms
 	assert.True(t, w.WakeRequested(), "the driver planned to sleep for good")
-	require.Equal(t, tookAt+int64(wheel.TakeEvery), w.Step(), "left on the inbox: back for it within TakeEvery")
-	assert.Zero(t, w.Len(), "not taken in yet")
+	now += ms
+	tookAt := now
+	require.Equal(t, tookAt+int64(wheel.ReleaseDelay), w.Step(), "took it in: back within ReleaseDelay")
+	assert.Equal(t, 1, w.Len())
 	for range 100 { // armings and stops of a timer on the inbox push nothing
 		far.Stop()
 		far.Reset(time.Hour)
 	}
 	assert.False(t, w.WakeRequested())
+	now += ms
+	require.Equal(t, tookAt+int64(wheel.ReleaseDelay), w.Step(), "left on the inbox")
 
 	firedAt := int64(0)
-	due := now + int64(wheel.TakeLead/2)
-	w.AfterFunc(wheel.TakeLead/2, func() { firedAt = now })
+	due := now + 300*ms
+	w.AfterFunc(300*time.Millisecond, func() { firedAt = now })
 	assert.True(t, w.WakeRequested(), "an arming before the planned wake-up")
 	wakeAt := w.Step()
-	assert.Equal(t, 2, w.Len(), "an arming due within TakeLead: the inbox taken in at once")
-	for i := 0; firedAt == 0 && i < 10; i++ {
-		require.LessOrEqual(t, wakeAt, due, "the plan skips the deadline")
-		now = wakeAt
-		wakeAt = w.Step()
-	}
+	assert.Equal(t, due, wakeAt, "planned for the arming's deadline, without taking it in")
+	assert.Equal(t, 1, w.Len(), "not taken in before it falls due")
+	now = wakeAt
+	wakeAt = w.Step()
 	assert.Equal(t, due, firedAt, "fired at its deadline")
-	require.Greater(t, wakeAt, now+int64(time.Minute), "only the far timer left, taken in: the long sleep")
-	assert.Equal(t, 1, w.Len())
-}
-
-// TestSimulated_TakeInPreciseWindow: a take of the inbox due within the last
-// PreciseLead before a timer falls due is slept precisely too, or the
-// runtime timer's late end would carry the driver past the deadline.
-func TestSimulated_TakeInPreciseWindow(t *testing.T) {
-	if !wheel.HavePreciseSleep {
-		t.Skip("this system has no precise (futex) sleep")
-	}
-	now := 2*int64(time.Second) + 900*int64(time.Microsecond)
-	w := newSim(t, &now)
-	w.SetCanPrecise(true)
-	fired := int64(-1)
-	w.AfterFunc(wheel.TakeEvery, func() { fired = now }) // due at 2.251 s
-	due := 2*int64(time.Second) + int64(wheel.TakeEvery) + ms
-	wakeAt, precise := w.StepPlan()   // takes the inbox in at 2.0009 s
-	w.AfterFunc(time.Hour, func() {}) // left on the inbox: back for it at 2.2509 s
-	for i := 0; fired < 0 && i < 20; i++ {
-		if precise {
-			now = wakeAt
-		} else {
-			now = wakeAt + 900*int64(time.Microsecond) // a runtime-timer sleep ends late
-		}
-		wakeAt, precise = w.StepPlan()
-	}
-	assert.Equal(t, due, fired, "fired late: the last stretch was not slept precisely")
-}
-
-// TestSimulated_ClockKeptThroughSecondTakes: coarse armings count as a sign
-// that the clock is read whichever of a step's two looks at the inbox takes
-// them in. A timer re-armed from its callback within TakeLead makes every
-// take a second take; the clock, read every tick, must stay fresh.
-func TestSimulated_ClockKeptThroughSecondTakes(t *testing.T) {
-	now := 2 * int64(time.Second)
-	w := newSim(t, &now)
-	var p *wheel.Timer
-	p = w.AfterFunc(100*time.Millisecond, func() { p.Reset(100 * time.Millisecond) })
-	var c [2]wheel.Timer
-	for i := range c {
-		c[i].Init(w, func() {})
-	}
-	w.Step()
-	now += ms
-	w.Now() // a coarse reader refreshes the clock: the driver keeps it
-	start := now
-	staleAt := int64(-1)
-	for k := 0; now < start+int64(3*time.Second); k++ {
-		if w.Stale() && staleAt < 0 {
-			staleAt = now
-		}
-		c[k%2].Reset(time.Hour) // a coarse arming every tick, stopped a tick later
-		c[(k+1)%2].Stop()
-		for wake := w.Step(); ; wake = w.Step() {
-			if wake > now {
-				now = min(wake, now+ms)
-				break
-			}
-		}
-	}
-	assert.Equal(t, int64(-1), staleAt, "the clock went stale after %v though read every tick", time.Duration(staleAt-start))
+	assert.Equal(t, 1, w.Len(), "the far timer, armed again, still counted")
+	assert.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "took things in: back within ReleaseDelay")
+	now = wakeAt
+	require.Greater(t, w.Step(), now+int64(time.Minute), "nothing left to take: the long sleep")
 }
 
 // TestSimulated_LenAfterStopCountsInbox: after Wheel.Stop, Len counts the
@@ -616,8 +536,6 @@ func TestSimulated_LenAfterStopCountsInbox(t *testing.T) {
 	w := newSim(t, &now)
 	w.Step()
 	w.AfterFunc(time.Hour, func() {})
-	now += ms
-	w.Step()
 	require.Zero(t, w.Len(), "left on the inbox")
 	w.Stop()
 	w.Exit()

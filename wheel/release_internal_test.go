@@ -21,11 +21,13 @@ func TestRelease_StopOfArmingInFlight(t *testing.T) {
 	held := w.AfterFunc(10*time.Second, func() {})
 	defer held.Stop()
 	w.Step()
+	now += releaseDelay // the take after the one that took held in finds nothing
+	w.Step()
 
 	tm := new(Timer)
 	tm.Init(w, func() {})
 	// The arming's compare-and-swap, as Reset of a stopped timer does it.
-	want := w.exactWhen(now, time.Hour, w.tickOf(now))<<whenShift | stateExact | statePending
+	want := w.when(now, time.Hour)<<whenShift | statePending
 	require.True(t, tm.state.CompareAndSwap(tm.state.Load(), want|stateQueued))
 	// The driver is awake (in a step) when the Stop comes.
 	w.sleepUntil.Store(0)
@@ -50,17 +52,18 @@ func TestRelease_EarlierArmingWhileArmingInFlight(t *testing.T) {
 	defer w.Stop()
 	held := w.AfterFunc(time.Hour, func() {})
 	defer held.Stop()
-	now += int64(2 * time.Second) // the clock goes stale: armings are exact
+	now += int64(2 * time.Second)
 	w.Step()
+	now += releaseDelay
 	require.Greater(t, w.Step(), now+int64(time.Minute), "a long sleep")
 
 	tm := new(Timer)
 	tm.Init(w, func() {})
-	far := w.exactWhen(now, 2*time.Hour, w.tickOf(now))<<whenShift | stateExact | statePending
+	far := w.when(now, 2*time.Hour)<<whenShift | statePending
 	require.True(t, tm.state.CompareAndSwap(tm.state.Load(), far|stateQueued)) // the first arming's CAS
 	w.sleepUntil.Store(0)                                                      // the driver is awake
 	w.sleepLong.Store(false)
-	start := w.Elapsed()
+	start := w.Now()
 	tm.ResetFrom(start, 10*time.Millisecond)
 	until := w.Step()
 	w.push(tm) // the first arming's push lands
@@ -78,7 +81,7 @@ func TestRelease_ArmingWhileStopInFlight(t *testing.T) {
 	defer w.Stop()
 	tm := new(Timer)
 	tm.Init(w, func() {})
-	tm.ResetFrom(w.Elapsed(), time.Hour)
+	tm.ResetFrom(w.Now(), time.Hour)
 	now += int64(2 * time.Second)
 	w.Step()
 	w.Step()
@@ -88,10 +91,10 @@ func TestRelease_ArmingWhileStopInFlight(t *testing.T) {
 	require.True(t, tm.state.CompareAndSwap(s, s&^statePending|stateQueued)) // the Stop's CAS
 	w.sleepUntil.Store(0)
 	w.sleepLong.Store(false)
-	start := w.Elapsed()
+	start := w.Now()
 	tm.ResetFrom(start, 10*time.Millisecond)
 	until := w.Step()
-	require.Greater(t, until, int64(start)+int64(100*time.Millisecond), "the driver plans to sleep past the deadline")
 	w.push(tm) // the Stop's push lands
-	assert.True(t, w.WakeRequested(), "a timer due in 10 ms waits for the driver's sleep of %v", time.Duration(until-now))
+	assert.True(t, w.WakeRequested() || until <= int64(start)+int64(10*time.Millisecond),
+		"a timer due in 10 ms waits for the driver's sleep of %v", time.Duration(until-now))
 }

@@ -37,13 +37,11 @@ type simCase struct {
 
 // simResult is what a simulation observed.
 type simResult struct {
-	lateness    []int64
-	maxHoldBack time.Duration // longest hold-back the wheel recorded
+	lateness []int64
 }
 
 // simulate drives a real-clock wheel on a simulated clock. Resets happen at
-// arbitrary instants, and resetters keep reading whatever tick was last
-// published while the driver is late.
+// arbitrary instants, also while the driver is late.
 func simulate(t *testing.T, sc simCase) simResult {
 	const tick = time.Millisecond
 	rng := rand.New(rand.NewPCG(sc.seed, 11))
@@ -68,8 +66,7 @@ func simulate(t *testing.T, sc simCase) simResult {
 	durations := []time.Duration{0, time.Millisecond, 1500 * time.Microsecond, 5 * time.Millisecond,
 		64 * time.Millisecond, 70 * time.Millisecond, 300 * time.Millisecond, 5 * time.Second}
 	if sc.long {
-		// Past the 2^13 ticks an age code holds exactly, and past the
-		// 2^18 the previous wheel's base bits did.
+		// Past level 0 and level 1 of the wheel, filed again on the way.
 		durations = append(durations, 10*time.Second, 5*time.Minute, time.Hour)
 	}
 
@@ -95,8 +92,8 @@ func simulate(t *testing.T, sc simCase) simResult {
 			require.Equal(t, st.pending, stopped)
 			st.pending = false
 		} else if rng.IntN(4) == 0 {
-			// An event loop read the exact clock at some instant not after
-			// now and arms from it; the coarse clock plays no part.
+			// An event loop read the clock at some instant not after now
+			// and arms from it.
 			from := max(now-rng.Int64N(int64(3*time.Millisecond)), 1)
 			d := durations[rng.IntN(len(durations))]
 			was := st.t.ResetFrom(time.Duration(from), d)
@@ -117,13 +114,12 @@ func simulate(t *testing.T, sc simCase) simResult {
 		if rng.IntN(16) == 0 {
 			stamp, stampAt = w.Now(), now
 		}
-		// A push or a stale clock wakes the driver at once (if it is not
-		// descheduled); waking it early never hurts.
-		if w.Stale() || rng.IntN(4) == 0 {
+		// A push wakes the driver at once (if it is not descheduled);
+		// waking it early never hurts.
+		if w.WakeRequested() || rng.IntN(4) == 0 {
 			driverAt = min(driverAt, now)
 		}
 	}
-	res.maxHoldBack = w.MaxHoldBack()
 	// Let everything fire, on time.
 	for range 100000 {
 		if w.Len() == 0 {
@@ -152,187 +148,180 @@ func newSim(tb testing.TB, now *int64) *wheel.Wheel {
 }
 
 // TestSimulated_NeverEarly checks the promise that survives a late driver: a
-// timer never fires before its duration, however stale the tick it read.
+// timer never fires before its duration, however late the driver runs.
 func TestSimulated_NeverEarly(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			res := simulate(t, simCase{seed: seed, lateProb: 0.2, maxLate: 20 * time.Millisecond, long: seed%2 == 1})
-			require.Greater(t, res.maxHoldBack, 5*time.Millisecond, "the driver must run late enough to hold timers back")
+			require.NotEmpty(t, res.lateness)
 		})
 	}
 }
 
 // TestSimulated_OnTimeLateness checks the other bound when the driver wakes
-// when it asked to: at most the duration rounded up to the tick, plus one
-// tick, plus the quarter-tick slack.
+// when it asked to: the deadline rounded up to the tick, so less than a
+// tick late (a past deadline: the next tick after the call).
 func TestSimulated_OnTimeLateness(t *testing.T) {
 	for seed := range uint64(10) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			late := simulate(t, simCase{seed: seed, maxLate: 1}).lateness
 			require.NotEmpty(t, late)
 			for _, l := range late {
-				// the durations used are whole ms except 1.5ms, which rounds up by 0.5ms
-				assert.LessOrEqual(t, l, int64(time.Millisecond+500*time.Microsecond+time.Millisecond/4))
+				assert.LessOrEqual(t, l, int64(time.Millisecond))
 			}
 		})
 	}
 }
 
-// TestSimulated_StaleClockAfterSleep arms a timer long after the wheel went to
-// sleep: the tick it published last is ancient, and the timer must still wait
-// its full duration.
-func TestSimulated_StaleClockAfterSleep(t *testing.T) {
+// TestSimulated_ArmAfterLongSleep arms a timer long after the wheel went to
+// sleep: the driver's last tick is ancient, and the timer must still wait
+// its full duration, and fire at its tick.
+func TestSimulated_ArmAfterLongSleep(t *testing.T) {
 	var now int64
 	w := newSim(t, &now)
 	var at int64 = -1
 	tm := w.AfterFunc(2*time.Hour, func() { at = now })
 	// Let the wheel decide it is idle.
 	for now < int64(3*time.Second) {
-		now = w.Step()
+		now = min(w.Step(), int64(3*time.Second))
 	}
-	require.True(t, w.Stale(), "an idle wheel must stop keeping its clock fresh")
 	before := w.Wakeups()
 	now = int64(time.Hour) + 123456
-	tm.Reset(10 * time.Millisecond) // a coarse reader: the clock is stale
-	require.False(t, w.Stale(), "the first coarse reader after a sleep publishes the real tick")
+	tm.Reset(10 * time.Millisecond)
+	require.True(t, w.WakeRequested(), "an arming before the driver's planned wake-up")
 	for at < 0 {
 		next := w.Step()
-		require.NotEqual(t, int64(math.MaxInt64), next)
+		if at < 0 {
+			require.NotEqual(t, int64(math.MaxInt64), next, "a pending timer, and the driver plans no wake-up")
+		}
 		now = next
 	}
 	assert.GreaterOrEqual(t, at, int64(time.Hour)+123456+int64(10*time.Millisecond))
-	assert.LessOrEqual(t, at, int64(time.Hour)+123456+int64(10*time.Millisecond)+int64(time.Millisecond+time.Millisecond/4))
+	assert.LessOrEqual(t, at, int64(time.Hour)+123456+int64(10*time.Millisecond)+int64(time.Millisecond))
 	assert.Equal(t, before, w.Wakeups(), "simulated steps are not counted as goroutine wake-ups")
 }
 
-// TestSimulated_HoldBackRecorded checks the bookkeeping behind NeverEarly: a
-// driver that wakes late notes how long the late tick stayed on the clock.
-func TestSimulated_HoldBackRecorded(t *testing.T) {
-	var now int64
-	w := newSim(t, &now)
-	w.AfterFunc(time.Hour, func() {})
-	w.Step()
-	require.Zero(t, w.MaxHoldBack())
-	now = int64(7*time.Millisecond) + 1 // tick 0 stayed until 7 ms: 5.75 ms past its end and slack
-	w.Step()
-	require.Equal(t, 5750*time.Microsecond+1, w.MaxHoldBack())
-}
-
-// TestSimulated_ExactNotHeldBack checks that a timer armed from an exact
-// instant is not held back by a hiccup of the tick that instant lies in,
-// while one armed from the coarse clock meanwhile is.
-func TestSimulated_ExactNotHeldBack(t *testing.T) {
+// TestSimulated_LateDriver checks that timers armed while the driver runs
+// late fire at the first step at or after their tick, none early: one
+// armed with Reset reads the clock, one armed from an instant before the
+// driver's last tick fires in the step that finds it due.
+func TestSimulated_LateDriver(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	var now int64
 	w := newSim(t, &now)
 	w.Step() // tick 0 on the clock
-	var coarseAt, exactAt int64
-	coarse := w.AfterFunc(time.Hour, func() { coarseAt = now })
-	exact := w.AfterFunc(time.Hour, func() { exactAt = now })
-	// The driver is late: tick 0 is still on the clock at 6.5 ms. The
-	// coarse timer reads it (due at tick 3, held back); the exact one is
-	// armed for 0.5 ms + 2 ms (due at tick 3 too).
+	var resetAt, fromAt int64
+	reset := w.AfterFunc(time.Hour, func() { resetAt = now })
+	from := w.AfterFunc(time.Hour, func() { fromAt = now })
+	// The driver is late: it last ran at 0, and it is 6.5 ms. Reset reads
+	// the clock (due at 8.5 ms: tick 9); the other is armed for 0.5 ms + 2
+	// ms (due at tick 3, already past).
 	now = 6*ms + ms/2
-	coarse.Reset(2 * time.Millisecond)
-	exact.ResetFrom(time.Duration(ms/2), 2*time.Millisecond)
+	reset.Reset(2 * time.Millisecond)
+	from.ResetFrom(time.Duration(ms/2), 2*time.Millisecond)
 	w.Step()
-	assert.Equal(t, 6*ms+ms/2, exactAt, "the exact timer fires at the first step after tick 3")
-	assert.Zero(t, coarseAt, "the coarse one is held back by how long tick 0 stayed")
-	require.Greater(t, w.MaxHoldBack(), 5*time.Millisecond)
-	for coarseAt == 0 && now < 20*ms {
+	assert.Equal(t, 6*ms+ms/2, fromAt, "the past deadline fires at the first step after tick 3")
+	assert.Zero(t, resetAt)
+	for resetAt == 0 && now < 20*ms {
 		now += ms / 4
 		w.Step()
 	}
-	assert.Equal(t, 8*ms+ms/2, coarseAt, "armed at 6.5 ms for 2 ms, and no earlier")
+	assert.Equal(t, 9*ms, resetAt, "armed at 6.5 ms for 2 ms: at tick 9, and no earlier")
 }
 
-// TestSimulated_ExactFiresAtItsTick checks that a timer armed from an exact
-// instant fires at the first tick at or after its deadline, where one armed
-// from the coarse clock waits a quarter tick more (a reader of tick T only
-// knows that the time is below T+1 plus that slack), and that the driver
-// sleeps until exactly then.
+// TestSimulated_ExactFiresAtItsTick checks that a timer fires at the first
+// tick at or after its deadline, whether armed with Reset or ResetFrom, and
+// that the driver sleeps until exactly then.
 func TestSimulated_ExactFiresAtItsTick(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	now := 2 * int64(time.Second) // past the first second's activity
 	w := newSim(t, &now)
 	w.Step()
-	var exactAt, exact2At, coarseAt int64
+	var exactAt, exact2At, resetAt int64
 	var exact, exact2 wheel.Timer
 	exact.Init(w, func() { exactAt = now })
 	exact2.Init(w, func() { exact2At = now })
 	exact.ResetFrom(time.Duration(now+3*ms/10), 3*time.Millisecond) // 2003.3 ms: tick 2004
-	// Nothing reads the clock: the driver sleeps until the exact timer's
-	// tick (in two parts where it sleeps the last bit precisely).
+	// The driver sleeps until the timer's tick (in two parts where it
+	// sleeps the last bit precisely).
 	for exactAt == 0 && now < 2010*ms {
 		if wake := w.Step(); exactAt == 0 {
 			now = wake
 		}
 	}
-	require.Equal(t, 2004*ms, exactAt, "an exact timer fires at its tick")
-	require.True(t, w.Stale())
+	require.Equal(t, 2004*ms, exactAt, "a timer fires at its tick")
 
-	// A coarse reader (the clock is stale: Now reads 2004.3 ms, publishes
-	// tick 2004 and makes the wheel keep its clock), a pending timer moved
-	// earlier from that tick, and an exact timer.
-	coarse := w.AfterFunc(time.Hour, func() { coarseAt = now })
+	// A pending timer moved earlier with Reset, and one armed from Now.
+	reset := w.AfterFunc(time.Hour, func() { resetAt = now })
 	now += 3 * ms / 10
-	require.Equal(t, time.Duration(2004*ms), w.Now())
-	coarse.Reset(2 * time.Millisecond)                          // tick 2004 read: tick 2007
-	exact2.ResetFrom(time.Duration(now), 1700*time.Microsecond) // 2006.0 ms: tick 2006
-	for coarseAt == 0 && now < 2010*ms {
+	require.Equal(t, time.Duration(now), w.Now(), "Now is exact")
+	reset.Reset(2 * time.Millisecond)                // 2006.3 ms: tick 2007
+	exact2.ResetFrom(w.Now(), 1700*time.Microsecond) // 2006.0 ms: tick 2006
+	for resetAt == 0 && now < 2010*ms {
 		now = max(now, w.Step())
 	}
-	assert.Equal(t, 2006*ms, exact2At, "an exact timer fires at its tick")
-	assert.Equal(t, 2007*ms+ms/4, coarseAt, "a coarse one a quarter tick after its tick")
+	assert.Equal(t, 2006*ms, exact2At, "a timer armed from Now fires at its tick")
+	assert.Equal(t, 2007*ms, resetAt, "a timer armed with Reset fires at its tick")
 }
 
-// TestSimulated_ExactArmingsLetClockGoStale checks that timers armed from
-// exact instants do not make the wheel keep its coarse clock (they read
-// none), while a reader that finds the clock stale does.
-func TestSimulated_ExactArmingsLetClockGoStale(t *testing.T) {
+// TestSimulated_ArmingsDoNotWakeDriver checks that armings later than the
+// driver's next timer wake it only to be counted within ReleaseDelay, and
+// that moving pending timers later, with Reset or ResetFrom, and reading
+// the clock never wake it: it sleeps until its first timer.
+func TestSimulated_ArmingsDoNotWakeDriver(t *testing.T) {
 	const ms = int64(time.Millisecond)
-	now := 2 * int64(time.Second) // past the first second's activity
+	now := 2 * int64(time.Second)
 	w := newSim(t, &now)
-	require.Equal(t, int64(math.MaxInt64), w.Step(), "nothing pending, nothing read: sleep")
-	require.True(t, w.Stale())
+	require.Equal(t, int64(math.MaxInt64), w.Step(), "nothing pending: sleep")
+	first := w.AfterFunc(5*time.Minute, func() {})
+	defer first.Stop()
+	w.Step()
+	now += int64(wheel.ReleaseDelay)
+	require.Greater(t, w.Step(), now+int64(time.Minute), "sleep until the first timer")
 
 	timers := make([]wheel.Timer, 8)
-	for i := range timers {
-		timers[i].Init(w, func() {})
-	}
-	for step := range 5 {
-		now += int64(wheel.TakeEvery) + ms/3 + 1 // the driver takes the inbox in
+	arm := func(step int) {
 		for i := range timers {
-			from := now - int64(i)
-			if from%ms == 0 {
-				from-- // a multiple of the tick would be taken as a coarse stamp
+			if i%2 == 0 {
+				timers[i].ResetFrom(w.Now()-time.Duration(i), time.Duration(10+step+i)*time.Minute)
+			} else {
+				timers[i].Reset(time.Duration(10+step+i) * time.Minute)
 			}
-			timers[i].ResetFrom(time.Duration(from), time.Duration(10+step+i)*time.Minute)
-			if step%2 == 1 {
-				timers[i].Stop()
-			}
-		}
-		require.True(t, w.Stale(), "step %d: an exact arming reads no clock and refreshes none", step)
-		wakeAt := w.Step()
-		require.True(t, w.Stale(), "step %d: exact armings and stops are no reason to keep the clock", step)
-		if step%2 == 1 {
-			require.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "step %d: took in stops: back within ReleaseDelay for more", step)
-		} else {
-			require.Greater(t, wakeAt, now+int64(time.Minute), "step %d: no stops: sleep until the first timer", step)
 		}
 	}
-
-	now += ms / 3
-	w.Now() // a coarse reader refreshes the stale clock
-	require.False(t, w.Stale())
-	assert.Equal(t, (now/ms+1)*ms, w.Step(), "a coarse reader: keep the clock, wake at the next tick")
-	assert.False(t, w.Stale())
+	for i := range timers {
+		timers[i].Init(w, func() { t.Error("fired") })
+	}
+	arm(0)
+	require.True(t, w.WakeRequested(), "new armings during a long sleep: counted within ReleaseDelay")
+	wakeAt := w.Step()
+	require.Equal(t, now+int64(wheel.ReleaseDelay), wakeAt, "took in armings: back within ReleaseDelay")
+	assert.Equal(t, 9, w.Len())
+	for step := 1; step <= 4; step++ {
+		now += int64(wheel.ReleaseDelay) / 5
+		arm(step)
+		w.Now()
+		require.False(t, w.WakeRequested(), "step %d: later deadlines, or a clock read, woke the driver", step)
+	}
+	now = wakeAt
+	wakeAt = w.Step()
+	require.Greater(t, wakeAt, now+int64(time.Minute), "nothing taken in: sleep until the first timer")
+	for step := 5; step <= 8; step++ {
+		now += int64(wheel.ReleaseDelay)
+		arm(step)
+		w.Now()
+		require.False(t, w.WakeRequested(), "step %d: later deadlines, or a clock read, woke a long sleep", step)
+	}
+	timers[3].Stop()
+	assert.True(t, w.WakeRequested(), "a stop during a long sleep: released within ReleaseDelay")
+	for i := range timers {
+		timers[i].Stop()
+	}
 }
 
 // The driver sleeps the last stretch before a timer falls due precisely
 // (in futex), and sleeps longer than that end early on the runtime's timer
-// to take the rest precisely; sleeps that only keep the clock, or with
-// nothing due, are never precise.
+// to take the rest precisely; a sleep with nothing due is never precise.
 func TestSimulated_PreciseBeforeDue(t *testing.T) {
 	if !wheel.HavePreciseSleep {
 		t.Skip("no futex on this system: every sleep is on the runtime's timer")
@@ -341,26 +330,14 @@ func TestSimulated_PreciseBeforeDue(t *testing.T) {
 	var now int64
 	w := newSim(t, &now)
 	w.SetCanPrecise(true)
-	// step runs the driver at its wake-up time until it asks for a sleep
-	// that does not only keep the clock (the wheel has gone idle).
-	step := func() (int64, bool) {
-		for {
-			wakeAt, precise := w.StepPlan()
-			if w.Stale() {
-				return wakeAt, precise
-			}
-			assert.False(t, precise, "a sleep that keeps the clock is not precise")
-			now = wakeAt
-		}
-	}
-	wakeAt, precise := step()
+	wakeAt, precise := w.StepPlan()
 	require.Equal(t, int64(math.MaxInt64), wakeAt, "nothing pending: sleep until woken")
 	assert.False(t, precise)
 
 	armedAt := now
 	fired := int64(-1)
-	w.AfterFunc(5*time.Second, func() { fired = now }) // past the second the clock is kept
-	wakeAt, precise = step()
+	w.AfterFunc(5*time.Second, func() { fired = now })
+	wakeAt, precise = w.StepPlan()
 	wakeups, precises := 0, 0
 	for fired < 0 && wakeups < 20 {
 		wakeups++
