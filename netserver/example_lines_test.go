@@ -184,7 +184,7 @@ func TestLineProtocol(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the server never closed the connection")
 			}
-			require.Eventually(t, func() bool { return len(h.reasons()) == 1 }, 2*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return len(h.reasons()) == 1 }, waitFor, time.Millisecond)
 			assert.Equal(t, tc.want, h.reasons()[0])
 			assert.GreaterOrEqual(t, at.Sub(last), tc.atLeast)
 			assert.Less(t, at.Sub(last), tc.atMost)
@@ -228,7 +228,7 @@ func TestConn_AsyncFromOtherGoroutines(t *testing.T) {
 	require.NoError(t, conn.CloseAsync(netserver.ReasonServerClosed))
 	_, err := r.ReadString('\n')
 	assert.Error(t, err, "closed")
-	require.Eventually(t, func() bool { return s.Stats().Closed["server_closed"] == 1 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Stats().Closed["server_closed"] == 1 }, waitFor, time.Millisecond)
 	assert.ErrorIs(t, conn.SendAsync([]byte("late\n")), netserver.ErrClosed, "the connection has closed")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

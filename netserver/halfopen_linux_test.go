@@ -109,7 +109,7 @@ func TestHalfOpen(t *testing.T) {
 				c.write(frame.AppendData(nil, 1, []byte("are you there")))
 				var gotAck, gotEcho bool
 				for !gotAck || !gotEcho {
-					f, err := c.next(2 * time.Second)
+					f, err := c.next(waitFor)
 					require.NoError(t, err)
 					switch f.Type {
 					case frame.TypeAck:
@@ -134,7 +134,7 @@ func TestHalfOpen(t *testing.T) {
 					// when the peer vanishes.
 					earliest = time.Now()
 					c.write(append(frame.AppendAck(nil, 1), frame.AppendPing(nil, 42)...))
-					f, err := c.next(2 * time.Second)
+					f, err := c.next(waitFor)
 					require.NoError(t, err)
 					require.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 42}, f)
 					latest = time.Now()
