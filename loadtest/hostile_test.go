@@ -189,7 +189,7 @@ func TestEndToEnd_HostileAgainstNetwheel(t *testing.T) {
 	assert.Contains(t, out, "all 3 scenarios ok, the server's memory within its bound", out)
 	nr := r.Scenario("nonreader")
 	assert.Equal(t, 2, nr.ServerClosed, "both non-readers closed by the server")
-	assert.Less(t, nr.CloseAfter.Max(), int64(time.Second), "within the sending window")
+	assert.Less(t, nr.CloseAfter.Max(), int64(time.Second+2*r.SelfLag.Stalled), "within the sending window, but for what the machine took")
 	sp := r.Scenario("splitter")
 	assert.Equal(t, 4, sp.Survived)
 	assert.Positive(t, sp.Sent)

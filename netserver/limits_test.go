@@ -144,14 +144,15 @@ func TestOutput_SoftLimitHeldTooLong(t *testing.T) {
 	cfg := netserver.Config{Logger: logger, Limits: netserver.Limits{OutputHard: 64 << 20, OutputSoft: soft, OutputSoftFor: softFor}}
 	s := start(t, cfg, nil)
 	c := dialSmallReceive(t, s, 4096)
+	lag := lagmeter.New(t)
 	began := time.Now()
 	// About 4 MiB fit in the socket buffers (the server's send buffer
 	// grows to net.ipv4.tcp_wmem's maximum); the rest queues in the server.
 	_, err := c.Write(make([]byte, 8<<20))
 	require.NoError(t, err)
-	at := closedWith(t, s, "output_limit", 5*time.Second)
+	at := closedWith(t, s, "output_limit", waitFor)
 	assert.GreaterOrEqual(t, at.Sub(began), softFor, "closed before the soft limit's time was up")
-	assert.Less(t, at.Sub(began), softFor+look+slack, "closed long after the soft limit's time was up")
+	assert.Less(t, at.Sub(began), softFor+look+lag.Slack(slack), "closed long after the soft limit's time was up")
 	assert.Equal(t, map[string]int64{"output_limit": 1}, s.Stats().Closed)
 	closes := logs.attrsOf("netserver: soft output limit held too long: closing a connection that reads too slowly")
 	require.Len(t, closes, 1, "one soft-limit close logged")
