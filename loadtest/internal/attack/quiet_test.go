@@ -372,10 +372,9 @@ func quietKeptAlive(t *testing.T, addr string, proto Proto, idle time.Duration) 
 	cfg := Config{Addr: addr, Proto: proto, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
 		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: 50 * time.Millisecond, DialConcurrency: conns,
 		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
-	lag := lagmeter.Start()
+	lag := lagmeter.New(t)
 	start := time.Now()
 	out, results := runCollect(t, cfg, conns)
-	lag.Stop()
 	require.False(t, out.Barrier.TimedOut)
 	require.GreaterOrEqual(t, out.Barrier.Wait, slow, "the barrier waited for the slow dial")
 	for _, r := range results {
