@@ -196,16 +196,37 @@ func e2e(t *testing.T, args ...string) (*report.Result, string) {
 	return r, out.String()
 }
 
-// checkReaped asserts the figures of a timer scenario make sense.
-func checkReaped(t *testing.T, s *report.Scenario, slack time.Duration) {
+// starved reports whether the harness of run r lost, in all, at least
+// within to the machine (its own measure, SelfLag.Stalled): then a peer
+// that had to answer within that long may not have, and a server's timer
+// may have fired before it read what was to reset it.
+func starved(r *report.Result, within time.Duration) bool {
+	return r.SelfLag != nil && r.SelfLag.Stalled >= within
+}
+
+// checkReaped asserts the figures of a timer scenario make sense: never
+// early, always closed, and late by at most slack plus twice what the
+// harness lost to the machine. Every connection is reaped for the right
+// reason unless the harness lost at least within (starved): then some may
+// have been closed as dead peers, their pings unanswered in time, but for
+// no other reason.
+func checkReaped(t *testing.T, r *report.Result, name string, slack, within time.Duration) {
 	t.Helper()
+	s := r.Scenario(name)
 	require.NotNil(t, s)
-	assert.Equal(t, s.Opened, s.Expected, "%s: every connection expects a close", s.Name)
-	assert.Equal(t, s.Expected, s.Reaped, "%s: all reaped on time for the right reason", s.Name)
 	assert.Zero(t, s.Early, "%s: early closes", s.Name)
 	assert.Zero(t, s.NeverReaped, "%s", s.Name)
 	assert.GreaterOrEqual(t, s.ReapError.Min(), -int64(time.Millisecond), "%s", s.Name)
-	assert.LessOrEqual(t, s.ReapError.Max(), int64(slack), "%s", s.Name)
+	assert.LessOrEqual(t, s.ReapError.Max(), int64(slack+2*r.SelfLag.Stalled), "%s: lost to the machine %v", s.Name, r.SelfLag.Stalled)
+	if !starved(r, within) {
+		assert.Equal(t, s.Opened, s.Expected, "%s: every connection expects a close", s.Name)
+		assert.Equal(t, s.Expected, s.Reaped+s.Late, "%s: all reaped for the right reason", s.Name)
+		return
+	}
+	assert.Positive(t, s.Reaped+s.Late, "%s: reaped for the right reason", s.Name)
+	for reason := range s.WrongReason {
+		assert.Equal(t, "dead_peer", reason, "%s: closed for another reason than the harness's lateness explains", s.Name)
+	}
 }
 
 // TestEndToEnd_External drives a server in the test's process through
@@ -219,11 +240,14 @@ func TestEndToEnd_External(t *testing.T) {
 	assert.Equal(t, 30, e.Opened)
 	assert.Equal(t, e.Sent, e.Recv)
 	assert.Zero(t, e.Lost)
-	assert.InDelta(t, 30*50, float64(e.Sent), 30*50*0.1, "open loop sends its schedule: conns x rate x duration")
+	// Open loop sends its schedule, conns x rate x duration, but for the
+	// sends due while the harness was kept off the CPU.
+	lost := r.SelfLag.Stalled
+	assert.InDelta(t, 30*50, float64(e.Sent), 30*50*(0.1+2*lost.Seconds()), "open loop sends its schedule (lost to the machine: %v)", lost)
 	assert.Equal(t, e.Recv, e.Latency.Count())
 	assert.Positive(t, e.Latency.Quantile(0.5))
-	assert.Less(t, e.Latency.Quantile(0.5), int64(250*time.Millisecond))
-	checkReaped(t, r.Scenario("idle"), 250*time.Millisecond)
+	assert.Less(t, e.Latency.Quantile(0.5), int64(250*time.Millisecond+2*lost))
+	checkReaped(t, r, "idle", 250*time.Millisecond, 250*time.Millisecond)
 	assert.Nil(t, r.Server, "an external server's own counts are not known")
 	assert.Contains(t, out, "all 2 scenarios ok")
 }
@@ -245,30 +269,43 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	r, out := e2e(t, "-scenario", "echo,idle,keepalive,retransmit,slowloris,churn", "-conns", "20", "-duration", "1s", "-idle", "600ms", "-keepalive", "150ms",
 		"-keepalive-timeout", "150ms", "-frame-timeout", "300ms", "-rto", "50ms", "-min-rto", "20ms",
 		"-max-retransmits", "2", "-churn-rate", "20", "-slack", "300ms")
+	// A harness that lost the keepalive timeout to the machine may have left
+	// a ping unanswered: its connection is then closed as a dead peer.
+	const within = 150 * time.Millisecond
 	e := r.Scenario("echo")
 	require.NotNil(t, e)
-	assert.Equal(t, e.Sent, e.Recv, out)
+	if !starved(r, within) {
+		assert.Equal(t, e.Sent, e.Recv, out)
+	} else {
+		assert.Positive(t, e.Recv, out)
+	}
 	idle := r.Scenario("idle")
-	checkReaped(t, idle, 300*time.Millisecond)
+	checkReaped(t, r, "idle", 300*time.Millisecond, within)
 	assert.Equal(t, uint64(idle.Expected), idle.ReapErrorAck.Count(), "framed: every idle connection's ACK was seen")
 	assert.GreaterOrEqual(t, idle.AckDelay.Min(), int64(0), "the ACK comes after the send")
 	assert.LessOrEqual(t, idle.ReapErrorAck.Max(), idle.ReapError.Max(), "measured from the later ACK, the error is smaller")
 	assert.Contains(t, out, "close error from the server's answer")
 	assert.Contains(t, out, "quiet connections: all 30 open", "20 idle and 10 silent wait at the barrier")
-	checkReaped(t, r.Scenario("slowloris"), 300*time.Millisecond)
-	checkReaped(t, r.Scenario("retransmit"), 300*time.Millisecond)
+	checkReaped(t, r, "slowloris", 300*time.Millisecond, within)
+	checkReaped(t, r, "retransmit", 300*time.Millisecond, within)
 	rt := r.Scenario("retransmit")
 	assert.Equal(t, []time.Duration{50 * time.Millisecond, 150 * time.Millisecond}, rt.Ladder)
 	assert.Equal(t, 350*time.Millisecond, rt.GiveUpAt)
-	require.Len(t, rt.RetxError, 2, "two retransmissions seen")
+	if !starved(r, within) { // else a connection may end as a dead peer before its second
+		require.Len(t, rt.RetxError, 2, "two retransmissions seen")
+	}
 	for _, h := range rt.RetxError {
 		assert.GreaterOrEqual(t, h.Min(), -int64(time.Millisecond))
 	}
 	k := r.Scenario("keepalive")
 	assert.Equal(t, 10, k.Survivors)
-	assert.Equal(t, 10, k.Survived, "survivors answer pings and stay")
 	assert.Positive(t, k.Pings)
-	assert.Equal(t, 10, k.Reaped, "silent ones are closed as dead peers")
+	if !starved(r, within) {
+		assert.Equal(t, 10, k.Survived, "survivors answer pings and stay")
+		assert.Equal(t, 10, k.Reaped, "silent ones are closed as dead peers")
+	} else {
+		assert.Positive(t, k.Reaped, "silent ones are closed as dead peers")
+	}
 	assert.Zero(t, r.Server.Open)
 	assert.Zero(t, r.Server.TimersPending)
 	require.NotNil(t, r.CloseDelay, "netserver's own close delay")
@@ -280,7 +317,7 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	// Idle alone: the server saw exactly the idle reaps the clients saw.
 	r, out = e2e(t, "-scenario", "idle", "-conns", "20", "-duration", "200ms", "-idle", "200ms", "-slack", "200ms")
 	idle = r.Scenario("idle")
-	checkReaped(t, idle, 200*time.Millisecond)
+	checkReaped(t, r, "idle", 200*time.Millisecond, 200*time.Millisecond)
 	cd := r.CloseDelay
 	require.NotNil(t, cd, out)
 	assert.Equal(t, report.CloseDelayMetric, cd.Metric)
@@ -288,7 +325,7 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	p99, ok := cd.Quantile(0.99)
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, p99, 0.0)
-	assert.LessOrEqual(t, cd.Mean(), (200 * time.Millisecond).Seconds(), "within the slack the clients saw")
+	assert.LessOrEqual(t, cd.Mean(), (200*time.Millisecond + 2*r.SelfLag.Stalled).Seconds(), "within the slack the clients saw")
 	assert.Regexp(t, `\n  server's own close delay \(from its deadline to its close call, netwheel_timeout_close_delay_seconds\): 20 timeout closes, p50 <= \S+, p99 <= \S+, max <= \S+, mean \S+\n`, out)
 }
 

@@ -145,7 +145,7 @@ func TestEndToEnd_ExternalMetricsNoLeak(t *testing.T) {
 	addr, murl := startTestNetserver(t, 300*time.Millisecond)
 	r, out := e2e(t, "-addr", addr, "-metrics", murl, "-proto", "framed", "-scenario", "echo,idle",
 		"-conns", "20", "-duration", "500ms", "-idle", "300ms", "-slack", "250ms")
-	checkReaped(t, r.Scenario("idle"), 250*time.Millisecond)
+	checkReaped(t, r, "idle", 250*time.Millisecond, 250*time.Millisecond)
 	require.NotNil(t, r.Remote, out)
 	assert.Equal(t, murl, r.Remote.URL)
 	assert.Empty(t, r.Remote.Err)

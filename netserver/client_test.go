@@ -30,6 +30,12 @@ func TestMain(m *testing.M) {
 	)
 }
 
+// waitFor bounds a wait for something that must come (a frame, a count):
+// it detects a hang and measures nothing. A machine whose other processes
+// take the CPU may keep a test from running for seconds, so it is long; a
+// test that passes does not wait it out.
+const waitFor = 10 * time.Second
+
 // start runs a server for the test and shuts it down at the end.
 func start(t testing.TB, cfg netserver.Config, h netserver.ConnHandler) *netserver.Server {
 	t.Helper()

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/lagmeter"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
@@ -109,7 +110,7 @@ func TestHalfOpen(t *testing.T) {
 				c.write(frame.AppendData(nil, 1, []byte("are you there")))
 				var gotAck, gotEcho bool
 				for !gotAck || !gotEcho {
-					f, err := c.next(2 * time.Second)
+					f, err := c.next(waitFor)
 					require.NoError(t, err)
 					switch f.Type {
 					case frame.TypeAck:
@@ -134,12 +135,13 @@ func TestHalfOpen(t *testing.T) {
 					// when the peer vanishes.
 					earliest = time.Now()
 					c.write(append(frame.AppendAck(nil, 1), frame.AppendPing(nil, 42)...))
-					f, err := c.next(2 * time.Second)
+					f, err := c.next(waitFor)
 					require.NoError(t, err)
 					require.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 42}, f)
 					latest = time.Now()
 				}
 
+				lag := lagmeter.New(t)
 				ns.vanish(t, how)
 
 				var ev closeEvent
@@ -150,7 +152,7 @@ func TestHalfOpen(t *testing.T) {
 				}
 				assert.Equal(t, tc.wantReason, ev.reason.String())
 				assert.GreaterOrEqual(t, ev.at.Sub(earliest), tc.deadline-5*time.Millisecond, "closed before its deadline")
-				assert.Less(t, ev.at.Sub(latest), tc.deadline+halfOpenSlack, "closed too late")
+				assert.Less(t, ev.at.Sub(latest), tc.deadline+lag.Slack(halfOpenSlack), "closed too late")
 
 				st := s.Stats()
 				assert.Equal(t, map[string]int64{tc.wantReason: 1}, nonZero(st.Closed), "closed once, for that reason")

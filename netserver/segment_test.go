@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/lagmeter"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -254,44 +255,17 @@ func TestFramed_Slowloris(t *testing.T) {
 	// at once, to share the servers' shutdown time.
 	t.Run("a frame trickled in time is echoed intact", func(t *testing.T) {
 		t.Parallel()
-		s := newServer(t)
-		c := dial(t, s)
-		require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
-		payload := pattern(4, 8)
-		full := frame.AppendData(nil, 1, payload)
-		const every = 4 * time.Millisecond
-		require.Less(t, time.Duration(len(full))*every, frameTimeout/3, "the trickle completes well in time")
-		first := time.Now()
-		for i := range full {
-			if i > 0 {
-				time.Sleep(every) // pacing the trickle
+		// The trickle takes a few milliseconds of sleeps; on a machine
+		// whose other processes take the CPU it may take longer than the
+		// deadline, and then the server is right to close. Such an attempt
+		// proves nothing here: it is retried, a few times at most.
+		for attempt := 1; ; attempt++ {
+			if trickleInTime(t, newServer(t), frameTimeout) {
+				return
 			}
-			c.write(full[i : i+1])
+			require.Less(t, attempt, 5, "the trickle never completed within the frame timeout: the machine is too busy")
+			t.Logf("attempt %d: the trickle took longer than the frame timeout; again", attempt)
 		}
-		var echo []byte
-		acked := false
-		for echo == nil || !acked {
-			f, err := c.next(2 * time.Second)
-			require.NoError(t, err, "waiting for the echo and ACK of the trickled frame")
-			switch f.Type {
-			case frame.TypeAck:
-				assert.Equal(t, uint64(1), f.Seq)
-				acked = true
-			case frame.TypeData:
-				assert.Equal(t, uint64(1), f.Seq)
-				echo = f.Payload
-			default:
-				require.Failf(t, "the trickled frame was not echoed", "got %v code=%v reason=%q after %v",
-					f.Type, f.Code, f.Reason, time.Since(first).Round(time.Millisecond))
-			}
-		}
-		assert.Equal(t, payload, echo, "every trickled byte was kept")
-		// The completed frame cleared its deadline: the connection outlives it.
-		c.write(frame.AppendAck(nil, 1))
-		f, err := c.next(max(time.Until(first.Add(frameTimeout+slack)), 50*time.Millisecond))
-		var ne net.Error
-		require.True(t, errors.As(err, &ne) && ne.Timeout(), "got %v (%v code=%v) after a completed frame", err, f.Type, f.Code)
-		assert.Empty(t, s.Stats().Closed)
 	})
 
 	for _, tc := range []struct {
@@ -316,6 +290,7 @@ func TestFramed_Slowloris(t *testing.T) {
 			sendable := full[:len(full)-1] // never complete, however slow the server
 			require.Greater(t, time.Duration((len(sendable)-tc.first)/tc.piece)*tc.every, frameTimeout+slack,
 				"the trickle outlasts the deadline")
+			lag := lagmeter.New(t)
 			firstAt := time.Now()
 			c.write(sendable[:tc.first])
 			stop := make(chan struct{})
@@ -345,8 +320,8 @@ func TestFramed_Slowloris(t *testing.T) {
 			assert.Equal(t, []string{"close frame_deadline"}, got, "the server's frames before it closed")
 			took := closedAt.Sub(firstAt)
 			assert.GreaterOrEqual(t, took, frameTimeout, "closed before the frame deadline")
-			assert.Less(t, took, frameTimeout+slack, "closed too long after the frame deadline")
-			require.Eventually(t, func() bool { return s.Stats().Open == 0 }, 2*time.Second, time.Millisecond)
+			assert.Less(t, took, frameTimeout+lag.Slack(slack), "closed too long after the frame deadline")
+			require.Eventually(t, func() bool { return s.Stats().Open == 0 }, waitFor, time.Millisecond)
 			assert.Equal(t, map[string]int64{"frame_deadline": 1}, s.Stats().Closed)
 		})
 	}
@@ -366,4 +341,74 @@ func readUntilClosed(c *client, timeout time.Duration) ([]frame.Frame, time.Time
 		}
 		frames = append(frames, f)
 	}
+}
+
+// trickleInTime trickles one frame to s a byte at a time, well within
+// frameTimeout, and checks it is echoed intact and acknowledged, and that
+// the connection then outlives the frame's deadline. It returns false,
+// having checked nothing more, when the server closed the connection for
+// its frame deadline and this process lost enough time for that to be the
+// machine's doing: the trickle ended late, or the server may not have read
+// the last byte before the deadline.
+func trickleInTime(t *testing.T, s *netserver.Server, frameTimeout time.Duration) bool {
+	t.Helper()
+	lag := lagmeter.New(t)
+	c := dial(t, s)
+	require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
+	payload := pattern(4, 8)
+	full := frame.AppendData(nil, 1, payload)
+	const every = 4 * time.Millisecond
+	require.Less(t, time.Duration(len(full))*every, frameTimeout/3, "the trickle completes well in time")
+	first := time.Now()
+	// late says whether this process was kept off the CPU long enough for a
+	// close at the frame deadline to be the machine's doing.
+	late := func(trickled time.Duration) bool {
+		return trickled >= frameTimeout/2 || lag.Slack(trickled) >= frameTimeout
+	}
+	for i := range full {
+		if i > 0 {
+			time.Sleep(every) // pacing the trickle
+		}
+		if _, err := c.c.Write(full[i : i+1]); err != nil {
+			if late(time.Since(first)) {
+				t.Logf("closed during a trickle of %v, with %v lost to the machine: %v", time.Since(first), lag.Stalled(), err)
+				return false
+			}
+			require.NoError(t, err, "closed during the trickle, at byte %d after %v", i, time.Since(first))
+		}
+	}
+	trickled := time.Since(first)
+	var echo []byte
+	acked := false
+	for echo == nil || !acked {
+		f, err := c.next(waitFor)
+		if (errors.Is(err, io.EOF) || isReset(err)) && late(trickled) {
+			t.Logf("closed after a trickle of %v, with %v lost to the machine", trickled, lag.Stalled())
+			return false
+		}
+		require.NoError(t, err, "waiting for the echo and ACK of the trickled frame")
+		switch f.Type {
+		case frame.TypeAck:
+			assert.Equal(t, uint64(1), f.Seq)
+			acked = true
+		case frame.TypeData:
+			assert.Equal(t, uint64(1), f.Seq)
+			echo = f.Payload
+		default:
+			if f.Type == frame.TypeClose && f.Code == frame.CodeFrameDeadline && late(trickled) {
+				t.Logf("closed for its deadline after a trickle of %v, with %v lost to the machine", trickled, lag.Stalled())
+				return false
+			}
+			require.Failf(t, "the trickled frame was not echoed", "got %v code=%v reason=%q after %v (trickle %v, lost %v)",
+				f.Type, f.Code, f.Reason, time.Since(first).Round(time.Millisecond), trickled, lag.Stalled())
+		}
+	}
+	assert.Equal(t, payload, echo, "every trickled byte was kept")
+	// The completed frame cleared its deadline: the connection outlives it.
+	c.write(frame.AppendAck(nil, 1))
+	f, err := c.next(max(time.Until(first.Add(frameTimeout+200*time.Millisecond)), 50*time.Millisecond))
+	var ne net.Error
+	require.True(t, errors.As(err, &ne) && ne.Timeout(), "got %v (%v code=%v) after a completed frame", err, f.Type, f.Code)
+	assert.Empty(t, s.Stats().Closed)
+	return true
 }
