@@ -124,3 +124,17 @@ func TestParseFlags_Handshake(t *testing.T) {
 	assert.Contains(t, o.scenarios, attack.Handshake, "by default once it is known")
 	assert.Equal(t, 300*time.Millisecond, netwheelConfig(o).Timeouts.HandshakeTimeout)
 }
+
+// TestEndToEnd_HandshakeAnyPreset: nothing is sent, so the handshake
+// scenario judges a server of any protocol: here one that closes every
+// connection 300 ms after it accepted it, whatever comes.
+func TestEndToEnd_HandshakeAnyPreset(t *testing.T) {
+	addr := serveLineDeadline(t, 300*time.Millisecond, fromAccept)
+	for _, preset := range []string{"redis", "memcached", "http", "line"} {
+		t.Run(preset, func(t *testing.T) {
+			r, out := e2e(t, "-addr", addr, "-preset", preset, "-scenario", "handshake", "-handshake", "300ms",
+				"-conns", "5", "-slack", "200ms", "-close-horizon", "1s")
+			checkClosedBy(t, r, attack.Handshake, "eof", 5, out)
+		})
+	}
+}
