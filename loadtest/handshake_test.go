@@ -23,13 +23,13 @@ func checkClosedBy(t *testing.T, r *report.Result, name, end string, n int, out 
 	s := r.Scenario(name)
 	require.NotNil(t, s, out)
 	assert.Equal(t, n, s.Opened, out)
-	assert.Equal(t, n, s.Expected, "%s: every connection expects a close", name)
 	assert.Zero(t, s.Early, "%s: never early:\n%s", name, out)
 	assert.GreaterOrEqual(t, s.ReapError.Min(), -int64(time.Millisecond), "%s: never early:\n%s", name, out)
 	if r.NotJudged() > 0 {
 		assert.True(t, r.SelfLag.Starved(), "not judged only when starved:\n%s", out)
 		return
 	}
+	assert.Equal(t, n, s.Expected, "%s: every connection expects a close:\n%s", name, out)
 	assert.Equal(t, n, s.Reaped, "%s: all closed on time:\n%s", name, out)
 	assert.Equal(t, n, s.Ends[end], "%s: closed as %s:\n%s", name, end, out)
 }
@@ -56,11 +56,11 @@ func TestEndToEnd_HandshakeEmbedded(t *testing.T) {
 // embedded server, the scenarios whose connections wait before their first
 // frame prove themselves at once (an idle connection's first keep-alive, a
 // slowloris's PING before its trickle): without that, the idle connections
-// (first keep-alive at idle/3 = 400 ms) and the slowloris trickle (a frame
-// never completed) would be closed by the 200 ms handshake timeout.
+// (first keep-alive at idle/3 = 500 ms) and the slowloris trickle (a frame
+// never completed) would be closed by the 300 ms handshake timeout.
 func TestEndToEnd_HandshakeBesideOthers(t *testing.T) {
-	r, out := e2e(t, "-scenario", "idle,handshake,slowloris", "-handshake", "200ms", "-idle", "1200ms",
-		"-frame-timeout", "600ms", "-conns", "10", "-slack", "300ms")
+	r, out := e2e(t, "-scenario", "idle,handshake,slowloris", "-handshake", "300ms", "-idle", "1500ms",
+		"-frame-timeout", "800ms", "-conns", "10", "-slack", "300ms")
 	checkClosedBy(t, r, attack.Handshake, "handshake", 10, out)
 	checkClosedBy(t, r, attack.Idle, "idle", 10, out)
 	checkClosedBy(t, r, attack.Slowloris, "frame_deadline", 10, out)
