@@ -138,3 +138,19 @@ func TestEndToEnd_HandshakeAnyPreset(t *testing.T) {
 		})
 	}
 }
+
+// TestEndToEnd_HandshakeConnflood: with a handshake timeout on the
+// embedded server, connflood's connections send a message at once, so the
+// server keeps as many as its limit allows for the whole hold (1 s, beyond
+// the 300 ms handshake timeout), rather than closing them all as silent.
+func TestEndToEnd_HandshakeConnflood(t *testing.T) {
+	for _, proto := range []string{"raw", "framed"} {
+		t.Run(proto, func(t *testing.T) {
+			r, out := e2e(t, "-proto", proto, "-scenario", "connflood", "-handshake", "300ms", "-max-conns", "20", "-flood-conns", "30")
+			s := r.Scenario(attack.Connflood)
+			require.NotNil(t, s)
+			assert.Equal(t, 20, s.Held(), "the limit's worth held to the end:\n%s", out)
+			assert.Zero(t, s.Ends["handshake"], out)
+		})
+	}
+}
