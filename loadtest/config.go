@@ -302,11 +302,13 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 			return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)
 		}
 	}
+	if o.addr != "" {
+		o.known = knownTimeouts(*t, set) // before checkTimeouts, which judges by it
+	}
 	if err := checkTimeouts(o); err != nil {
 		return nil, err
 	}
 	if o.addr != "" {
-		o.known = knownTimeouts(*t, set)
 		o.notes = append(o.notes, assumedTimeouts(o, set)...)
 	}
 	return o, nil
