@@ -1,8 +1,9 @@
 // Package attack is the load-test harness's client engine: it opens the
 // connections of each scenario against a target, drives them (open-loop
-// paced echo traffic, silent or half-silent connections, withheld acks,
-// slowloris trickles, connection churn, and the hostile peers of
-// hostile.go) and emits one report.ConnResult per connection as it ends.
+// paced echo traffic, silent or half-silent connections, connections that
+// never send, withheld acks, slowloris trickles, connection churn, and the
+// hostile peers of hostile.go) and emits one report.ConnResult per
+// connection as it ends.
 // It knows nothing of reports beyond that stream; the caller folds it into
 // figures.
 package attack
@@ -589,9 +590,8 @@ func roleOf(s string, p Proto, i int) string {
 
 // dial opens a connection; rcvBuf > 0 asks for that receive buffer before
 // connecting (where the system allows), so that the window the server sees
-// is small from the start. It returns the dial time; the start of the dial
-// (before the server can have accepted the connection) is the
-// connection's last dialStart.
+// is small from the start. It returns the dial time (dialFrom returns its
+// start too).
 func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, error) {
 	c, _, dt, err := r.dialFrom(ctx, rcvBuf)
 	return c, dt, err

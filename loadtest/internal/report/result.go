@@ -80,7 +80,7 @@ type Config struct {
 // ConnResult is what one connection of an attack reports when it ends.
 type ConnResult struct {
 	Scenario string
-	Role     string        // echo, idle, survivor, silent, retransmit, slowloris, churn
+	Role     string        // echo, idle, handshake, survivor, silent, retransmit, slowloris, churn, or a hostile role
 	DialErr  string        // kind of dial failure (fd_limit, ephemeral_ports, ...); "" if connected
 	Connect  time.Duration // dial time
 	OpenedAt time.Time     `json:"-"` // when the dial completed (not written to results)
