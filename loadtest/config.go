@@ -507,6 +507,12 @@ func checkTimeouts(o *options) error {
 		return fmt.Errorf("%w: the keepalive scenario needs -keepalive and -keepalive-timeout > 0", errUsage)
 	case has(attack.Keepalive) && t.Idle > 0 && t.DeadPeerAfter() >= t.Idle:
 		return fmt.Errorf("%w: the keepalive scenario needs keepalive + count x timeout (%s) below -idle (%s), or silent peers die idle", errUsage, t.DeadPeerAfter(), t.Idle)
+	case t.Handshake > 0 && has(attack.Echo) && !o.closed && firstSend(o.rate, 1) >= t.Handshake:
+		return fmt.Errorf("%w: echo's connections send their first message up to 1/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
+			errUsage, firstSend(o.rate, 1), t.Handshake)
+	case t.Handshake > 0 && has(attack.Splitter) && firstSend(o.rate, 3) >= t.Handshake:
+		return fmt.Errorf("%w: splitter's connections send their first write up to 3/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
+			errUsage, firstSend(o.rate, 3), t.Handshake)
 	case has(attack.Slowloris) && t.Frame == 0:
 		return fmt.Errorf("%w: the slowloris scenario needs -frame-timeout > 0", errUsage)
 	}
@@ -520,6 +526,14 @@ func checkTimeouts(o *options) error {
 		}
 	}
 	return nil
+}
+
+// firstSend is how long after it opens a paced connection sends its first
+// write at most: its phase in the pacer's interval (1/rate), and for a
+// splitter, which joins up to 3 messages in a write, two intervals more
+// (intervals: 3).
+func firstSend(rate float64, intervals int) time.Duration {
+	return time.Duration(float64(intervals) * float64(time.Second) / rate)
 }
 
 // Defaults of the server limits the memory bound is derived from: those

@@ -105,6 +105,8 @@ func TestParseFlags_Handshake(t *testing.T) {
 		{name: "not below idle", args: []string{"-scenario", "handshake", "-handshake", "2s"}, want: "below -idle"},
 		{name: "framed: not below the dead-peer time", args: []string{"-scenario", "handshake", "-handshake", "1s", "-idle", "5s"}, want: "dead peers"},
 		{name: "negative", args: []string{"-handshake", "-1s"}, want: "negative"},
+		{name: "echo's first message after it", args: []string{"-scenario", "echo", "-handshake", "300ms", "-rate", "2"}, want: "raise -rate"},
+		{name: "splitter's first write after it", args: []string{"-scenario", "splitter", "-handshake", "300ms", "-rate", "5"}, want: "3/-rate (600ms)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseFlags(tt.args, io.Discard)
