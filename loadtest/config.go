@@ -155,9 +155,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	t := &o.timeouts
 	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
-	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, keepalive, retransmit, slowloris, churn (polite);\n"+
+	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, handshake, keepalive, retransmit, slowloris, churn (polite);\n"+
 		"nonreader, splitter, pingflood, connflood, garbage (hostile: judged by what the server did, its memory growth and, for connflood, its connection limit);\n"+
-		"mixed (= all); default all the protocol supports (pingflood: framed; connflood: with -max-conns)")
+		"mixed (= all); default all the protocol supports (pingflood: framed; connflood: with -max-conns; handshake: with -handshake; slowloris, raw: when asked for)")
 	fs.IntVar(&o.conns, "conns", 400, "connections per polite scenario (keepalive: half survive, half silent)")
 	fs.Float64Var(&o.rate, "rate", 20, "echo: messages/s per connection, open loop")
 	fs.IntVar(&o.size, "size", 64, "message payload `bytes`")
@@ -173,7 +173,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&t.KeepaliveTime, "keepalive", 500*time.Millisecond, "server keepalive time: read silence before a ping (0: off)")
 	fs.DurationVar(&t.KeepaliveTimeout, "keepalive-timeout", 500*time.Millisecond, "server keepalive timeout: wait for an answer to each ping")
 	fs.IntVar(&t.KeepaliveCount, "keepalive-count", 1, "server keepalive pings before giving up")
-	fs.DurationVar(&t.Frame, "frame-timeout", time.Second, "server frame deadline, first byte to last (0: off)")
+	fs.DurationVar(&t.Frame, "frame-timeout", time.Second, "server frame deadline, first byte to last (0: off); raw, with -addr: the server's request deadline, which slowloris is judged against only when given")
+	fs.DurationVar(&t.Handshake, "handshake", 0, "server handshake timeout: a connection that sends nothing is closed this long after it opened (0: none known). The handshake scenario needs it;\n"+
+		"the embedded netwheel server gets it as its HandshakeTimeout (raw: until the first byte; framed: the first frame), and the run's other connections then prove themselves at once")
 	fs.DurationVar(&t.InitialRTO, "rto", 100*time.Millisecond, "server initial retransmission timeout")
 	fs.DurationVar(&t.MinRTO, "min-rto", 50*time.Millisecond, "server minimum retransmission timeout")
 	fs.DurationVar(&t.MaxRTO, "max-rto", 10*time.Second, "server maximum retransmission timeout")
@@ -252,7 +254,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, err
 	}
 	var err error
-	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0, o.payload != nil || o.expect.Kind != attack.AnswerEcho); err != nil {
+	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0, o.payload != nil || o.expect.Kind != attack.AnswerEcho, t.Handshake > 0); err != nil {
 		return nil, err
 	}
 	if err := checkHostile(o, set); err != nil {
@@ -300,11 +302,13 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 			return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)
 		}
 	}
+	if o.addr != "" {
+		o.known = knownTimeouts(*t, set) // before checkTimeouts, which judges by it
+	}
 	if err := checkTimeouts(o); err != nil {
 		return nil, err
 	}
 	if o.addr != "" {
-		o.known = knownTimeouts(*t, set)
 		o.notes = append(o.notes, assumedTimeouts(o, set)...)
 	}
 	return o, nil
@@ -378,6 +382,7 @@ var timeoutFlags = map[string]func(t *report.Timeouts) any{
 	"keepalive-timeout": func(t *report.Timeouts) any { return &t.KeepaliveTimeout },
 	"keepalive-count":   func(t *report.Timeouts) any { return &t.KeepaliveCount },
 	"frame-timeout":     func(t *report.Timeouts) any { return &t.Frame },
+	"handshake":         func(t *report.Timeouts) any { return &t.Handshake },
 	"rto":               func(t *report.Timeouts) any { return &t.InitialRTO },
 	"min-rto":           func(t *report.Timeouts) any { return &t.MinRTO },
 	"max-rto":           func(t *report.Timeouts) any { return &t.MaxRTO },
@@ -417,7 +422,7 @@ func assumedTimeouts(o *options, set map[string]bool) []string {
 	}
 	var notes []string
 	for _, s := range o.scenarios {
-		if attack.NotApplicable(s, o.proto, o.expect) != "" {
+		if notApplicable(o, s) != "" {
 			continue
 		}
 		var missing []string
@@ -435,14 +440,17 @@ func assumedTimeouts(o *options, set map[string]bool) []string {
 
 // parseScenarios parses -scenario; by default (or mixed) it returns every
 // scenario the protocol supports, with connflood only if the server's
-// connection limit is known (limit). With a raw protocol of the user's
+// connection limit is known (limit), with handshake only if the server's
+// handshake timeout is (handshake: -handshake), and raw without slowloris,
+// which needs its request deadline. With a raw protocol of the user's
 // (other: -payload, -expect or -preset), the framed-only scenarios are
 // listed too, and reported not applicable (attack.NotApplicable).
-func parseScenarios(s string, p attack.Proto, limit, other bool) ([]string, error) {
+func parseScenarios(s string, p attack.Proto, limit, other, handshake bool) ([]string, error) {
 	var out []string
 	if s == "" || s == "mixed" {
 		for _, n := range attack.All {
-			if (p == attack.Framed || other || !attack.FramedOnly(n)) && (n != attack.Connflood || limit) {
+			rawOnly := p != attack.Framed && !other && (attack.FramedOnly(n) || n == attack.Slowloris)
+			if !rawOnly && (n != attack.Connflood || limit) && (n != attack.Handshake || handshake) {
 				out = append(out, n)
 			}
 		}
@@ -454,7 +462,7 @@ func parseScenarios(s string, p attack.Proto, limit, other bool) ([]string, erro
 		case n == "mixed":
 			return nil, fmt.Errorf("%w: -scenario mixed means all; do not combine it with others", errUsage)
 		case !slices.Contains(attack.All, n):
-			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, keepalive, retransmit, slowloris, churn, nonreader, splitter, pingflood, connflood, garbage or mixed", errUsage, n)
+			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, handshake, keepalive, retransmit, slowloris, churn, nonreader, splitter, pingflood, connflood, garbage or mixed", errUsage, n)
 		case attack.FramedOnly(n) && p != attack.Framed && !other:
 			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
 		case slices.Contains(out, n):
@@ -470,21 +478,41 @@ func parseScenarios(s string, p attack.Proto, limit, other bool) ([]string, erro
 // checkTimeouts rejects timeout flags the chosen scenarios cannot work with.
 func checkTimeouts(o *options) error {
 	t := o.timeouts
-	for _, d := range []time.Duration{t.Idle, t.KeepaliveTime, t.KeepaliveTimeout, t.Frame, t.InitialRTO, t.MinRTO, t.MaxRTO, t.GiveUpAfter} {
+	for _, d := range []time.Duration{t.Idle, t.KeepaliveTime, t.KeepaliveTimeout, t.Frame, t.Handshake, t.InitialRTO, t.MinRTO, t.MaxRTO, t.GiveUpAfter} {
 		if d < 0 {
 			return fmt.Errorf("%w: timeouts must not be negative", errUsage)
 		}
 	}
 	has := func(s string) bool {
-		return slices.Contains(o.scenarios, s) && attack.NotApplicable(s, o.proto, o.expect) == ""
+		return slices.Contains(o.scenarios, s) && notApplicable(o, s) == ""
+	}
+	// What is known of the server's other timeouts: an external server's
+	// only as far as the flags gave them.
+	known := t
+	if o.known != nil {
+		known = *o.known
 	}
 	switch {
+	case has(attack.Handshake) && t.Handshake == 0:
+		return fmt.Errorf("%w: the handshake scenario needs -handshake > 0, the server's handshake timeout", errUsage)
+	case has(attack.Handshake) && known.Idle > 0 && t.Handshake >= known.Idle:
+		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below -idle (%s), or its silent connections die idle", errUsage, t.Handshake, known.Idle)
+	case has(attack.Handshake) && o.proto == attack.Framed && known.DeadPeerAfter() > 0 && t.Handshake >= known.DeadPeerAfter():
+		// A PONG is a frame, which would complete the handshake: the
+		// silent connections do not answer PINGs.
+		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below keepalive + count x timeout (%s), or its silent connections die as dead peers", errUsage, t.Handshake, known.DeadPeerAfter())
 	case has(attack.Idle) && t.Idle == 0:
 		return fmt.Errorf("%w: the idle scenario needs -idle > 0", errUsage)
 	case has(attack.Keepalive) && (t.KeepaliveTime == 0 || t.KeepaliveTimeout == 0):
 		return fmt.Errorf("%w: the keepalive scenario needs -keepalive and -keepalive-timeout > 0", errUsage)
 	case has(attack.Keepalive) && t.Idle > 0 && t.DeadPeerAfter() >= t.Idle:
 		return fmt.Errorf("%w: the keepalive scenario needs keepalive + count x timeout (%s) below -idle (%s), or silent peers die idle", errUsage, t.DeadPeerAfter(), t.Idle)
+	case t.Handshake > 0 && has(attack.Echo) && !o.closed && firstSend(o.rate, 1) >= t.Handshake:
+		return fmt.Errorf("%w: echo's connections send their first message up to 1/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
+			errUsage, firstSend(o.rate, 1), t.Handshake)
+	case t.Handshake > 0 && has(attack.Splitter) && firstSend(o.rate, 3) >= t.Handshake:
+		return fmt.Errorf("%w: splitter's connections send their first write up to 3/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
+			errUsage, firstSend(o.rate, 3), t.Handshake)
 	case has(attack.Slowloris) && t.Frame == 0:
 		return fmt.Errorf("%w: the slowloris scenario needs -frame-timeout > 0", errUsage)
 	}
@@ -498,6 +526,14 @@ func checkTimeouts(o *options) error {
 		}
 	}
 	return nil
+}
+
+// firstSend is how long after it opens a paced connection sends its first
+// write at most: its phase in the pacer's interval (1/rate), and for a
+// splitter, which joins up to 3 messages in a write, two intervals more
+// (intervals: 3).
+func firstSend(rate float64, intervals int) time.Duration {
+	return time.Duration(float64(intervals) * float64(time.Second) / rate)
 }
 
 // Defaults of the server limits the memory bound is derived from: those

@@ -20,8 +20,9 @@ import (
 // netwheelConfig translates the harness's description of the server's
 // timeouts into a netserver.Config. The server has the timeouts the
 // harness's flags name, and no other: a flag's 0 is off (idle.Off), where
-// netserver's 0 is its default, and the handshake, max-age and write-stall
-// timeouts, which no scenario judges, are off.
+// netserver's 0 is its default (so the handshake timeout is off unless
+// -handshake gives it), and the max-age and write-stall timeouts, which no
+// scenario judges, are off.
 func netwheelConfig(o *options) netserver.Config {
 	t := o.timeouts
 	proto := netserver.Raw
@@ -31,7 +32,7 @@ func netwheelConfig(o *options) netserver.Config {
 	cfg := netserver.Config{
 		Addr: "127.0.0.1:0", Protocol: proto, Tick: t.Tick, MaxConns: o.maxConns, SilentShutdown: true,
 		Timeouts: idle.Config{IdleTimeout: orOff(t.Idle), FrameTimeout: orOff(t.Frame),
-			HandshakeTimeout: idle.Off, MaxAge: idle.Off, WriteStallTimeout: idle.Off},
+			HandshakeTimeout: orOff(t.Handshake), MaxAge: idle.Off, WriteStallTimeout: idle.Off},
 	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = netserver.Off // -max-conns 0 is no limit, where netserver's 0 derives one

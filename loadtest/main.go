@@ -1,7 +1,8 @@
 // Command loadtest drives netwheel's echo server, or any TCP echo server,
 // with many connections and reports what its timers did: echo throughput
-// and latency, idle connections reaped on time, dead peers detected,
-// retransmission at work, slowloris trickles cut off, churn absorbed; and
+// and latency, idle connections reaped on time, silent connections closed
+// by the handshake timeout, dead peers detected, retransmission at work,
+// slowloris trickles cut off, churn absorbed; and
 // what it did with peers that misbehave (non-readers, split writes, ping
 // and connection floods, garbage), and how its memory grew meanwhile.
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,8 @@ func TestParseFlags_Defaults(t *testing.T) {
 		"every scenario but connflood, which needs the server's connection limit")
 	o, err = parseFlags([]string{"-max-conns", "3000"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, attack.All, o.scenarios, "with a limit, connflood too")
+	assert.Equal(t, slices.DeleteFunc(slices.Clone(attack.All), func(s string) bool { return s == attack.Handshake }), o.scenarios,
+		"with a limit, connflood too (handshake needs -handshake)")
 	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)

@@ -111,7 +111,7 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 // requested returns the connections asked for scenario s, all shards
 // together: -conns for the polite scenarios, the hostile ones' own flags.
 func requested(o *options, s string) int {
-	if attack.NotApplicable(s, o.proto, o.expect) != "" {
+	if notApplicable(o, s) != "" {
 		return 0
 	}
 	switch s {
@@ -127,6 +127,29 @@ func requested(o *options, s string) int {
 		return o.floodConns
 	}
 	return o.conns
+}
+
+// notApplicable returns why scenario s cannot be judged in the run o
+// describes, or "": the protocol's reasons (attack.NotApplicable), and
+// what is not known of the server: an external server's handshake timeout
+// not given (-handshake), a raw server's request deadline (an external
+// one's not given with -frame-timeout; the embedded raw echo server has
+// none).
+func notApplicable(o *options, s string) string {
+	if why := attack.NotApplicable(s, o.proto, o.expect); why != "" {
+		return why
+	}
+	switch {
+	case s == attack.Handshake && o.addr != "" && o.timeouts.Handshake == 0:
+		return "the server's handshake timeout is not known: give it with -handshake (how long after it opened a connection that sends nothing is closed)"
+	case s == attack.Slowloris && o.proto == attack.Raw && o.addr == "":
+		return "the embedded raw echo server has no request deadline (netserver has one only with HandlerMarks, a handler that marks its requests)"
+	case s == attack.Slowloris && o.proto == attack.Raw && (o.known == nil || o.known.Frame == 0):
+		return "the server's request deadline is not known: give it with -frame-timeout (how long after its first byte an incomplete message is cut off)"
+	case s == attack.Slowloris && o.proto == attack.Raw && o.size < 2:
+		return "slowloris trickles a message without its last byte, and a message of 1 byte has none to hold back"
+	}
+	return ""
 }
 
 func hasScenario(o *options, s string) bool {
@@ -159,7 +182,7 @@ func isLoopbackHost(host string) bool {
 func hardBound(o *options) time.Duration {
 	t := o.timeouts
 	_, giveUp, _ := attack.Ladder(t)
-	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, giveUp)
+	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, t.Handshake, giveUp)
 	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
 	if hasScenario(o, attack.Connflood) {
 		d += o.barrier + o.floodHold // after the others: its dials, then the hold
@@ -246,7 +269,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		figs[s] = report.NewScenario(s)
 		figs[s].Hostile = attack.Hostile(s)
 		figs[s].Proto = o.proto.String()
-		figs[s].Unjudged = attack.NotApplicable(s, o.proto, o.expect)
+		figs[s].Unjudged = notApplicable(o, s)
 		figs[s].Horizon = o.horizon
 		figs[s].AnswerWait, figs[s].DialWait = attack.DefaultDrain, attack.DialTimeout
 		switch s {

@@ -1,8 +1,9 @@
 // Package attack is the load-test harness's client engine: it opens the
 // connections of each scenario against a target, drives them (open-loop
-// paced echo traffic, silent or half-silent connections, withheld acks,
-// slowloris trickles, connection churn, and the hostile peers of
-// hostile.go) and emits one report.ConnResult per connection as it ends.
+// paced echo traffic, silent or half-silent connections, connections that
+// never send, withheld acks, slowloris trickles, connection churn, and the
+// hostile peers of hostile.go) and emits one report.ConnResult per
+// connection as it ends.
 // It knows nothing of reports beyond that stream; the caller folds it into
 // figures.
 package attack
@@ -54,15 +55,20 @@ const (
 	Retransmit = "retransmit"
 	Slowloris  = "slowloris"
 	Churn      = "churn"
+	// Handshake opens connections that send nothing, not even an answer
+	// to a PING: the server's handshake timeout (Timeouts.Handshake) must
+	// close them.
+	Handshake = "handshake"
 )
 
 // All lists every scenario, in report order: the polite ones, then the
 // hostile ones (hostile.go).
-var All = []string{Echo, Idle, Keepalive, Retransmit, Slowloris, Churn, Nonreader, Splitter, Pingflood, Connflood, Garbage}
+var All = []string{Echo, Idle, Handshake, Keepalive, Retransmit, Slowloris, Churn, Nonreader, Splitter, Pingflood, Connflood, Garbage}
 
 // FramedOnly reports whether scenario needs the framed protocol.
+// Slowloris does not: over raw it trickles one message (see slowloris).
 func FramedOnly(scenario string) bool {
-	return scenario == Keepalive || scenario == Retransmit || scenario == Slowloris || scenario == Pingflood
+	return scenario == Keepalive || scenario == Retransmit || scenario == Pingflood
 }
 
 // Config is one attack. Conns are this process's share (after sharding).
@@ -584,12 +590,20 @@ func roleOf(s string, p Proto, i int) string {
 
 // dial opens a connection; rcvBuf > 0 asks for that receive buffer before
 // connecting (where the system allows), so that the window the server sees
-// is small from the start.
+// is small from the start. It returns the dial time (dialFrom returns its
+// start too).
 func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, error) {
+	c, _, dt, err := r.dialFrom(ctx, rcvBuf)
+	return c, dt, err
+}
+
+// dialFrom is dial, and returns the start of the dial too: the server
+// cannot have accepted the connection before it.
+func (r *run) dialFrom(ctx context.Context, rcvBuf int) (net.Conn, time.Time, time.Duration, error) {
 	select {
 	case r.dialSem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+		return nil, time.Time{}, 0, ctx.Err()
 	}
 	defer func() { <-r.dialSem }()
 	d := net.Dialer{Timeout: DialTimeout}
@@ -604,11 +618,11 @@ func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, er
 	c, err := d.DialContext(ctx, "tcp", r.cfg.Addr)
 	if err != nil {
 		r.ctr.DialErrors.Add(1)
-		return nil, 0, err
+		return nil, t0, 0, err
 	}
 	r.ctr.Dialed.Add(1)
 	r.ctr.opened()
-	return c, time.Since(t0), nil
+	return c, t0, time.Since(t0), nil
 }
 
 // conn runs one connection of a scenario in the given role and emits its
@@ -622,7 +636,7 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	if testDialDelay != nil {
 		time.Sleep(testDialDelay(scenario, i))
 	}
-	c, dt, err := r.dial(ctx, rcvBuf)
+	c, dialed, dt, err := r.dialFrom(ctx, rcvBuf)
 	res.OpenedAt = time.Now()
 	if isQuiet(scenario, i) {
 		r.quiet.arrive()
@@ -639,6 +653,8 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 		r.echo(ctx, cl, i, n, rec, &res)
 	case Idle:
 		r.idle(ctx, cl, i, &res)
+	case Handshake:
+		r.handshake(ctx, cl, dialed, &res)
 	case "survivor":
 		r.survivor(ctx, cl, &res)
 	case "silent":
@@ -900,6 +916,12 @@ func (r *run) quietStart(ctx context.Context, cl *client, turn <-chan struct{}, 
 		r.ctr.Sent.Add(1)
 		return nil
 	}
+	// A server with a handshake timeout closes a connection that has not
+	// sent its first bytes by then: with one known, the first keep-alive
+	// goes at once.
+	if r.cfg.Timeouts.Handshake > 0 && keepAlive() != nil {
+		return r.quietEnded(cl, res)
+	}
 	if !keepUntil(ctx, cl, turn, keep, keepAlive) {
 		return r.quietEnded(cl, res)
 	}
@@ -969,6 +991,16 @@ func (r *run) idle(ctx context.Context, cl *client, i int, res *report.ConnResul
 	// Read only now: the echo that ended sendOnce may have been parsed just
 	// before the ACK that came behind it in the same read.
 	res.AckedAt = cl.answeredAt()
+}
+
+// handshake sends nothing at all, and answers nothing (framed: a PONG is a
+// frame, which would complete the handshake): the server's handshake
+// timeout must close it. The deadline runs from dialed, the start of the
+// dial, before which the server cannot have accepted the connection: a
+// close before it is early however late this client ran.
+func (r *run) handshake(ctx context.Context, cl *client, dialed time.Time, res *report.ConnResult) {
+	go cl.read()
+	r.expectClose(ctx, cl, res, "handshake", dialed.Add(r.cfg.Timeouts.Handshake))
 }
 
 // silent: waits at the barrier like idle, then one echo (acknowledged) on
@@ -1084,22 +1116,42 @@ func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult
 	}
 }
 
-// slowloris starts a frame and trickles it, never finishing: the frame
-// deadline must close it. It writes to the socket, not through the
-// frame.Conn, which sends only whole frames; the reader only watches for
-// the server's CLOSE.
+// slowloris starts a message and trickles it a byte at a time, never
+// finishing it: the server's frame (request) deadline must close it.
+// Framed, the message is a DATA frame; raw, the payload (-payload, or the
+// echo pattern), of which the last byte is never sent. It writes to the
+// socket, not through the frame.Conn, which sends only whole frames; the
+// reader only watches for the server's close. The deadline runs from the
+// first byte's write: a close before it is early. With a handshake
+// timeout known (Timeouts.Handshake), a framed connection first sends a
+// whole PING, which completes its handshake, so that the trickle is cut
+// by the frame deadline rather than by the handshake's.
 func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult) {
 	go cl.read()
-	msg := frame.AppendData(nil, 1, r.payload)
+	msg, first := r.payload, 1 // raw: the message, and the bytes written at once
+	if r.cfg.Proto == Framed {
+		if r.cfg.Timeouts.Handshake > 0 {
+			// A PING, whose PONG needs no answer: nothing else is
+			// written, so no frame of the client's cuts into the trickle.
+			if _, err := cl.c.Write(frame.AppendPing(nil, 1)); err != nil {
+				res.Err = "write"
+				return
+			}
+		}
+		msg, first = frame.AppendData(nil, 1, r.payload), frame.HeaderSize
+	}
+	if len(msg) < 2 {
+		return // nothing to hold back (run.go reports it not applicable)
+	}
 	t0 := time.Now()
-	if _, err := cl.c.Write(msg[:frame.HeaderSize]); err != nil {
+	if _, err := cl.c.Write(msg[:first]); err != nil {
 		res.Err = "write"
 		return
 	}
 	res.Expect, res.ExpectedAt = "frame_deadline", t0.Add(r.cfg.Timeouts.Frame)
 	every := max(r.cfg.Timeouts.Frame/4, 10*time.Millisecond)
 	end := res.ExpectedAt.Add(r.cfg.CloseHorizon) // trickling on: a late server's idle timeout must not take it
-	for i, next := frame.HeaderSize, t0.Add(every); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
+	for i, next := first, t0.Add(every); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
 		if !wait(ctx, cl, next) {
 			return
 		}

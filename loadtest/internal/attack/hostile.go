@@ -368,6 +368,15 @@ func (r *run) connflood(ctx context.Context) {
 			cl := r.client(c)
 			cl.replies(frame.ReplyAll)
 			go cl.read()
+			// With a handshake timeout known, a message at once: the
+			// flood is to fill the server's limit, not its handshake
+			// timeout to empty it.
+			if r.cfg.Timeouts.Handshake > 0 {
+				if _, err := cl.send(r.payload, 1); err == nil {
+					res.Sent = 1
+					r.ctr.Sent.Add(1)
+				}
+			}
 			select {
 			case <-dialed.released:
 				wait(ctx, cl, dialed.at.Add(r.cfg.FloodHold))

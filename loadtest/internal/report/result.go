@@ -30,8 +30,12 @@ type Timeouts struct {
 	MaxRTO           time.Duration `json:"max_rto"`
 	MaxRetransmits   int           `json:"max_retransmits"`
 	GiveUpAfter      time.Duration `json:"give_up_after"`
-	Tick             time.Duration `json:"tick"`  // the server wheel's tick: early-reap tolerance
-	Slack            time.Duration `json:"slack"` // how late a close may come and still count
+	// Handshake is how long after it opened a connection that sends
+	// nothing is closed: its handshake (raw netwheel: first byte; framed:
+	// first frame) must come by then. 0: none known.
+	Handshake time.Duration `json:"handshake,omitempty"`
+	Tick      time.Duration `json:"tick"`  // the server wheel's tick: early-reap tolerance
+	Slack     time.Duration `json:"slack"` // how late a close may come and still count
 }
 
 // DeadPeerAfter returns how long after the last inbound byte a silent peer
@@ -76,7 +80,7 @@ type Config struct {
 // ConnResult is what one connection of an attack reports when it ends.
 type ConnResult struct {
 	Scenario string
-	Role     string        // echo, idle, survivor, silent, retransmit, slowloris, churn
+	Role     string        // echo, idle, handshake, survivor, silent, retransmit, slowloris, churn, or a hostile role
 	DialErr  string        // kind of dial failure (fd_limit, ephemeral_ports, ...); "" if connected
 	Connect  time.Duration // dial time
 	OpenedAt time.Time     `json:"-"` // when the dial completed (not written to results)
@@ -336,7 +340,7 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 			s.NeverReaped++
 		case r.ClosedAt.Sub(r.ExpectedAt) > t.Slack:
 			s.Late++
-		case r.End != r.Expect && !(r.End == "eof" && r.Expect == "idle" && s.Proto == "raw"): // a raw server closes with EOF; a framed one must say why
+		case r.End != r.Expect && !(r.End == "eof" && s.Proto == "raw" && rawTimeout[r.Expect]): // a raw server closes with EOF; a framed one must say why
 			s.WrongReason[r.End]++
 		default:
 			s.Reaped++
@@ -373,6 +377,11 @@ func (s *Scenario) Add(r ConnResult, t Timeouts) {
 		}
 	}
 }
+
+// rawTimeout holds the expected closes a raw server can give, with an EOF
+// that says no reason: its idle timeout, its handshake timeout and its
+// request (frame) deadline. A dead peer needs the framed protocol's PINGs.
+var rawTimeout = map[string]bool{"idle": true, "handshake": true, "frame_deadline": true}
 
 // Server is what an embedded server reported.
 type Server struct {

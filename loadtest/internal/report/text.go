@@ -115,6 +115,9 @@ func (t Timeouts) String() string {
 	if t.Frame > 0 {
 		parts = append(parts, "frame "+t.Frame.String())
 	}
+	if t.Handshake > 0 {
+		parts = append(parts, "handshake "+t.Handshake.String())
+	}
 	if t.InitialRTO > 0 || t.MaxRetransmits > 0 {
 		parts = append(parts, fmt.Sprintf("rto %s (min %s, max %s), %d retransmits, give up after %s", t.InitialRTO, t.MinRTO, t.MaxRTO, t.MaxRetransmits, t.GiveUpAfter))
 	}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
+)
+
+// deadlineKind says from what a lineServer's request deadline runs.
+type deadlineKind int
+
+const (
+	fromFirstByte deadlineKind = iota // a line must be whole within the deadline of its first byte: the slowloris defence
+	fromLastByte                      // every byte restarts it: a read timeout, which a trickle holds open
+	fromAccept                        // it runs from the accept, whatever comes: a close before any request deadline
+)
+
+// serveLineDeadline starts a line server on 127.0.0.1 that answers each
+// whole line with "ok\n" and closes a connection whose line is not whole
+// in time, as kind says, and returns its address; the test's cleanup
+// stops it and waits for its goroutines.
+func serveLineDeadline(t *testing.T, deadline time.Duration, kind deadlineKind) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]struct{}{}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = struct{}{}
+			mu.Unlock()
+			wg.Go(func() {
+				defer func() {
+					c.Close()
+					mu.Lock()
+					delete(conns, c)
+					mu.Unlock()
+				}()
+				if kind == fromAccept {
+					_ = c.SetReadDeadline(time.Now().Add(deadline))
+				}
+				var line []byte
+				buf := make([]byte, 512)
+				for {
+					n, err := c.Read(buf)
+					for _, b := range buf[:n] {
+						switch {
+						case kind == fromLastByte:
+							_ = c.SetReadDeadline(time.Now().Add(deadline))
+						case kind == fromFirstByte && len(line) == 0:
+							_ = c.SetReadDeadline(time.Now().Add(deadline))
+						}
+						line = append(line, b)
+						if b == '\n' {
+							line = line[:0]
+							if kind == fromFirstByte {
+								_ = c.SetReadDeadline(time.Time{})
+							}
+							if _, err := c.Write([]byte("ok\n")); err != nil {
+								return
+							}
+						}
+					}
+					if err != nil { // the peer's close, or the deadline
+						return
+					}
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestEndToEnd_SlowlorisRaw: over raw, slowloris trickles a line without
+// its end; a server whose request deadline runs from the first byte closes
+// it on time, one that restarts it on every byte never does while the
+// trickle goes on, and one that closes from the accept, before the
+// trickle's deadline, is early.
+func TestEndToEnd_SlowlorisRaw(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	args := func(addr string) []string {
+		return []string{"-addr", addr, "-preset", "line", "-scenario", "slowloris", "-frame-timeout", deadline.String(),
+			"-conns", "10", "-slack", "150ms", "-close-horizon", "600ms"}
+	}
+	t.Run("deadline from the first byte", func(t *testing.T) {
+		r, out := e2e(t, args(serveLineDeadline(t, deadline, fromFirstByte))...)
+		checkClosedBy(t, r, attack.Slowloris, "eof", 10, out)
+		assert.Contains(t, out, "frame 300ms", "the header shows the deadline given")
+	})
+	t.Run("deadline restarted by every byte", func(t *testing.T) {
+		// The trickle ("ping\n" without its \n: 4 bytes, 75 ms apart)
+		// ends 225 ms after its start; the server closes 300 ms later,
+		// 225 ms late, beyond the 150 ms slack.
+		r, out := e2e(t, args(serveLineDeadline(t, deadline, fromLastByte))...)
+		s := r.Scenario(attack.Slowloris)
+		require.NotNil(t, s)
+		assert.Equal(t, 10, s.Late+s.NeverReaped, "a read timeout that the trickle restarts is no request deadline:\n%s", out)
+		assert.Zero(t, s.Early, out)
+		assert.GreaterOrEqual(t, s.ReapError.Min(), int64(deadline/4*3-10*time.Millisecond), "the close came a read timeout after the trickle's last byte:\n%s", out)
+	})
+	t.Run("deadline from the accept, shorter", func(t *testing.T) {
+		r, out := e2e(t, args(serveLineDeadline(t, deadline/3, fromAccept))...)
+		s := r.Scenario(attack.Slowloris)
+		require.NotNil(t, s)
+		assert.Equal(t, 10, s.Early, "closed 200 ms before the deadline of the trickle:\n%s", out)
+		assert.Contains(t, out, "10 of 10 closed EARLY, by up to")
+		if r.NotJudged() == 0 { // else the machine starved the server with the harness: exit status 3, checked by e2e
+			assert.Positive(t, r.Failures(), out)
+		}
+	})
+}
+
+// TestSlowlorisRaw_NotApplicable: without a request deadline to judge
+// against, raw slowloris says why.
+func TestSlowlorisRaw_NotApplicable(t *testing.T) {
+	addr := serveLineDeadline(t, time.Second, fromFirstByte)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "embedded raw echo", args: []string{"-proto", "raw", "-scenario", "slowloris"}, want: "the embedded raw echo server has no request deadline"},
+		{name: "external, no deadline given", args: []string{"-addr", addr, "-preset", "line", "-scenario", "slowloris"}, want: "give it with -frame-timeout"},
+		{name: "external, no deadline", args: []string{"-addr", addr, "-preset", "line", "-scenario", "slowloris", "-frame-timeout", "0"}, want: "give it with -frame-timeout"},
+		{name: "a 1-byte message", args: []string{"-addr", addr, "-payload", "x", "-expect", "none", "-scenario", "slowloris", "-frame-timeout", "1s"}, want: "has none to hold back"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, realMain(ctx, append(tt.args, "-q"), &out, io.Discard), "nothing judged, nothing failed")
+			assert.Contains(t, out.String(), "[slowloris] not applicable: 0/0 connections opened")
+			assert.Contains(t, out.String(), tt.want)
+		})
+	}
+}
