@@ -74,15 +74,17 @@ type Hooks struct {
 //
 // Memory: a Tracker is 144 bytes (a runtime size class of its own) and a
 // closure for its policy timer, 160 bytes with idle and handshake timeouts
-// alone; a frame or a write-stall timeout adds a timedDeadline and its
-// closure each (96 bytes), and any of read silence, keepalive and max age
-// one policies (80 bytes). TestTracker_BytesPerNew holds these figures.
+// alone; a frame timeout adds a timedDeadline and its closure (96 bytes), a
+// write-stall timeout a writeWatch and its closure (128 bytes), and any of
+// read silence, keepalive and max age one policies (80 bytes).
+// TestTracker_BytesPerNew and TestTracker_WriteStallBytes hold these
+// figures.
 type Tracker struct {
 	w       *wheel.Wheel
 	lastAct atomic.Int64   // wheel time of the last Activity
 	lastIn  atomic.Int64   // wheel time of the last inbound byte
 	frame   *timedDeadline // Config.FrameTimeout; nil when off
-	write   *timedDeadline // Config.WriteStallTimeout; nil when off
+	write   *writeWatch    // Config.WriteStallTimeout; nil when off
 	state   atomic.Uint32
 	due     atomic.Int64 // the deadline the close was for; published by state
 
@@ -153,7 +155,7 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 		t.frame.timer.Init(w, t.onFrame)
 	}
 	if cfg.WriteStallTimeout > 0 && cfg.WriteStallTimeout < w.MaxDuration() {
-		t.write = &timedDeadline{deadline: deadline{dur: int64(cfg.WriteStallTimeout)}}
+		t.write = &writeWatch{dur: cfg.WriteStallTimeout}
 		t.write.timer.Init(w, t.onWrite)
 	}
 	t.idleDur = int64(cfg.IdleTimeout)
