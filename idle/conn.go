@@ -72,10 +72,9 @@ var _ net.Error = (*CloseError)(nil)
 // different goroutines; concurrent writers share one write-stall deadline,
 // armed by whichever starts first and cleared by whichever finishes first.
 // The other methods may be called from any goroutine.
-//
-// Ownership: the Conn's fields are written by WrapConn and only read after;
-// the Tracker keeps its own rules.
 type Conn struct {
+	// Written by WrapConn and only read afterwards; t keeps its own rules
+	// (see Tracker's fields).
 	net.Conn
 	t     Tracker
 	stall bool // WriteStallTimeout is set
@@ -348,13 +347,13 @@ func (c *Conn) SetLinger(sec int) error {
 	return c.unsupported("SetLinger")
 }
 
-// Listener wraps every accepted conn in a Conn tracked on one wheel.
-//
-// Ownership: fields are written by WrapListener and only read after.
+// Listener wraps every accepted conn in a Conn tracked on one wheel. Its
+// methods may be called from any goroutine, as the wrapped listener's.
 type Listener struct {
+	// Written by WrapListener and only read afterwards.
 	net.Listener
 	w   *wheel.Wheel
-	cfg Config
+	cfg Config // validated and resolved
 }
 
 // WrapListener returns a listener whose Accept wraps each conn as WrapConn

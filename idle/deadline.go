@@ -8,15 +8,15 @@ import (
 )
 
 // timedDeadline is a deadline with the timer that enforces it, allocated
-// only when its timeout is configured, so that a connection without frame
-// or write-stall deadlines does not carry their timers.
+// only when its timeout is configured, so that a connection without a
+// frame deadline does not carry its timer.
 type timedDeadline struct {
 	deadline
 	timer wheel.Timer
 }
 
 // deadline is an absolute deadline that a per-packet event starts (a
-// frame's first byte, queued output) and another clears, enforced by a
+// frame's first byte) and another clears, enforced by a
 // timer of its own.
 //
 // Ownership: at and armed are shared and accessed only atomically; dur is
@@ -62,32 +62,6 @@ func (t *Tracker) FrameEnd() {
 	}
 }
 
-// Written records that outbound bytes are queued and not yet drained:
-// unless output is already pending, it starts the write-stall deadline,
-// WriteStallTimeout from now; it reads the clock only then. Nothing happens
-// if WriteStallTimeout is 0. O(1), no allocation, no lock. Call Written and
-// Drained from one goroutine at a time (the connection's writer).
-func (t *Tracker) Written() {
-	if t.write != nil && t.write.at.Load() == 0 {
-		t.WrittenAt(t.w.Now())
-	}
-}
-
-// WrittenAt is Written at now, a reading of the wheel's Now.
-func (t *Tracker) WrittenAt(now time.Duration) {
-	if t.write != nil {
-		t.begin(t.write, int64(now))
-	}
-}
-
-// Drained records that all queued output has been written, clearing the
-// write-stall deadline. O(1); same rules as Written.
-func (t *Tracker) Drained() {
-	if t.write != nil && t.write.at.Load() != 0 {
-		t.write.at.Store(0)
-	}
-}
-
 // begin starts deadline d at now unless it is running, and arms its timer
 // if the timer is free. A timer that is not free is armed for an earlier
 // deadline (deadlines only grow), and its callback re-arms it for this one.
@@ -107,14 +81,9 @@ func (t *Tracker) onFrame() {
 	t.onDeadline(t.frame, ReasonFrameDeadline)
 }
 
-// onWrite is the write-stall timer's callback.
-func (t *Tracker) onWrite() {
-	t.onDeadline(t.write, ReasonWriteStall)
-}
-
 // onDeadline handles the firing of d's timer: it closes with r if the
 // deadline running is the one the timer was armed for, re-arms the timer
-// for the deadline running if it is another (a later frame or write), and
+// for the deadline running if it is another (a later frame), and
 // otherwise frees the timer for the next event to arm.
 func (t *Tracker) onDeadline(d *timedDeadline, r Reason) {
 	if t.state.Load() != stateOpen {

@@ -13,6 +13,12 @@
 // traffic flows. The Tracker calls back (Hooks) on the wheel's goroutine to
 // send a keepalive probe, to drain an old connection, and once to close it.
 //
+// WriteStall is the write-stall decision as pure logic: a connection's
+// queued output stalls when it makes no progress (bytes drained from the
+// queue, or acknowledged by the peer) for a timeout. A server that watches
+// its own output queue tells it what it sees (netserver does); a Tracker's
+// write-stall timeout (Written, Drained) is decided by one too.
+//
 // For a goroutine-per-connection server on the standard library, WrapListener
 // and WrapConn do the bookkeeping in Read and Write and close expired
 // connections, replacing a SetReadDeadline before every Read. The wrapped

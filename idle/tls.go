@@ -45,9 +45,8 @@ func NewTLSListener(ln net.Listener, config *tls.Config) net.Listener {
 }
 
 // tlsListener serves TLS on the connections of a wrapped listener.
-//
-// Ownership: fields are written by NewTLSListener and only read after.
 type tlsListener struct {
+	// Written by NewTLSListener and only read afterwards.
 	net.Listener
 	config *tls.Config
 }

@@ -63,36 +63,43 @@ type Hooks struct {
 // clock it reads when it runs, and re-arms for the earliest one still to
 // come.
 //
-// Ownership: lastAct, lastIn, frame, write, handshakeAt, state and due are
-// shared: written by per-packet calls, New, Stop and callbacks, read by the
-// callbacks, and accessed only atomically. frame.armed and write.armed say
-// which party owns the arming of that timer (see deadline). The state in
-// more (see policies) belongs to the policy callback, which runs one at a
-// time on the wheel's goroutine (New writes it before the Tracker is
-// published). Everything else is written by New and only read afterwards.
-// The fields a per-packet call touches come first, to share a cache line.
+// Goroutines: Activity, BytesIn, Received, HandshakeDone, Stop, Due and
+// Reason may be called from any goroutine; FrameStart and FrameEnd from one
+// goroutine at a time (the connection's reader), Written and Drained from
+// one at a time (its writer). Hooks run on the wheel's goroutine.
 //
-// Memory: a Tracker is 144 bytes (a runtime size class of its own) and a
-// closure for its policy timer, 160 bytes with idle and handshake timeouts
-// alone; a frame or a write-stall timeout adds a timedDeadline and its
-// closure each (96 bytes), and any of read silence, keepalive and max age
-// one policies (80 bytes). TestTracker_BytesPerNew holds these figures.
+// Memory: New allocates 160 bytes for a Tracker with idle and handshake
+// timeouts alone; a frame timeout adds 96 bytes, a write-stall timeout 128,
+// and read silence, keepalive and max age (any or all) 80.
 type Tracker struct {
+	// The fields a per-packet call touches come first, to share a cache
+	// line. The atomic ones are shared: written by the per-packet calls,
+	// HandshakeDone, New, Stop and the callbacks, read by the callbacks
+	// (and Due, Reason). w, frame and write are written by New and only
+	// read afterwards; what frame and write point to keeps its own rules
+	// (see timedDeadline and writeWatch).
 	w       *wheel.Wheel
 	lastAct atomic.Int64   // wheel time of the last Activity
 	lastIn  atomic.Int64   // wheel time of the last inbound byte
 	frame   *timedDeadline // Config.FrameTimeout; nil when off
-	write   *timedDeadline // Config.WriteStallTimeout; nil when off
-	state   atomic.Uint32
-	due     atomic.Int64 // the deadline the close was for; published by state
+	write   *writeWatch    // Config.WriteStallTimeout; nil when off
+	state   atomic.Uint32  // stateOpen until Stop or a close swaps it, once
+	due     atomic.Int64   // the deadline the close was for; published by state
 
 	handshakeAt atomic.Int64 // absolute handshake deadline; 0: done or off
-	opened      int64        // wheel time of New: the stamp of handshake and max age
-	idleDur     int64        // Config.IdleTimeout
-	onClose     func(Reason) // Hooks.Close
-	more        *policies    // read silence, keepalive, max age; nil when all are off
 
-	policy wheel.Timer
+	// Written by New and only read afterwards.
+	opened  int64        // wheel time of New: the stamp of handshake and max age
+	idleDur int64        // Config.IdleTimeout
+	onClose func(Reason) // Hooks.Close
+
+	// Read silence, keepalive, max age; nil when all are off. Its
+	// durations and hooks are written by New; its state (probes, draining)
+	// belongs to the policy callback, which runs one at a time on the
+	// wheel's goroutine (New writes it before the Tracker is published).
+	more *policies
+
+	policy wheel.Timer // armed only by New and by its own callback
 }
 
 // Values of Tracker.state: stateOpen, stateStopped, or a Reason (the close).
@@ -153,7 +160,7 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 		t.frame.timer.Init(w, t.onFrame)
 	}
 	if cfg.WriteStallTimeout > 0 && cfg.WriteStallTimeout < w.MaxDuration() {
-		t.write = &timedDeadline{deadline: deadline{dur: int64(cfg.WriteStallTimeout)}}
+		t.write = &writeWatch{dur: cfg.WriteStallTimeout}
 		t.write.timer.Init(w, t.onWrite)
 	}
 	t.idleDur = int64(cfg.IdleTimeout)

@@ -71,16 +71,16 @@ type entry struct {
 // retransmission's send time, which an AckedAttempt sample is measured
 // from: an ack read after the retransmission was sent has a later now, so
 // its sample is never negative (and lost).
-//
-// Ownership: timer.Init and the configuration fields (w, h, cfg) are
-// written by Init and read-only after. Everything below mu is guarded by
-// mu.
 type Tracker struct {
+	// Written by Init and only read afterwards (timer: its Init; arming
+	// and stopping it happen under mu).
 	timer wheel.Timer
 	w     *wheel.Wheel
 	h     Handlers
 	cfg   resolved
 
+	// Everything below mu is guarded by mu: the caller's methods and the
+	// timer's expiry, on the wheel's goroutine, take it.
 	mu          sync.Mutex
 	est         Estimator
 	ring        []entry // len is a power of two

@@ -10,11 +10,10 @@ import (
 // timer and a channel, or in futex on Linux for a precise sleep (a
 // runtime-timer sleep ends 0-1 ms late, a futex sleep within tens of µs)
 // and, with WithSyscallSleep, for every sleep.
-//
-// Ownership: state is shared (wake on any goroutine; take and sleep on the
-// driver's) and accessed atomically (and through futex); ch is a channel.
-// The rest is written by init and belongs to the driver.
 type parker struct {
+	// Shared (wake on any goroutine; take and sleep on the driver's),
+	// accessed atomically (and through futex); ch is a channel. The rest is
+	// written by init and belongs to the driver.
 	state    atomic.Uint32 // 1 while a wake-up is pending
 	ch       chan struct{}
 	timer    *time.Timer

@@ -28,18 +28,18 @@ const (
 //
 // A Timer's methods may be called from any goroutine, concurrently, including
 // from the Timer's own callback. None of them allocates.
-//
-// Ownership: state is shared and changes only atomically. w and f are
-// written by Init before the Timer is shared. next and prev belong to the
-// driver. qnext is written by the goroutine that set stateQueued, before it
-// pushes the Timer, and read by the driver after it takes the inbox.
 type Timer struct {
+	// Shared; changes only atomically.
 	state atomic.Uint64
-	w     *Wheel
-	f     func()
+	// Written by Init before the Timer is shared; only read afterwards.
+	w *Wheel
+	f func()
 
+	// Owned by the driver.
 	next, prev *Timer // slot list, circular through a sentinel; nil when unlinked
-	qnext      *Timer
+	// Written by the goroutine that set stateQueued, before it pushes the
+	// Timer; read by the driver after it takes the inbox.
+	qnext *Timer
 }
 
 // Init binds t to w with callback f, leaving it stopped. It lets a Timer be

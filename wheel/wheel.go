@@ -34,12 +34,13 @@ import (
 
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
-//
-// Ownership: the atomic fields are shared, and so are the inbox's heads.
-// The configuration fields are written by build and only read afterwards.
-// Those "owned by the driver" are touched only by the wheel's goroutine
-// (or, on a manual wheel, under the ManualClock's mutex).
 type Wheel struct {
+	// The atomic fields are shared, and so are the inbox's heads. The
+	// others, down to the driver's, are written by build and only read
+	// afterwards. Those owned by the driver are touched only by the
+	// wheel's goroutine (or, on a manual wheel, under the ManualClock's
+	// mutex).
+	//
 	// Read on every arming; nothing written often shares its cache line.
 	stopped   atomic.Bool
 	tickNanos int64
