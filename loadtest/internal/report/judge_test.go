@@ -65,6 +65,8 @@ func TestResult_JudgeStarvation(t *testing.T) {
 	longStarved.Wall, longStarved.Stalled = 12*time.Second, 11*time.Second
 	selfBusy := selfLag(400*time.Millisecond, 25, 2*time.Second)      // as starved, but by its own work: others 2 of 20 CPU-s
 	smallStalls := selfLag(10*time.Millisecond, 1000, 19*time.Second) // kept waiting 9 s, by 10 ms each: p99 10 ms
+	busy := selfLag(100*time.Millisecond, 40, 8*time.Second)          // kept waiting 40%, others 8 of 20 CPU-s: a shared machine at work
+	lightlyBusy := selfLag(100*time.Millisecond, 15, 4*time.Second)   // kept waiting 15%, others 4 of 20 CPU-s: a few hiccups
 	noProc := selfLag(400*time.Millisecond, 25, 19*time.Second)
 	noProc.Err = "no /proc"
 	onTime := func(int) time.Duration { return 2 * time.Millisecond }
@@ -78,6 +80,8 @@ func TestResult_JudgeStarvation(t *testing.T) {
 		{name: "a correct server on a quiet machine", r: idleRun(1000, onTime, quiet)},
 		{name: "a correct server, no lag figures (an old result)", r: idleRun(1000, onTime, nil)},
 		{name: "late on a quiet machine: failed", r: idleRun(1000, redisLate, quiet), wantFailures: 1},
+		{name: "833 ms late on a busy machine that lost more: not judged", r: idleRun(100, func(int) time.Duration { return 833 * time.Millisecond }, busy), wantNotJudged: 1},
+		{name: "833 ms late beside a few hiccups: failed", r: idleRun(100, func(int) time.Duration { return 833 * time.Millisecond }, lightlyBusy), wantFailures: 1},
 		{name: "late, the harness starved long enough: not judged", r: idleRun(1000, redisLate, starved), wantNotJudged: 1},
 		{name: "never on a quiet machine: failed", r: idleRun(100, never, quiet), wantFailures: 1},
 		{name: "never, the harness lost less than the horizon: failed", r: idleRun(100, never, starved), wantFailures: 1},
