@@ -47,7 +47,8 @@ type options struct {
 	jsonPath  string
 	plotPath  string
 	quiet     bool
-	maxConns  int // embedded netwheel server's MaxConns (0: no limit)
+	version   bool // -version: print the version and exit
+	maxConns  int  // embedded netwheel server's MaxConns (0: no limit)
 	dialConc  int
 	spread    time.Duration // quiet connections' send window (see attack.Config.IdleSpread)
 	barrier   time.Duration // bound of the wait for every quiet connection to open
@@ -187,6 +188,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
 	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.fins, "fins", false, "capture the server's FINs on the loopback interface and report the close error from their kernel timestamps too,\n"+
 		"which leaves out this client's delay to read the close (Linux; needs CAP_NET_RAW, else a note says it was not done)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "the server's connection limit (0: none): the embedded netwheel server's MaxConns, or what -addr's server enforces; connflood needs it")

@@ -39,6 +39,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/netwheel/netwheel/internal/version"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -73,6 +74,10 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.String("loadtest"))
+		return nil
 	}
 	stopProf, err := startCPUProfile(o.cpuProf)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/version"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
@@ -34,6 +35,12 @@ func TestRealMain_SaysWhereCompareWent(t *testing.T) {
 		require.ErrorIs(t, err, errUsage)
 		assert.ErrorContains(t, err, "moved to the bench module")
 	}
+}
+
+func TestRealMain_Version(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, realMain(context.Background(), []string{"-version"}, &out, io.Discard))
+	assert.True(t, strings.HasPrefix(out.String(), "loadtest "+version.Release+" "), "got %q", out.String())
 }
 
 func TestParseFlags_Errors(t *testing.T) {

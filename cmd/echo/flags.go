@@ -23,6 +23,7 @@ type options struct {
 	shutdownTimeout time.Duration // grace period of Shutdown
 	logLevel        slog.Level
 	logFormat       string // "text" or "json"
+	version         bool   // -version: print the version and exit
 	// openFiles is the open-file limit (0: unknown), for the startup log.
 	openFiles uint64
 }
@@ -53,7 +54,7 @@ Flags:
 // framedOnly are the flags that mean nothing with -proto raw: setting one
 // with raw is a usage error rather than silently ignored.
 // own are the binary's flags whose default is its own, not netserver's.
-var own = map[string]bool{"addr": true, "shutdown-timeout": true, "log-level": true, "log-format": true}
+var own = map[string]bool{"addr": true, "shutdown-timeout": true, "log-level": true, "log-format": true, "version": true}
 
 var framedOnly = []string{"keepalive-time", "keepalive-timeout", "keepalive-count", "frame-timeout",
 	"max-frame", "unacked-bytes", "pings-per-second", "initial-rto", "min-rto", "max-rto",
@@ -149,6 +150,7 @@ func parseFlagsLimit(args []string, help io.Writer, openFiles uint64, cores int)
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof/ on -metrics")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line `format`, to stderr: text or json")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/internal/fdlimit"
+	"github.com/netwheel/netwheel/internal/version"
 	"github.com/netwheel/netwheel/netserver"
 )
 
@@ -61,6 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.String("echo"))
+		return exitOK
 	}
 	log := newLogger(stderr, o)
 	cfg.Logger = log

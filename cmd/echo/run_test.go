@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/netwheel/netwheel/internal/fdlimit"
+	"github.com/netwheel/netwheel/internal/version"
 )
 
 // gnet's shared worker pool (ants) keeps goroutines for the life of the
@@ -320,6 +321,7 @@ func TestRun_ExitStatus(t *testing.T) {
 		wantStderr []string
 	}{
 		{name: "help", args: []string{"-h"}, wantCode: 0, wantStdout: "Usage: echo [flags]"},
+		{name: "version", args: []string{"-version"}, wantCode: 0, wantStdout: "echo " + version.Release},
 		{name: "bad flag", args: []string{"-proto", "tcp"}, wantCode: 2,
 			wantStderr: []string{`echo: invalid value "tcp" for flag -proto: want raw or framed`}},
 		{name: "invalid config", args: []string{"-addr", "127.0.0.1:0", "-max-age", "1s", "-max-age-jitter", "2s"}, wantCode: 2,

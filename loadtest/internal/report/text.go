@@ -407,7 +407,7 @@ func Text(w io.Writer, r *Result) {
 			p("  latency:  %s", quantiles(s.Latency))
 		}
 		if s.Expected > 0 {
-			p("  %d expected to close by %q: %d on time, %d late (beyond the slack), %d never (within %s), %d early, other reasons: %s",
+			p("  %d expected to close by %q: %d on time, %d late (beyond the slack), %d never (not closed within %s), %d early, other reasons: %s",
 				s.Expected, s.Expect, s.Reaped, s.Late, s.NeverReaped, s.horizonText(), s.Early, counts(s.WrongReason))
 			if s.ReapError.Count() > 0 {
 				p("  close error (observed - expected): p50 %s  p99 %s  max %s  min %s", D(s.ReapError.Quantile(0.5)),
