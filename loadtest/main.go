@@ -1,4 +1,5 @@
-// Command loadtest drives netwheel's echo server, or any TCP echo server,
+// Command loadtest drives netwheel's echo server, or any TCP server (an
+// echo server, or another protocol through -payload, -expect or -preset),
 // with many connections and reports what its timers did: echo throughput
 // and latency, idle connections reaped on time, silent connections closed
 // by the handshake timeout, dead peers detected, retransmission at work,
@@ -17,7 +18,8 @@
 // when none failed but some checks of timing were not judged because the
 // harness itself was starved of the CPU (the report gives its lag and the
 // CPU other processes took), and 2 for bad flags or a run that could not
-// be made.
+// be made. A server at -addr that refuses or does not accept is a failure:
+// 1.
 //
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags, README.md ("Load-test any server") for driving a server
