@@ -386,15 +386,19 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 
 // notEchoNote returns a hint when an external server taken for an echo
 // server (no -payload, -expect or -preset) answered none of the messages
-// of a scenario: it may speak another protocol.
+// its polite scenarios sent: it may speak another protocol.
 func notEchoNote(o *options, figs []*report.Scenario) string {
 	if o.addr == "" || o.proto != attack.Raw || o.payload != nil || o.expect.Kind != attack.AnswerEcho {
 		return ""
 	}
+	var sent, recv uint64
 	for _, f := range figs {
-		if f.Sent > 0 && f.Recv == 0 {
-			return "no message was echoed: if the server speaks another protocol, say what to send and what it answers with -preset (redis, memcached, http, line) or -payload and -expect"
+		if !f.Hostile { // a hostile peer may not read what is echoed (nonreader)
+			sent, recv = sent+f.Sent, recv+f.Recv
 		}
+	}
+	if sent > 0 && recv == 0 {
+		return "no message was echoed: if the server speaks another protocol, say what to send and what it answers with -preset (redis, memcached, http, line) or -payload and -expect"
 	}
 	return ""
 }
