@@ -25,7 +25,7 @@ const memConns = 2000
 
 // memBudget is the most Go heap a default Raw connection may hold beyond
 // what bare gnet holds for the same connection (the target: at most 512 B
-// of RSS; docs/design.md, "What a connection holds"). Measured at 425 B,
+// of RSS; docs/design.md, "What a connection holds"). Measured at 377 B,
 // of which 96 B are the max-age state that cmd/echo's default max age
 // allocates, so it fails if what a connection shed comes back (the output
 // watch allocated up front, 128 B) or several small things add up; a
