@@ -205,5 +205,8 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return output(res, *jsonPath, *plotPath, stdout)
+	if err := output(res, *jsonPath, *plotPath, stdout); err != nil {
+		return err
+	}
+	return judged(res) // the merged verdict's exit status, as a run's
 }

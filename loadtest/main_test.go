@@ -195,6 +195,13 @@ func e2e(t *testing.T, args ...string) (*report.Result, string) {
 	assert.Equal(t, r.Failures() == 0 && r.NotJudged() > 0, errors.Is(runErr, errStarved), "run error %v, report:\n%s", runErr, out.String())
 	require.NotNil(t, r.SelfLag, "the harness measured its own lag")
 	assert.Positive(t, r.SelfLag.Lag.Count())
+	// loadtest report of the result exits as the run did.
+	repErr := realMain(ctx, []string{"report", path}, io.Discard, io.Discard)
+	assert.Equal(t, errors.Is(runErr, errJudged), errors.Is(repErr, errJudged), "run error %v, report error %v", runErr, repErr)
+	assert.Equal(t, errors.Is(runErr, errStarved), errors.Is(repErr, errStarved), "run error %v, report error %v", runErr, repErr)
+	if runErr == nil {
+		assert.NoError(t, repErr)
+	}
 	return r, out.String()
 }
 
@@ -337,13 +344,13 @@ func TestReportCmd_MergesShards(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		path := filepath.Join(dir, "s"+string(rune('0'+i))+".json")
 		var out bytes.Buffer
-		require.NoError(t, realMain(context.Background(), []string{"-proto", "raw", "-scenario", "echo",
+		requireRan(t, realMain(context.Background(), []string{"-proto", "raw", "-scenario", "echo",
 			"-conns", "5", "-duration", "300ms", "-shard", string(rune('0'+i)) + "/2", "-q", "-json", path}, &out, io.Discard))
 		files = append(files, path)
 	}
 	var out bytes.Buffer
 	plot := filepath.Join(dir, "p.html")
-	require.NoError(t, realMain(context.Background(), append([]string{"report", "-plot", plot}, files...), &out, io.Discard))
+	requireRan(t, realMain(context.Background(), append([]string{"report", "-plot", plot}, files...), &out, io.Discard))
 	assert.Contains(t, out.String(), "shards: 1/2, 2/2")
 	assert.Contains(t, out.String(), "5/5 connections opened", "3 + 2 connections")
 	b, err := os.ReadFile(plot)
@@ -372,4 +379,14 @@ func TestWaitRunning(t *testing.T) {
 	start = time.Now()
 	assert.False(t, waitRunning(time.Hour, 50*time.Millisecond, func() bool { return false }), "bounded")
 	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+}
+
+// requireRan fails the test unless err is nil or errStarved: the run (or
+// the merge, whose exit status is the merged verdict's) passed, or a busy
+// machine starved the harness and it said so.
+func requireRan(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, errStarved) {
+		require.NoError(t, err)
+	}
 }
