@@ -82,17 +82,20 @@ func (t *Timer) Reset(d time.Duration) bool {
 // they must wake the wheel's goroutine; any goroutine may call them. After
 // the wheel has been stopped they change nothing and report Pending.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
+	// The same tick again, the per-packet case, is small enough to inline.
+	if s := t.state.Load(); s&statePending != 0 && t.w.holds(s, from, d) {
+		return true
+	}
+	return t.resetFrom(from, d)
+}
+
+// resetFrom is ResetFrom past the same-tick check.
+func (t *Timer) resetFrom(from, d time.Duration) bool {
 	w := t.w
 	if w == nil {
 		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
 	}
-	// The first tick at or after from+d, d clamped to [0, MaxDuration]; on
-	// a manual wheel at least the tick after now, as the clock is exact.
-	q, r := w.divTick(uint64(satAdd(max(int64(from), 0), int64(min(max(d, 0), w.maxDur)))))
-	when := min(q+min(r, 1), maxWhen)
-	if m := w.manual; m != nil {
-		when = max(when, w.tickOf(m.now.Load())+1)
-	}
+	when := w.deadline(from, d)
 	if s := t.state.Load(); s&^keepMask == when<<whenShift|statePending || w.stopped.Load() {
 		return s&statePending != 0 // armed for that tick already, or the wheel stopped
 	}
