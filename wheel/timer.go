@@ -83,20 +83,22 @@ func (t *Timer) Reset(d time.Duration) bool {
 // the wheel has been stopped they change nothing and report Pending.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	// The same tick again, the per-packet case, is small enough to inline.
-	if s := t.state.Load(); s&statePending != 0 && t.w.holds(s, from, d) {
+	s := t.state.Load()
+	if s&statePending != 0 && t.w.holds(s, from, d) {
 		return true
 	}
-	return t.resetFrom(from, d)
+	return t.resetFrom(s, from, d)
 }
 
-// resetFrom is ResetFrom past the same-tick check.
-func (t *Timer) resetFrom(from, d time.Duration) bool {
+// resetFrom is ResetFrom past the same-tick check; s is the state word
+// ResetFrom loaded.
+func (t *Timer) resetFrom(s uint64, from, d time.Duration) bool {
 	w := t.w
 	if w == nil {
 		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
 	}
 	when := w.deadline(from, d)
-	if s := t.state.Load(); s&^keepMask == when<<whenShift|statePending || w.stopped.Load() {
+	if s&^keepMask == when<<whenShift|statePending || w.stopped.Load() {
 		return s&statePending != 0 // armed for that tick already, or the wheel stopped
 	}
 	return t.arm(when)
