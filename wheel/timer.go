@@ -82,7 +82,6 @@ func (t *Timer) Reset(d time.Duration) bool {
 // they must wake the wheel's goroutine; any goroutine may call them. After
 // the wheel has been stopped they change nothing and report Pending.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
-	// The same tick again, the per-packet case, is small enough to inline.
 	s := t.state.Load()
 	if s&statePending != 0 && t.w.holds(s, from, d) {
 		return true
@@ -90,8 +89,7 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	return t.resetFrom(s, from, d)
 }
 
-// resetFrom is ResetFrom past the same-tick check; s is the state word
-// ResetFrom loaded.
+// resetFrom is ResetFrom past the same-tick check on s, t's state word.
 func (t *Timer) resetFrom(s uint64, from, d time.Duration) bool {
 	w := t.w
 	if w == nil {

@@ -101,8 +101,6 @@ func build(opts []Option) *Wheel {
 	if uint64(math.MaxInt64)/uint64(w.tickNanos) >= maxWhen-2 {
 		w.maxDur = time.Duration((maxWhen - 2) * uint64(w.tickNanos))
 	}
-	// holds needs tick*deadline <= MaxInt64 and from+d unclamped.
-	w.holdMax = min(maxWhen-2, uint64(math.MaxInt64/w.tickNanos))<<whenShift | 1<<whenShift - 1
 	procs := runtime.GOMAXPROCS(0)
 	w.in.init(procs)
 	w.inMin.Store(maxWhen)
@@ -112,11 +110,12 @@ func build(opts []Option) *Wheel {
 		}
 		cfg.clock.w = w
 		w.manual = cfg.clock
-		w.holdMax = 0 // a manual wheel's armings are at least the tick after now
 		w.lv.init(w.tickOf(cfg.clock.now.Load()))
 		return w
 	}
 	w.lv.init(0)
+	// holds needs tick*deadline <= MaxInt64 and from+d unclamped.
+	w.holdMax = min(maxWhen-2, uint64(math.MaxInt64/w.tickNanos))<<whenShift | 1<<whenShift - 1
 	w.park.init(cfg.syscallSleep)
 	w.canPrecise = w.park.precise && procs > 1
 	w.done = make(chan struct{})
@@ -202,9 +201,8 @@ func (w *Wheel) sinceStart() int64 {
 	return int64(time.Since(w.start))
 }
 
-// deadline returns the tick ResetFrom(from, d) arms a timer for: the first
-// tick at or after from+d, d clamped to [0, MaxDuration]; on a manual wheel
-// at least the tick after now, as the clock is exact.
+// deadline returns the tick ResetFrom(from, d) arms for: the first at or after
+// from+d, d clamped to [0, MaxDuration]; on a manual wheel at least now's next.
 func (w *Wheel) deadline(from, d time.Duration) uint64 {
 	q, r := w.divTick(uint64(satAdd(max(int64(from), 0), int64(min(max(d, 0), w.maxDur)))))
 	when := min(q+min(r, 1), maxWhen)
@@ -214,12 +212,9 @@ func (w *Wheel) deadline(from, d time.Duration) uint64 {
 	return when
 }
 
-// holds reports whether a pending timer whose state word is s holds the
-// deadline ResetFrom(from, d) would give it on a real-clock wheel: from and
-// d not negative, and from+d in the tick s holds. As holdMax bounds that
-// tick, from+d then lies below MaxDuration and MaxInt64, where deadline
-// clamps nothing. It answers false where it cannot tell cheaply (and on a
-// manual wheel), and resetFrom decides.
+// holds reports whether pending state s has the tick deadline(from, d) gives
+// on a real clock: from, d >= 0 and from+d in s's tick, which holdMax keeps
+// where deadline clamps nothing. False means resetFrom decides.
 func (w *Wheel) holds(s uint64, from, d time.Duration) bool {
 	tick := uint64(w.tickNanos)
 	return s <= w.holdMax && from|d >= 0 && s>>whenShift*tick-(uint64(from)+uint64(d)) < tick
