@@ -138,10 +138,7 @@ func (t *Timer) arm(when uint64) bool {
 // wake the wheel's goroutine; any goroutine may call it. The wheel lets t
 // go (to be collected) within a second.
 func (t *Timer) Stop() bool {
-	if t.w == nil {
-		return false
-	}
-	for {
+	for { // an uninitialized Timer's state is 0: not pending
 		old := t.state.Load()
 		if old&statePending == 0 {
 			return false

@@ -205,11 +205,10 @@ func (w *Wheel) sinceStart() int64 {
 // from+d, d clamped to [0, MaxDuration]; on a manual wheel at least now's next.
 func (w *Wheel) deadline(from, d time.Duration) uint64 {
 	q, r := w.divTick(uint64(satAdd(max(int64(from), 0), int64(min(max(d, 0), w.maxDur)))))
-	when := min(q+min(r, 1), maxWhen)
 	if m := w.manual; m != nil {
-		when = max(when, w.tickOf(m.now.Load())+1)
+		return max(min(q+min(r, 1), maxWhen), w.tickOf(m.now.Load())+1)
 	}
-	return when
+	return min(q+min(r, 1), maxWhen)
 }
 
 // holds reports whether pending state s has the tick deadline(from, d) gives
