@@ -172,14 +172,36 @@ func newFloorCAS(n int) []*floorCAS {
 // impl=stdlib time.AfterFunc timers. impl=floor-cas is the floor: two
 // compare-and-swaps on a random record of a Timer's size, the least a
 // lock-free arm and cancel of a shared timer costs, with no pending timers
-// beside them. cpu-ns/op is the process's CPU per op (see reportCPU).
+// beside them; the processor overlaps the cache misses of many iterations.
+// impl=floor-cas-chain makes each record's index wait for the previous
+// record's word, so that the misses are taken one at a time, as they are
+// when work that depends on the loaded word sits between the load and the
+// compare-and-swap (the wheel's arming computes its new state word from
+// the old one and from the wheel the timer points to). cpu-ns/op is the
+// process's CPU per op (see reportCPU).
 func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 	const benchRTO = 200 * time.Millisecond
 	const n = 100_000
 	seq := benchSeq(n, benchSeqLen, 8)
-	for _, impl := range []string{"wheel", "wheel-reset", "floor-cas", "stdlib"} {
+	for _, impl := range []string{"wheel", "wheel-reset", "floor-cas", "floor-cas-chain", "stdlib"} {
 		b.Run(fmt.Sprintf("impl=%s/timers=%d", impl, n), func(b *testing.B) {
 			i := 0
+			if impl == "floor-cas-chain" {
+				rs := newFloorCAS(n)
+				b.ReportAllocs()
+				defer reportCPU(b, nil)()
+				var last uint64
+				for b.Loop() {
+					// The next record's index waits for this one's word
+					// (last>>63 is always 0), so no two misses overlap.
+					r := rs[seq[(i+int(last>>63))&(benchSeqLen-1)]]
+					r.word.CompareAndSwap(r.word.Load(), 2) // armed
+					last = r.word.Load()
+					r.word.CompareAndSwap(last, 1) // cancelled
+					i++
+				}
+				return
+			}
 			if impl == "floor-cas" {
 				rs := newFloorCAS(n)
 				b.ReportAllocs()

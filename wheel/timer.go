@@ -82,18 +82,21 @@ func (t *Timer) Reset(d time.Duration) bool {
 // they must wake the wheel's goroutine; any goroutine may call them. After
 // the wheel has been stopped they change nothing and report Pending.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
+	s := t.state.Load()
+	if s&statePending != 0 && t.w.holds(s, from, d) {
+		return true
+	}
+	return t.resetFrom(s, from, d)
+}
+
+// resetFrom is ResetFrom past the same-tick check on s, t's state word.
+func (t *Timer) resetFrom(s uint64, from, d time.Duration) bool {
 	w := t.w
 	if w == nil {
 		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
 	}
-	// The first tick at or after from+d, d clamped to [0, MaxDuration]; on
-	// a manual wheel at least the tick after now, as the clock is exact.
-	q, r := w.divTick(uint64(satAdd(max(int64(from), 0), int64(min(max(d, 0), w.maxDur)))))
-	when := min(q+min(r, 1), maxWhen)
-	if m := w.manual; m != nil {
-		when = max(when, w.tickOf(m.now.Load())+1)
-	}
-	if s := t.state.Load(); s&^keepMask == when<<whenShift|statePending || w.stopped.Load() {
+	when := w.deadline(from, d)
+	if s&^keepMask == when<<whenShift|statePending || w.stopped.Load() {
 		return s&statePending != 0 // armed for that tick already, or the wheel stopped
 	}
 	return t.arm(when)
@@ -135,10 +138,7 @@ func (t *Timer) arm(when uint64) bool {
 // wake the wheel's goroutine; any goroutine may call it. The wheel lets t
 // go (to be collected) within a second.
 func (t *Timer) Stop() bool {
-	if t.w == nil {
-		return false
-	}
-	for {
+	for { // an uninitialized Timer's state is 0: not pending
 		old := t.state.Load()
 		if old&statePending == 0 {
 			return false

@@ -45,6 +45,7 @@ type Wheel struct {
 	stopped   atomic.Bool
 	tickNanos int64
 	magic     uint64 // floor((2^64-1)/tickNanos), for division-free divTick
+	holdMax   uint64 // the largest state word holds decides on; 0 on a manual wheel
 	maxDur    time.Duration
 	manual    *ManualClock
 	nowFunc   func() int64 // replaces the monotonic clock in tests
@@ -114,6 +115,8 @@ func build(opts []Option) *Wheel {
 		return w
 	}
 	w.lv.init(0)
+	// holds needs tick*deadline <= MaxInt64 and from+d unclamped.
+	w.holdMax = min(maxWhen-2, uint64(math.MaxInt64/w.tickNanos))<<whenShift | 1<<whenShift - 1
 	w.park.init(cfg.syscallSleep)
 	w.canPrecise = w.park.precise && procs > 1
 	w.done = make(chan struct{})
@@ -197,6 +200,24 @@ func (w *Wheel) sinceStart() int64 {
 		return w.nowFunc()
 	}
 	return int64(time.Since(w.start))
+}
+
+// deadline returns the tick ResetFrom(from, d) arms for: the first at or after
+// from+d, d clamped to [0, MaxDuration]; on a manual wheel at least now's next.
+func (w *Wheel) deadline(from, d time.Duration) uint64 {
+	q, r := w.divTick(uint64(satAdd(max(int64(from), 0), int64(min(max(d, 0), w.maxDur)))))
+	if m := w.manual; m != nil {
+		return max(min(q+min(r, 1), maxWhen), w.tickOf(m.now.Load())+1)
+	}
+	return min(q+min(r, 1), maxWhen)
+}
+
+// holds reports whether pending state s has the tick deadline(from, d) gives
+// on a real clock: from, d >= 0 and from+d in s's tick, which holdMax keeps
+// where deadline clamps nothing. False means resetFrom decides.
+func (w *Wheel) holds(s uint64, from, d time.Duration) bool {
+	tick := uint64(w.tickNanos)
+	return s <= w.holdMax && from|d >= 0 && s>>whenShift*tick-(uint64(from)+uint64(d)) < tick
 }
 
 func (w *Wheel) tickOf(nanos int64) uint64 {
