@@ -35,13 +35,9 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 type Wheel struct {
-	// The atomic fields are shared, and so are the inbox's heads. The
-	// others, down to the driver's, are written by build and only read
-	// afterwards. Those owned by the driver are touched only by the
-	// wheel's goroutine (or, on a manual wheel, under the ManualClock's
-	// mutex).
-	//
-	// Read on every arming; nothing written often shares its cache line.
+	// Atomic fields and the inbox's heads are shared; the rest up to the
+	// driver's are written by build only. Read on every arming; nothing
+	// written often shares its cache line.
 	stopped   atomic.Bool
 	tickNanos int64
 	magic     uint64 // floor((2^64-1)/tickNanos), for division-free divTick
@@ -67,7 +63,7 @@ type Wheel struct {
 	done       chan struct{}
 	stopOnce   sync.Once
 
-	// Owned by the driver.
+	// Owned by the driver (on a manual wheel, under the ManualClock's mutex).
 	lv       levels
 	npending int64 // the driver's count of pending timers, published in count
 	fired    int   // callbacks run since the last batchEnd
@@ -154,12 +150,10 @@ func (w *Wheel) Stop() {
 	}
 }
 
-// Len reports the number of pending timers, for metrics. The wheel's
-// goroutine counts each arming and stop when it takes it in from its inbox
-// (so that Reset and Stop share no counter), within a second. On a manual
-// wheel Len first takes in what is waiting, so it is exact (except from a
-// callback during Advance), but fires nothing. It costs one atomic load on
-// the real clock.
+// Len reports the number of pending timers, for metrics, within a second
+// (the wheel's goroutine counts armings and stops as it takes them in, so
+// Reset and Stop share no counter); one atomic load. On a manual wheel it
+// takes in what waits (firing nothing): exact, but from a callback in Advance.
 func (w *Wheel) Len() int {
 	if m := w.manual; m != nil && m.mu.TryLock() {
 		if !w.stopped.Load() {
@@ -188,11 +182,10 @@ func (w *Wheel) Now() time.Duration {
 	return time.Duration(w.sinceStart())
 }
 
-// Wakeups reports how many times the wheel's goroutine has woken since New:
-// for its occupied slots (and 2 ms before a timer falls due, to sleep the
-// rest precisely), for an arming due before its planned wake-up, and while
-// timers are armed or stopped about once a second, to count them and
-// release the stopped. A manual wheel has no goroutine and reports 0.
+// Wakeups reports how often the wheel's goroutine woke since New: for its
+// occupied slots (and 2 ms before, to sleep the rest precisely), for an
+// earlier arming, and about once a second while timers are armed or
+// stopped, to count them and release the stopped. A manual wheel reports 0.
 func (w *Wheel) Wakeups() uint64 { return w.wakeups.Load() }
 
 func (w *Wheel) sinceStart() int64 {
