@@ -33,25 +33,34 @@ func TestDefaultConfig(t *testing.T) {
 
 	raw := netserver.DefaultConfig(netserver.Raw)
 	want.KeepaliveTime, want.KeepaliveTimeout, want.KeepaliveCount = 0, 0, 0 // raw has no probe of its own
-	want.FrameTimeout = idle.Off                                             // nor frames
+	want.FrameTimeout = 0                                                    // nor frames: the default once HandlerMarks is set
 	assert.Equal(t, want, raw.Timeouts)
 	assert.Equal(t, netserver.Limits{OutputHard: 4 << 20, OutputSoft: 1 << 20, OutputSoftFor: 10 * s}, raw.Limits)
 	assert.Zero(t, raw.Retransmit)
+	// HandlerMarks set on Raw's defaults gets the request deadline a zero
+	// Config with HandlerMarks gets.
+	marked := raw
+	marked.HandlerMarks = true
+	fromDefaults, err := marked.WithDefaults()
+	require.NoError(t, err)
+	fromZero, err := netserver.Config{Protocol: netserver.Raw, HandlerMarks: true}.WithDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, idle.DefaultFrameTimeout, fromDefaults.Timeouts.FrameTimeout)
+	assert.Equal(t, fromZero.Timeouts, fromDefaults.Timeouts)
 
 	for _, c := range []netserver.Config{framed, raw} {
 		c.Addr = "127.0.0.1:0"
 		srv, err := netserver.New(c, netserver.Echo{})
 		require.NoError(t, err, "%v", c.Protocol)
 		require.NotNil(t, srv)
-		// The zero Config resolves to the same timeouts.
+		// The zero Config runs with the same timeouts.
 		zero, err := netserver.Resolve(netserver.Config{Addr: c.Addr, Protocol: c.Protocol})
 		require.NoError(t, err)
-		assert.Equal(t, c.Timeouts, zero.Timeouts, "%v", c.Protocol)
-		// DefaultConfig resolves to itself.
-		again, err := netserver.Resolve(c)
+		run, err := netserver.Resolve(c)
 		require.NoError(t, err)
-		assert.Equal(t, c, again, "%v", c.Protocol)
-		again, err = c.WithDefaults()
+		assert.Equal(t, run.Timeouts, zero.Timeouts, "%v", c.Protocol)
+		// DefaultConfig resolves to itself.
+		again, err := c.WithDefaults()
 		require.NoError(t, err)
 		assert.Equal(t, c, again, "%v", c.Protocol)
 	}
@@ -108,5 +117,8 @@ func TestConfig_RawFrameDefault(t *testing.T) {
 	assert.Equal(t, idle.DefaultFrameTimeout, marks.Timeouts.FrameTimeout)
 	plain, err := netserver.Config{}.WithDefaults()
 	require.NoError(t, err)
-	assert.Negative(t, plain.Timeouts.FrameTimeout)
+	assert.Zero(t, plain.Timeouts.FrameTimeout, "left for HandlerMarks to decide")
+	run, err := netserver.Resolve(netserver.Config{Addr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	assert.Negative(t, run.Timeouts.FrameTimeout, "a Raw server without HandlerMarks runs no frame deadline")
 }

@@ -36,7 +36,8 @@ func (c *Config) timeouts() (idle.Config, error) {
 // the embedder's starting point, safe for production as it is. Set Addr,
 // change what you need, and turn a protection off with Off. Its Timeouts are idle's defaults (handshake
 // 10 s, idle 5 min, write stall 30 s, max age 1 h +/- 6 min and, Framed,
-// frame 30 s and keepalive 30 s + 10 s); its Limits are the Default*
+// frame 30 s and keepalive 30 s + 10 s; Raw leaves FrameTimeout 0, the
+// default request deadline once HandlerMarks is set); its Limits are the Default*
 // limits; Framed, its Retransmit holds retransmit's defaults. EventLoops and
 // MaxConns stay 0, decided at Start (GOMAXPROCS-1 loops; MaxConns derived
 // from the open-file limit, see MaxConns). cmd/echo's flags default to it.
@@ -53,10 +54,17 @@ func DefaultConfig(p Protocol) Config {
 // replaced by it, and every protection that is off left Off (Limits'
 // OutputSoft and OutputSoftFor both Off when either is). EventLoops and
 // MaxConns are left as they are, their zero decided at Start. A resolved
-// Config resolves to itself. It may be called from any goroutine.
+// Config resolves to itself. A Raw Config without HandlerMarks keeps a
+// zero FrameTimeout as it is: it has no requests to time, and HandlerMarks
+// set later still gets the default request deadline. It may be called from
+// any goroutine.
 func (c Config) WithDefaults() (Config, error) {
+	frameZero := c.Timeouts.FrameTimeout == 0
 	if err := c.check(); err != nil {
 		return c, err
+	}
+	if c.Protocol == Raw && !c.HandlerMarks && frameZero {
+		c.Timeouts.FrameTimeout = 0
 	}
 	c.Tick = cmp.Or(c.Tick, wheel.DefaultTick)
 	c.MaxFrame = cmp.Or(c.MaxFrame, frame.DefaultMax)
