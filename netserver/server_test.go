@@ -33,6 +33,7 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		{name: "bad address", cfg: netserver.Config{Addr: "nowhere"}, want: "Addr \"nowhere\""},
 		{name: "keepalive on raw", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}}, want: "implements Prober"},
 		{name: "bad idle", cfg: netserver.Config{Addr: ":0", Timeouts: idle.Config{KeepaliveCount: -1}}, want: "Timeouts"},
+		{name: "port out of range", cfg: netserver.Config{Addr: "127.0.0.1:99999"}, want: "invalid port"},
 		{name: "bad retransmit", cfg: netserver.Config{Addr: ":0", Protocol: netserver.Framed, Retransmit: retransmit.Config{MinRTO: 2 * time.Second, MaxRTO: time.Second}}, want: "Retransmit"},
 		{name: "tick", cfg: netserver.Config{Addr: ":0", Tick: time.Nanosecond}, want: "Tick"},
 		{name: "max frame", cfg: netserver.Config{Addr: ":0", MaxFrame: 3}, want: "MaxFrame"},

@@ -18,7 +18,11 @@ func (c *Config) validate() error {
 	if c.Addr == "" {
 		return fmt.Errorf("%w: Addr is empty: want host:port, e.g. 127.0.0.1:9000", ErrConfig)
 	}
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	_, port, err := net.SplitHostPort(c.Addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port) // a number in [0, 65535], or a service name
+	}
+	if err != nil {
 		return fmt.Errorf("%w: Addr %q: %v", ErrConfig, c.Addr, err)
 	}
 	return c.check()
