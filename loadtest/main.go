@@ -17,9 +17,9 @@
 // The exit status is 0 when every judgement passed, 1 when one failed, 3
 // when none failed but some checks of timing were not judged because the
 // harness itself was starved of the CPU (the report gives its lag and the
-// CPU other processes took), and 2 for bad flags or a run that could not
-// be made. A server at -addr that refuses or does not accept is a failure:
-// 1.
+// CPU other processes took), 2 for bad flags or result files that cannot
+// be merged, and 1 for a run that could not be made (a server at -addr
+// that refuses or does not accept, a file that cannot be written).
 //
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags, README.md ("Load-test any server") for driving a server
@@ -58,10 +58,10 @@ func main() {
 			return // the help is written: exit 0, as cmd/echo -h does
 		}
 		fmt.Fprintln(os.Stderr, err)
-		if errors.Is(err, errUnreachable) {
-			os.Exit(1) // the server failed, not the command line
+		if errors.Is(err, errUsage) {
+			os.Exit(2) // the command line
 		}
-		os.Exit(2)
+		os.Exit(1) // the run: a server that cannot be reached, a file not written...
 	}
 }
 
@@ -74,7 +74,7 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	if o.version {
 		fmt.Fprintln(stdout, version.String("loadtest"))
@@ -108,6 +108,15 @@ func judged(res *report.Result) error {
 		return errStarved
 	}
 	return nil
+}
+
+// usage marks a command-line error as errUsage (exit status 2), leaving
+// -h's flag.ErrHelp (exit status 0) as it is.
+func usage(err error) error {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errUsage, err)
 }
 
 // errJudged is realMain's error when the run completed but some of its
@@ -180,7 +189,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	jsonPath := fs.String("json", "", "write the merged result to `FILE`")
 	plotPath := fs.String("plot", "", "draw the merged distributions to `FILE.svg` or FILE.html")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usage(err)
 	}
 	if fs.NArg() == 0 {
 		return fmt.Errorf("%w: loadtest report needs at least one result FILE (written by -json)", errUsage)
@@ -192,18 +201,18 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	for _, path := range fs.Args() {
 		f, err := os.Open(path)
 		if err != nil {
-			return fmt.Errorf("loadtest: %w", err)
+			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		r, err := report.ReadJSON(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("loadtest: %s: %w", path, err)
+			return fmt.Errorf("%w: %s: %w", errUsage, path, err)
 		}
 		rs = append(rs, r)
 	}
 	res, err := report.Merge(rs...)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if err := output(res, *jsonPath, *plotPath, stdout); err != nil {
 		return err
