@@ -59,13 +59,19 @@ func New(t interface{ Cleanup(func()) }) *Meter {
 	return m
 }
 
-func (m *Meter) loop() {
+func (m *Meter) loop() { Sample(m.done, m.record) }
+
+// Sample asks to wake every Period until done is closed, and passes record
+// how late each wake came (never negative), measured behind the process's
+// runnable goroutines. It runs on the caller's goroutine; the harness's
+// lag monitor (loadtest/internal/lag) samples with it too.
+func Sample(done <-chan struct{}, record func(late time.Duration)) {
 	tm := time.NewTimer(Period)
 	defer tm.Stop()
 	want := time.Now().Add(Period)
 	for {
 		select {
-		case <-m.done:
+		case <-done:
 			return
 		case <-tm.C:
 		}
@@ -73,7 +79,7 @@ func (m *Meter) loop() {
 		// runs first on its P and would not see the queue.
 		runtime.Gosched()
 		now := time.Now()
-		m.record(now.Sub(want))
+		record(max(now.Sub(want), 0))
 		want = now.Add(Period)
 		tm.Reset(Period)
 	}

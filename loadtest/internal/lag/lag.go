@@ -18,16 +18,14 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/internal/hist"
+	"github.com/netwheel/netwheel/internal/lagmeter"
 	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
-// Period is how often the monitor asks to wake.
-const Period = time.Millisecond
-
 // Monitor measures the harness's scheduling lag from Start to Stop.
 //
-// Ownership: the sampling goroutine (loop) owns lag until it exits; Stop
+// Ownership: the sampling goroutine (record) owns lag until it exits; Stop
 // waits for it and only then reads lag. start and cpu0 are set by Start.
 type Monitor struct {
 	done chan struct{}
@@ -47,45 +45,29 @@ type Monitor struct {
 	serverErr error
 }
 
-// stallFloor is the lateness counted as noise rather than a stall: a
-// timer's wake on an idle machine is late by tens of microseconds.
-const stallFloor = time.Millisecond
+// stallFloor is the lateness counted as noise rather than a stall (as the
+// tests' meter counts it).
+const stallFloor = lagmeter.Floor
 
 // Start starts a monitor; Stop ends it. It costs one goroutine waking
-// every Period (a few microseconds of CPU each time). serverPID, if not 0,
-// is the process of the server under test on this machine: its CPU is
-// counted apart from the other processes'.
+// every lagmeter.Period (a few microseconds of CPU each time). serverPID,
+// if not 0, is the process of the server under test on this machine: its
+// CPU is counted apart from the other processes'.
 func Start(serverPID int) *Monitor {
 	m := &Monitor{done: make(chan struct{}), start: time.Now(), serverPID: serverPID}
 	m.cpu0, m.cpuErr = ReadCPU()
 	if serverPID != 0 {
 		m.server0, m.serverErr = limits.ProcCPU(serverPID)
 	}
-	m.wg.Go(m.loop)
+	m.wg.Go(func() { lagmeter.Sample(m.done, m.record) })
 	return m
 }
 
-func (m *Monitor) loop() {
-	tm := time.NewTimer(Period)
-	defer tm.Stop()
-	want := time.Now().Add(Period)
-	for {
-		select {
-		case <-m.done:
-			return
-		case <-tm.C:
-		}
-		// Behind the harness's runnable goroutines: a timer's goroutine
-		// runs first on its P, and would not see the queue.
-		runtime.Gosched()
-		now := time.Now()
-		late := max(now.Sub(want), 0)
-		m.lag.Record(int64(late))
-		if late > stallFloor {
-			m.stalled += late - stallFloor
-		}
-		want = now.Add(Period)
-		tm.Reset(Period)
+// record adds one wake's lateness. Only the sampling goroutine calls it.
+func (m *Monitor) record(late time.Duration) {
+	m.lag.Record(int64(late))
+	if late > stallFloor {
+		m.stalled += late - stallFloor
 	}
 }
 
