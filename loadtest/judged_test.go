@@ -2,7 +2,6 @@ package main
 
 import (
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,35 +71,22 @@ func TestJudged_ExitStatus(t *testing.T) {
 // which its own figures must then say.
 func TestEndToEnd_LateServerMeasured(t *testing.T) {
 	const idle, late = 300 * time.Millisecond, 600 * time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
+	addr := serveConns(t, func(c net.Conn, _ uint64) {
+		buf := make([]byte, 512)
 		for {
-			c, err := ln.Accept()
+			_ = c.SetReadDeadline(time.Now().Add(idle + late))
+			n, err := c.Read(buf)
+			if n > 0 {
+				if _, err := c.Write(buf[:n]); err != nil {
+					return
+				}
+			}
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer c.Close()
-				buf := make([]byte, 512)
-				for {
-					_ = c.SetReadDeadline(time.Now().Add(idle + late))
-					n, err := c.Read(buf)
-					if n > 0 {
-						if _, err := c.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
 		}
 	})
-	r, out := e2e(t, "-addr", ln.Addr().String(), "-proto", "raw", "-scenario", "idle", "-conns", "20",
+	r, out := e2e(t, "-addr", addr, "-proto", "raw", "-scenario", "idle", "-conns", "20",
 		"-idle", idle.String(), "-slack", "100ms", "-close-horizon", "3s")
 	s := r.Scenario(attack.Idle)
 	require.NotNil(t, s)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -101,56 +100,29 @@ func TestRun_UnreachableFailsFast(t *testing.T) {
 // (down to a byte a write, two answers sometimes joined in one write).
 func serveLines(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for i := uint64(0); ; i++ {
-			c, err := ln.Accept()
+	return serveConns(t, func(c net.Conn, i uint64) {
+		_ = c.(*net.TCPConn).SetNoDelay(true)
+		rng := rand.New(rand.NewPCG(i, 1))
+		r := bufio.NewReader(c)
+		var pending []byte
+		for {
+			line, err := r.ReadBytes('\n')
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				_ = c.(*net.TCPConn).SetNoDelay(true)
-				rng := rand.New(rand.NewPCG(i, 1))
-				r := bufio.NewReader(c)
-				var pending []byte
-				for {
-					line, err := r.ReadBytes('\n')
-					if err != nil {
-						return
-					}
-					pending = append(append(pending, "OK "...), line...)
-					if r.Buffered() > 0 && rng.IntN(2) == 0 {
-						continue // joined with the next answer
-					}
-					for len(pending) > 0 {
-						n := min(len(pending), 1+rng.IntN(4))
-						if _, err := c.Write(pending[:n]); err != nil {
-							return
-						}
-						pending = pending[n:]
-					}
+			pending = append(append(pending, "OK "...), line...)
+			if r.Buffered() > 0 && rng.IntN(2) == 0 {
+				continue // joined with the next answer
+			}
+			for len(pending) > 0 {
+				n := min(len(pending), 1+rng.IntN(4))
+				if _, err := c.Write(pending[:n]); err != nil {
+					return
 				}
-			})
+				pending = pending[n:]
+			}
 		}
 	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
 }
 
 // A line protocol over real TCP, its answers cut at random: every message
@@ -187,46 +159,19 @@ func TestRun_LineProtocol(t *testing.T) {
 // written (in two pieces) after each read.
 func serveSilent(t *testing.T, idle time.Duration, answer []byte) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
+	return serveConns(t, func(c net.Conn, _ uint64) {
+		buf := make([]byte, 4096)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			_ = c.SetReadDeadline(time.Now().Add(idle))
+			if _, err := c.Read(buf); err != nil {
 				return
 			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					_ = c.SetReadDeadline(time.Now().Add(idle))
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-					if answer != nil {
-						_, _ = c.Write(answer[:1])
-						_, _ = c.Write(answer[1:])
-					}
-				}
-			})
+			if answer != nil {
+				_, _ = c.Write(answer[:1])
+				_, _ = c.Write(answer[1:])
+			}
 		}
 	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
 }
 
 // A server that answers nothing (-expect none), or anything (-expect

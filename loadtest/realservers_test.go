@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,37 +190,5 @@ func waitAnswer(t *testing.T, addr, msg, want string) {
 // test's cleanup closes it and its connections and waits for them.
 func startEchoBackend(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				_, _ = io.Copy(c, c)
-				c.Close()
-				mu.Lock()
-				delete(conns, c)
-				mu.Unlock()
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+	return serveConns(t, func(c net.Conn, _ uint64) { _, _ = io.Copy(c, c) })
 }

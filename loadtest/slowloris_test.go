@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,69 +29,37 @@ const (
 // stops it and waits for its goroutines.
 func serveLineDeadline(t *testing.T, deadline time.Duration, kind deadlineKind) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]struct{}{}
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
+	return serveConns(t, func(c net.Conn, _ uint64) {
+		if kind == fromAccept {
+			_ = c.SetReadDeadline(time.Now().Add(deadline))
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
+		var line []byte
+		buf := make([]byte, 512)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = struct{}{}
-			mu.Unlock()
-			wg.Go(func() {
-				defer func() {
-					c.Close()
-					mu.Lock()
-					delete(conns, c)
-					mu.Unlock()
-				}()
-				if kind == fromAccept {
+			n, err := c.Read(buf)
+			for _, b := range buf[:n] {
+				switch {
+				case kind == fromLastByte:
+					_ = c.SetReadDeadline(time.Now().Add(deadline))
+				case kind == fromFirstByte && len(line) == 0:
 					_ = c.SetReadDeadline(time.Now().Add(deadline))
 				}
-				var line []byte
-				buf := make([]byte, 512)
-				for {
-					n, err := c.Read(buf)
-					for _, b := range buf[:n] {
-						switch {
-						case kind == fromLastByte:
-							_ = c.SetReadDeadline(time.Now().Add(deadline))
-						case kind == fromFirstByte && len(line) == 0:
-							_ = c.SetReadDeadline(time.Now().Add(deadline))
-						}
-						line = append(line, b)
-						if b == '\n' {
-							line = line[:0]
-							if kind == fromFirstByte {
-								_ = c.SetReadDeadline(time.Time{})
-							}
-							if _, err := c.Write([]byte("ok\n")); err != nil {
-								return
-							}
-						}
+				line = append(line, b)
+				if b == '\n' {
+					line = line[:0]
+					if kind == fromFirstByte {
+						_ = c.SetReadDeadline(time.Time{})
 					}
-					if err != nil { // the peer's close, or the deadline
+					if _, err := c.Write([]byte("ok\n")); err != nil {
 						return
 					}
 				}
-			})
+			}
+			if err != nil { // the peer's close, or the deadline
+				return
+			}
 		}
 	})
-	return ln.Addr().String()
 }
 
 // TestEndToEnd_SlowlorisRaw: over raw, slowloris trickles a line without
