@@ -32,9 +32,9 @@ func TestManual_LenFiresNothing(t *testing.T) {
 		c.Advance(d)
 	}
 
-	const want = 1                                 // Reset(1 ms) reads the clock at 0: tick 1
-	advance(5 * time.Millisecond)                  // another goroutine's Advance
-	require.False(t, tm.arm(want), "a new arming") // the Reset's compare-and-swap and push
+	const want = 1                                                  // Reset(1 ms) reads the clock at 0: tick 1
+	advance(5 * time.Millisecond)                                   // another goroutine's Advance
+	require.False(t, tm.arm(tm.state.Load(), want), "a new arming") // the Reset's compare-and-swap and push
 	assert.Equal(t, 1, w.Len(), "Len takes the arming in and counts it")
 	assert.Equal(t, time.Duration(-1), firedAt, "Len ran the callback")
 	assert.Zero(t, batches)

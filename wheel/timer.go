@@ -21,6 +21,7 @@ const (
 	maxWhen   = 1<<41 - 1 // a deadline the wheel never reaches (see MaxDuration)
 
 	keepMask = stateQueued | stateCounted
+	quickMax = (maxWhen - 2) * uint64(DefaultTick) // from+d that deadline clamps not, at the default tick
 )
 
 // Timer is one timeout in a Wheel. Its zero value is not usable: create one
@@ -84,51 +85,53 @@ func (t *Timer) Reset(d time.Duration) bool {
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	s := t.state.Load()
 	if s&statePending != 0 && t.w.holds(s, from, d) {
-		return true
+		return true // the same tick
 	}
-	return t.resetFrom(s, from, d)
-}
-
-// resetFrom is ResetFrom past the same-tick check on s, t's state word.
-func (t *Timer) resetFrom(s uint64, from, d time.Duration) bool {
 	w := t.w
 	if w == nil {
 		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
 	}
-	when := w.deadline(from, d)
-	if s&^keepMask == when<<whenShift|statePending || w.stopped.Load() {
-		return s&statePending != 0 // armed for that tick already, or the wheel stopped
+	// At the default tick nothing but the compare-and-swap waits for t's state
+	// word (a random timer's cache miss): the next call's miss overlaps it.
+	const tick = uint64(DefaultTick)
+	x := uint64(from) + uint64(d) // no overflow where from, d >= 0
+	if !w.quick || from|d < 0 || x > quickMax {
+		return t.arm(s, w.deadline(from, d))
 	}
-	return t.arm(when)
+	when := (x + tick - 1) / tick
+	if s&(statePending|stateQueued) == statePending && when > s>>whenShift &&
+		t.state.CompareAndSwap(s, when<<whenShift|s&(keepMask|statePending)) {
+		return true // later: only stored (on a stopped wheel, a change no one sees)
+	}
+	return t.arm(s, when)
 }
 
-// arm makes t pending with the deadline when (in ticks). It pushes t on the
-// inbox for a new arming (the wheel counts it) or an earlier deadline; a
-// later one is only stored, and the wheel files t again when the slot it
-// holds t in comes round (or when it takes t in from the inbox).
-func (t *Timer) arm(when uint64) bool {
-	want := when<<whenShift | statePending
-	for {
-		old := t.state.Load()
-		if old&^keepMask == want {
-			return true
-		}
-		next := want | old&keepMask
-		push := old&stateQueued == 0 && (old&statePending == 0 || when < old>>whenShift)
-		if push {
-			next |= stateQueued
-		}
-		if t.state.CompareAndSwap(old, next) {
-			if push {
-				t.w.push(t)
-			} else if old&stateQueued != 0 {
-				// On the inbox already, pushed for another deadline (or
-				// a stop): the driver may plan to sleep past this one.
-				t.w.wakeBefore(when)
-			}
-			return old&statePending != 0
-		}
+// arm makes t, whose state word was s, pending with the deadline when (in
+// ticks). It pushes t on the inbox for a new arming (the wheel counts it)
+// or an earlier deadline; a later one is only stored, and the wheel files
+// t again when the slot it holds t in comes round (or when it takes t in
+// from the inbox).
+func (t *Timer) arm(s, when uint64) bool {
+	if t.w.stopped.Load() {
+		return s&statePending != 0
 	}
+	want := when<<whenShift | statePending
+	for s&^keepMask != want {
+		if s&stateQueued != 0 || s&statePending != 0 && when > s>>whenShift {
+			if t.state.CompareAndSwap(s, want|s&keepMask) {
+				if s&stateQueued != 0 {
+					// Pushed for another deadline, or a stop: wake a driver that plans to sleep past.
+					t.w.wakeBefore(when)
+				}
+				return s&statePending != 0
+			}
+		} else if t.state.CompareAndSwap(s, want|s&keepMask|stateQueued) {
+			t.w.push(t)
+			return s&statePending != 0
+		}
+		s = t.state.Load()
+	}
+	return true
 }
 
 // Stop disarms t and reports whether it stopped a pending timer. A true
@@ -143,13 +146,8 @@ func (t *Timer) Stop() bool {
 		if old&statePending == 0 {
 			return false
 		}
-		next := old &^ statePending
-		push := old&stateQueued == 0
-		if push {
-			next |= stateQueued
-		}
-		if t.state.CompareAndSwap(old, next) {
-			if push {
+		if t.state.CompareAndSwap(old, old&^statePending|stateQueued) {
+			if old&stateQueued == 0 {
 				t.w.push(t) // which also does the release check
 			} else {
 				t.w.queued()
@@ -161,6 +159,4 @@ func (t *Timer) Stop() bool {
 
 // Pending reports whether t is armed and has not yet fired or been stopped.
 // Any goroutine may call it; it costs one atomic load.
-func (t *Timer) Pending() bool {
-	return t.state.Load()&statePending != 0
-}
+func (t *Timer) Pending() bool { return t.state.Load()&statePending != 0 }

@@ -39,9 +39,10 @@ type Wheel struct {
 	// driver's are written by build only. Read on every arming; nothing
 	// written often shares its cache line.
 	stopped   atomic.Bool
+	quick     bool   // real clock and DefaultTick: ResetFrom's own path
+	holdMax   uint64 // the largest state word holds decides on (no overflow, no clamp); 0 if manual
 	tickNanos int64
 	magic     uint64 // floor((2^64-1)/tickNanos), for division-free divTick
-	holdMax   uint64 // the largest state word holds decides on; 0 on a manual wheel
 	maxDur    time.Duration
 	manual    *ManualClock
 	nowFunc   func() int64 // replaces the monotonic clock in tests
@@ -111,7 +112,7 @@ func build(opts []Option) *Wheel {
 		return w
 	}
 	w.lv.init(0)
-	// holds needs tick*deadline <= MaxInt64 and from+d unclamped.
+	w.quick = cfg.tick == DefaultTick
 	w.holdMax = min(maxWhen-2, uint64(math.MaxInt64/w.tickNanos))<<whenShift | 1<<whenShift - 1
 	w.park.init(cfg.syscallSleep)
 	w.canPrecise = w.park.precise && procs > 1
