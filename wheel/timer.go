@@ -11,17 +11,18 @@ import (
 //	bit  0      pending: armed and not yet fired or stopped
 //	bit  1      queued:  on the wheel's inbox
 //	bit  2      counted: included in the wheel's pending count (wheel-owned)
-//	bits 3-43   the deadline, in ticks since the wheel started
+//	bit  3      quick:   the wheel has a real clock and DefaultTick (set by Init)
+//	bits 4-44   the deadline, in ticks since the wheel started
 const (
 	statePending = 1 << 0
 	stateQueued  = 1 << 1
 	stateCounted = 1 << 2
+	stateQuick   = 1 << 3
 
-	whenShift = 3
-	maxWhen   = 1<<41 - 1 // a deadline the wheel never reaches (see MaxDuration)
-
-	keepMask = stateQueued | stateCounted
-	quickMax = (maxWhen - 2) * uint64(DefaultTick) // from+d that deadline clamps not, at the default tick
+	whenShift = 4
+	maxWhen   = 1<<41 - 1                               // a deadline never reached (see MaxDuration)
+	keepMask  = stateQueued | stateCounted | stateQuick // what an arming keeps
+	quickMax  = (maxWhen - 2) * uint64(DefaultTick)     // no larger from+d is clamped at 1 ms
 )
 
 // Timer is one timeout in a Wheel. Its zero value is not usable: create one
@@ -57,6 +58,9 @@ func (t *Timer) Init(w *Wheel, f func()) {
 	}
 	t.w = w
 	t.f = f
+	if w.quick {
+		t.state.Store(stateQuick)
+	}
 }
 
 // Reset arms t to fire once, d from now, whether or not it is pending, and
@@ -83,7 +87,22 @@ func (t *Timer) Reset(d time.Duration) bool {
 // they must wake the wheel's goroutine; any goroutine may call them. After
 // the wheel has been stopped they change nothing and report Pending.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
+	// At the default tick nothing but the compare-and-swap waits for t's state
+	// word (a random timer's cache miss): the next call's miss overlaps it.
+	const tick = uint64(DefaultTick)
 	s := t.state.Load()
+	x := uint64(from) + uint64(d) // no overflow where from, d >= 0
+	if s&stateQuick != 0 && from|d >= 0 && x <= quickMax {
+		if s&statePending != 0 && s>>whenShift*tick-x < tick {
+			return true // the same tick
+		}
+		when := (x + tick - 1) / tick
+		if s&(statePending|stateQueued) == statePending && when > s>>whenShift &&
+			t.state.CompareAndSwap(s, when<<whenShift|s&(keepMask|statePending)) {
+			return true // later: only stored (on a stopped wheel, a change no one sees)
+		}
+		return t.arm(s, when)
+	}
 	if s&statePending != 0 && t.w.holds(s, from, d) {
 		return true // the same tick
 	}
@@ -91,26 +110,12 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	if w == nil {
 		panic("wheel: ResetFrom of a Timer that was not initialized (use Wheel.AfterFunc or Timer.Init)")
 	}
-	// At the default tick nothing but the compare-and-swap waits for t's state
-	// word (a random timer's cache miss): the next call's miss overlaps it.
-	const tick = uint64(DefaultTick)
-	x := uint64(from) + uint64(d) // no overflow where from, d >= 0
-	if !w.quick || from|d < 0 || x > quickMax {
-		return t.arm(s, w.deadline(from, d))
-	}
-	when := (x + tick - 1) / tick
-	if s&(statePending|stateQueued) == statePending && when > s>>whenShift &&
-		t.state.CompareAndSwap(s, when<<whenShift|s&(keepMask|statePending)) {
-		return true // later: only stored (on a stopped wheel, a change no one sees)
-	}
-	return t.arm(s, when)
+	return t.arm(s, w.deadline(from, d))
 }
 
 // arm makes t, whose state word was s, pending with the deadline when (in
-// ticks). It pushes t on the inbox for a new arming (the wheel counts it)
-// or an earlier deadline; a later one is only stored, and the wheel files
-// t again when the slot it holds t in comes round (or when it takes t in
-// from the inbox).
+// ticks). A new arming or an earlier deadline goes on the inbox; a later one
+// is only stored, and the driver files t again when it comes across it.
 func (t *Timer) arm(s, when uint64) bool {
 	if t.w.stopped.Load() {
 		return s&statePending != 0

@@ -35,11 +35,10 @@ import (
 // Wheel is a hierarchical timing wheel. Create one with New; its zero value
 // is not usable. All methods may be called from any goroutine.
 type Wheel struct {
-	// Atomic fields and the inbox's heads are shared; the rest up to the
-	// driver's are written by build only. Read on every arming; nothing
-	// written often shares its cache line.
+	// Atomic fields and the inbox's heads are shared; the rest up to the driver's
+	// are written by build only. Read on every arming; no hot write nearby.
 	stopped   atomic.Bool
-	quick     bool   // real clock and DefaultTick: ResetFrom's own path
+	quick     bool   // real clock and DefaultTick: Init sets stateQuick
 	holdMax   uint64 // the largest state word holds decides on (no overflow, no clamp); 0 if manual
 	tickNanos int64
 	magic     uint64 // floor((2^64-1)/tickNanos), for division-free divTick
@@ -207,8 +206,7 @@ func (w *Wheel) deadline(from, d time.Duration) uint64 {
 }
 
 // holds reports whether pending state s has the tick deadline(from, d) gives
-// on a real clock: from, d >= 0 and from+d in s's tick, which holdMax keeps
-// where deadline clamps nothing. False means resetFrom decides.
+// on a real clock, where deadline clamps nothing (holdMax); false: arm decides.
 func (w *Wheel) holds(s uint64, from, d time.Duration) bool {
 	tick := uint64(w.tickNanos)
 	return s <= w.holdMax && from|d >= 0 && s>>whenShift*tick-(uint64(from)+uint64(d)) < tick
