@@ -93,10 +93,10 @@ func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	s := t.state.Load()
 	x := uint64(from) + uint64(d) // no overflow where from, d >= 0
 	if s&stateQuick != 0 && from|d >= 0 && x <= quickMax {
-		if s&statePending != 0 && s>>whenShift*tick-x < tick {
+		when := (x + tick - 1) / tick // needs no s: on a random timer, no wait
+		if s&^keepMask == when<<whenShift|statePending {
 			return true // the same tick
 		}
-		when := (x + tick - 1) / tick
 		if s&(statePending|stateQueued) == statePending && when > s>>whenShift &&
 			t.state.CompareAndSwap(s, when<<whenShift|s&(keepMask|statePending)) {
 			return true // later: only stored (on a stopped wheel, a change no one sees)
