@@ -176,10 +176,9 @@ func newFloorCAS(n int) []*floorCAS {
 // beside them; the processor overlaps the cache misses of many iterations.
 // impl=floor-cas-chain makes each record's index wait for the previous
 // record's word, so that the misses are taken one at a time, as they are
-// when work that depends on the loaded word sits between the load and the
-// compare-and-swap (the wheel's arming computes its new state word from
-// the old one and from the wheel the timer points to). cpu-ns/op is the
-// process's CPU per op (see reportCPU).
+// when much work that depends on the loaded word sits between the load and
+// the compare-and-swap. Run it for 2 s (see docs/perf.md). cpu-ns/op is
+// the process's CPU per op (see reportCPU).
 func BenchmarkTimer_ArmCancelRandom(b *testing.B) {
 	const benchRTO = 200 * time.Millisecond
 	const n = 100_000
