@@ -41,12 +41,14 @@ type firing struct {
 // wheel, or a real-clock wheel on a simulated clock (sim) whose driver the
 // harness steps where it would wake.
 type harness struct {
-	t      testing.TB
-	clk    *wheel.ManualClock // nil for sim
-	now    int64              // the simulated clock
-	w      *wheel.Wheel
-	timers []wheel.Timer
-	m      model
+	t       testing.TB
+	clk     *wheel.ManualClock // nil for sim
+	now     int64              // the simulated clock
+	until   int64              // sim: when the driver plans to wake
+	started bool
+	w       *wheel.Wheel
+	timers  []wheel.Timer
+	m       model
 	// rearm[id] > 0 makes timer id's next callback re-arm itself for that long.
 	rearm     []time.Duration
 	modelRe   []time.Duration
@@ -135,11 +137,19 @@ func (h *harness) advance(d time.Duration) {
 	if h.clk != nil {
 		h.clk.Advance(d)
 	} else {
-		for until := h.w.Step(); until <= target; until = h.w.Step() {
-			h.now = until
+		// Step only where the real driver would wake: at its plan, or at
+		// once when a reset asked for a wake-up.
+		until := h.until
+		if !h.started || h.w.WakeRequested() {
+			h.started = true
+			until = h.w.Step()
+		}
+		for until <= target {
+			h.now = max(h.now, until)
+			until = h.w.Step()
 		}
 		h.now = target
-		h.w.Step()
+		h.until = until
 	}
 	require.True(h.t, slices.IsSortedFunc(h.got, func(a, b firing) int { return int(a.at - b.at) }),
 		"callbacks out of deadline order: %v", h.got)

@@ -22,7 +22,7 @@ const (
 	whenShift = 4
 	maxWhen   = 1<<41 - 1                               // a deadline never reached (see MaxDuration)
 	keepMask  = stateQueued | stateCounted | stateQuick // what an arming keeps
-	quickMax  = (maxWhen - 2) * uint64(DefaultTick)     // no larger from+d is clamped at 1 ms
+	quickMax  = (maxWhen - 2) * uint64(DefaultTick)     // from+d up to this: never clamped at 1 ms
 )
 
 // Timer is one timeout in a Wheel. Its zero value is not usable: create one
@@ -85,7 +85,7 @@ func (t *Timer) Reset(d time.Duration) bool {
 //
 // Reset and ResetFrom are O(1), allocation-free, and take no lock unless
 // they must wake the wheel's goroutine; any goroutine may call them. After
-// the wheel has been stopped they change nothing and report Pending.
+// the wheel has been stopped they have no visible effect and report Pending.
 func (t *Timer) ResetFrom(from, d time.Duration) bool {
 	// At the default tick nothing but the compare-and-swap waits for t's state
 	// word (a random timer's cache miss): the next call's miss overlaps it.

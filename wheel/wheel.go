@@ -208,8 +208,8 @@ func (w *Wheel) deadline(from, d time.Duration) uint64 {
 // holds reports whether pending state s has the tick deadline(from, d) gives
 // on a real clock, where deadline clamps nothing (holdMax); false: arm decides.
 func (w *Wheel) holds(s uint64, from, d time.Duration) bool {
-	tick := uint64(w.tickNanos)
-	return s <= w.holdMax && from|d >= 0 && s>>whenShift*tick-(uint64(from)+uint64(d)) < tick
+	x, tick := uint64(from)+uint64(d), uint64(w.tickNanos)
+	return s <= w.holdMax && from|d >= 0 && x <= math.MaxInt64 && s>>whenShift*tick-x < tick
 }
 
 func (w *Wheel) tickOf(nanos int64) uint64 {
