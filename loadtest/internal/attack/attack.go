@@ -804,7 +804,7 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if cl.closedByServer() && res.Err == "" {
+	if cl.closedByServerYet() && res.Err == "" {
 		res.Err = "closed_by_server"
 	}
 	cl.shut() // the reader is done: the batch is ours

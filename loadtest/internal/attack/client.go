@@ -164,6 +164,17 @@ func (cl *client) closedByServer() bool {
 	return cl.end != report.EndClient && cl.end != report.EndBadServerFrame && cl.end != ""
 }
 
+// closedByServerYet is closedByServer without waiting: false while the
+// reader has not ended.
+func (cl *client) closedByServerYet() bool {
+	select {
+	case <-cl.done:
+		return cl.closedByServer()
+	default:
+		return false
+	}
+}
+
 // read is the reader goroutine: it takes the server's frames out of the
 // frame.Conn (or counts raw echo bytes), counts and times the echoes, and
 // records how the connection ended.

@@ -300,7 +300,7 @@ func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder,
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if cl.closedByServer() && res.Err == "" {
+	if cl.closedByServerYet() && res.Err == "" {
 		res.Err = "closed_by_server"
 	}
 	cl.shut() // the reader is done: the checkers and the batch are ours
