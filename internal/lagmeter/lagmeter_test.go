@@ -3,13 +3,13 @@ package lagmeter_test
 import (
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/netwheel/netwheel/internal/lagmeter"
 )
@@ -44,15 +44,12 @@ func TestMeter_SeesTheProcessStopped(t *testing.T) {
 }
 
 func TestMeter_StopEndsTheSampler(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := goleak.IgnoreCurrent()
 	m := lagmeter.Start()
 	m.Stop()
 	m.Stop()
-	// Stop waited for the sampler's wg.Done; it exits just after.
-	for end := time.Now().Add(time.Second); runtime.NumGoroutine() > before && time.Now().Before(end); {
-		runtime.Gosched()
-	}
-	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "the sampler outlives Stop")
+	// Stop waited for the goroutine's wg.Done; goleak waits for it to exit.
+	goleak.VerifyNone(t, before) // nothing outlives Stop
 	after := m.Stalled()
 	time.Sleep(5 * time.Millisecond)
 	assert.Equal(t, after, m.Stalled(), "nothing is added after Stop")

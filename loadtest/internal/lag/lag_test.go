@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 func TestParseProcStat(t *testing.T) {
@@ -55,7 +56,7 @@ func TestCPUOthers(t *testing.T) {
 // TestMonitor checks the figures are there and that Stop ends the
 // monitor's goroutine; how late the wakes come is the machine's business.
 func TestMonitor(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := goleak.IgnoreCurrent()
 	m := Start(0)
 	// Wait for wakes without sleeping on a timer of our own: spin on the
 	// clock until 20 ms have passed.
@@ -70,11 +71,8 @@ func TestMonitor(t *testing.T) {
 	if s.Err == "" {
 		assert.Positive(t, s.CPUs)
 	}
-	// Stop waited for the goroutine's wg.Done; it exits just after.
-	for end := time.Now().Add(time.Second); runtime.NumGoroutine() > before && time.Now().Before(end); {
-		runtime.Gosched()
-	}
-	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "the monitor's goroutine outlives Stop")
+	// Stop waited for the goroutine's wg.Done; goleak waits for it to exit.
+	goleak.VerifyNone(t, before) // nothing outlives Stop
 }
 
 // TestMonitor_ServerCPU: the server's CPU is counted apart; an unreadable
