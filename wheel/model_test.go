@@ -41,14 +41,13 @@ type firing struct {
 // wheel, or a real-clock wheel on a simulated clock (sim) whose driver the
 // harness steps where it would wake.
 type harness struct {
-	t       testing.TB
-	clk     *wheel.ManualClock // nil for sim
-	now     int64              // the simulated clock
-	until   int64              // sim: when the driver plans to wake
-	started bool
-	w       *wheel.Wheel
-	timers  []wheel.Timer
-	m       model
+	t      testing.TB
+	clk    *wheel.ManualClock // nil for sim
+	now    int64              // the simulated clock
+	until  int64              // sim: when the driver plans to wake; 0 before it ran
+	w      *wheel.Wheel
+	timers []wheel.Timer
+	m      model
 	// rearm[id] > 0 makes timer id's next callback re-arm itself for that long.
 	rearm     []time.Duration
 	modelRe   []time.Duration
@@ -137,11 +136,10 @@ func (h *harness) advance(d time.Duration) {
 	if h.clk != nil {
 		h.clk.Advance(d)
 	} else {
-		// Step only where the real driver would wake: at its plan, or at
-		// once when a reset asked for a wake-up.
+		// Step only where the real driver would wake: at its plan (the
+		// first at 0), or at once when a reset asked for a wake-up.
 		until := h.until
-		if !h.started || h.w.WakeRequested() {
-			h.started = true
+		if h.w.WakeRequested() {
 			until = h.w.Step()
 		}
 		for until <= target {
