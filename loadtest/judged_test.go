@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/internal/hist"
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
@@ -71,7 +72,7 @@ func TestJudged_ExitStatus(t *testing.T) {
 // which its own figures must then say.
 func TestEndToEnd_LateServerMeasured(t *testing.T) {
 	const idle, late = 300 * time.Millisecond, 600 * time.Millisecond
-	addr := serveConns(t, func(c net.Conn, _ uint64) {
+	addr := testnet.Serve(t, func(c net.Conn, _ uint64) {
 		buf := make([]byte, 512)
 		for {
 			_ = c.SetReadDeadline(time.Now().Add(idle + late))

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 )
 
@@ -100,7 +101,7 @@ func TestRun_UnreachableFailsFast(t *testing.T) {
 // (down to a byte a write, two answers sometimes joined in one write).
 func serveLines(t *testing.T) string {
 	t.Helper()
-	return serveConns(t, func(c net.Conn, i uint64) {
+	return testnet.Serve(t, func(c net.Conn, i uint64) {
 		_ = c.(*net.TCPConn).SetNoDelay(true)
 		rng := rand.New(rand.NewPCG(i, 1))
 		r := bufio.NewReader(c)
@@ -159,7 +160,7 @@ func TestRun_LineProtocol(t *testing.T) {
 // written (in two pieces) after each read.
 func serveSilent(t *testing.T, idle time.Duration, answer []byte) string {
 	t.Helper()
-	return serveConns(t, func(c net.Conn, _ uint64) {
+	return testnet.Serve(t, func(c net.Conn, _ uint64) {
 		buf := make([]byte, 4096)
 		for {
 			_ = c.SetReadDeadline(time.Now().Add(idle))

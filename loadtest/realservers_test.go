@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -190,5 +191,5 @@ func waitAnswer(t *testing.T, addr, msg, want string) {
 // test's cleanup closes it and its connections and waits for them.
 func startEchoBackend(t *testing.T) string {
 	t.Helper()
-	return serveConns(t, func(c net.Conn, _ uint64) { _, _ = io.Copy(c, c) })
+	return testnet.Serve(t, func(c net.Conn, _ uint64) { _, _ = io.Copy(c, c) })
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 )
 
@@ -29,7 +30,7 @@ const (
 // stops it and waits for its goroutines.
 func serveLineDeadline(t *testing.T, deadline time.Duration, kind deadlineKind) string {
 	t.Helper()
-	return serveConns(t, func(c net.Conn, _ uint64) {
+	return testnet.Serve(t, func(c net.Conn, _ uint64) {
 		if kind == fromAccept {
 			_ = c.SetReadDeadline(time.Now().Add(deadline))
 		}

@@ -28,40 +28,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // test.
 func echoServer(t *testing.T) net.Addr {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := net.ResolveTCPAddr("tcp", testnet.Serve(t, func(c net.Conn, _ uint64) {
+		if _, err := io.Copy(c, c); err == nil {
+			_ = c.(*net.TCPConn).CloseWrite()
+		}
+	}))
 	require.NoError(t, err)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := io.Copy(c, c); err == nil {
-					_ = c.(*net.TCPConn).CloseWrite()
-				}
-			}()
-		}
-	}()
-	return ln.Addr()
+	return addr
 }
 
 func listen(t *testing.T, cfg testnet.Config) *testnet.Proxy {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -167,41 +168,9 @@ func noLeak(t *testing.T) {
 	})
 }
 
-// serveEach listens on 127.0.0.1 and runs handle on each connection it
-// accepts, in a goroutine of its own, closing the connection after it;
-// when the test ends it closes the listener and every connection, and
-// waits for the goroutines. It returns the address.
+// serveEach is testnet.Serve for a handler that needs no accept index.
 func serveEach(t *testing.T, handle func(c net.Conn)) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				handle(c)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+	return testnet.Serve(t, func(c net.Conn, _ uint64) { handle(c) })
 }
 
 // startEchoServer starts a raw echo server (serveEach) and returns its

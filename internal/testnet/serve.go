@@ -1,22 +1,22 @@
-package main
+package testnet
 
 import (
 	"net"
 	"sync"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 )
 
-// serveConns runs a test server on 127.0.0.1 that hands each connection
-// it accepts, and the connection's accept index, to handle on a goroutine
-// of its own, and closes the connection when handle returns. The test's
+// Serve runs a test server on 127.0.0.1 that hands each connection it
+// accepts, and the connection's accept index, to handle on a goroutine of
+// its own, and closes the connection when handle returns. The test's
 // cleanup closes the listener and every connection still open, and waits
 // for the goroutines. It returns the server's address.
-func serveConns(t *testing.T, handle func(c net.Conn, i uint64)) string {
+func Serve(t testing.TB, handle func(c net.Conn, i uint64)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("testnet: listen: %v", err)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]bool{}
