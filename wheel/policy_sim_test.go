@@ -173,9 +173,9 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 	dur := func() time.Duration { return durations[rng.IntN(len(durations))] }
 	// stamped calls the call that reads the clock (the one without At, however
 	// late the driver) or the exact time, at random.
-	stamped := func(coarse func(), exact func(time.Duration)) {
+	stamped := func(reads func(), exact func(time.Duration)) {
 		if rng.IntN(2) == 0 {
-			coarse()
+			reads()
 		} else {
 			exact(w.Now())
 		}
