@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Errors returned by Config.Validate, New, WrapConn and WrapListener, always
+// Errors returned by Config.Validate, New, idleconn.WrapConn and WrapListener, always
 // wrapped with the name of the offending field; test them with errors.Is.
 var (
 	// ErrNegative: a setting that cannot be off is negative (a negative
@@ -112,7 +112,7 @@ type Config struct {
 	// Tracker.HandshakeDone is called within this long of New: a TLS
 	// handshake or first-frame deadline. 0 means DefaultHandshakeTimeout
 	// (10 s) for a Tracker from New, so call HandshakeDone when the
-	// connection has proven itself, or set Off; a wrapped Conn (WrapConn),
+	// connection has proven itself, or set Off; a wrapped Conn (idleconn.WrapConn),
 	// whose handshake nothing marks done unless the caller does, has none
 	// unless it is set. Off turns it off.
 	HandshakeTimeout time.Duration

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -166,7 +167,7 @@ func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
 	talking.HandshakeDone()
 	client, server := net.Pipe()
 	defer client.Close()
-	wrapped, err := idle.WrapConn(server, w, idle.Config{})
+	wrapped, err := idleconn.WrapConn(server, w, idle.Config{})
 	require.NoError(t, err)
 	defer wrapped.Close()
 

@@ -1,12 +1,12 @@
 package idle
 
 // Reason says why a connection closed: the one vocabulary of close reasons
-// for idle's Tracker and Conn and for netserver, whose Reason is this type.
+// for idle's Tracker, idleconn's Conn and netserver, whose Reason is this type.
 // Its String names are short, stable and lower_snake_case, fit to be metric
 // labels; its Error text is the same name, so fmt prints the label whichever
-// method it picks. A Reason is an error so that the *CloseError a wrapped
-// Conn returns after a close can be tested with errors.Is(err,
-// idle.ReasonIdle); that error's text carries the "idle:" prefix.
+// method it picks. A Reason is an error so that the *idleconn.CloseError a
+// wrapped Conn returns after a close can be tested with errors.Is(err,
+// idle.ReasonIdle); that error's text carries the "idleconn:" prefix.
 type Reason uint8
 
 // The reasons a connection closes. ReasonNone is the zero value: the

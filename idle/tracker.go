@@ -125,19 +125,29 @@ func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 // NewAt is New for a connection that opened at now, a reading of the
 // wheel's Now.
 func NewAt(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) (*Tracker, error) {
+	t := new(Tracker)
+	if err := t.Init(w, now, cfg, hooks); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Init is NewAt for a Tracker embedded in a larger struct, which then
+// takes one allocation for both (package idleconn's Conn does this). It
+// fails as New does, leaving t unused. Call it once, before sharing t.
+func (t *Tracker) Init(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) error {
 	if w == nil {
 		panic("idle: New with nil wheel")
 	}
 	cfg, err := cfg.run(uses{probe: hooks.Probe != nil, frames: true, handshake: true})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := hooks.check(&cfg); err != nil {
-		return nil, err
+		return err
 	}
-	t := new(Tracker)
 	t.start(w, &cfg, hooks, int64(now))
-	return t, nil
+	return nil
 }
 
 func (h *Hooks) check(cfg *Config) error {
