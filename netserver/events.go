@@ -86,7 +86,7 @@ func (c *Conn) refuse(r Reason) {
 // configuration calls (each is an allocation), and the protocol's state.
 func (c *Conn) startTimers(now time.Duration) error {
 	s := c.s
-	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(r) }}
+	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(Reason(r)) }}
 	if s.idleCfg.KeepaliveTime > 0 {
 		hooks.Probe = func() { c.post(evProbe) }
 	}
