@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Errors returned by Config.Validate, New, idleconn.WrapConn and WrapListener, always
-// wrapped with the name of the offending field; test them with errors.Is.
+// Errors returned by Config.Validate, NewTracker and idleconn's wrappers,
+// always wrapped with the name of the offending field; test them with errors.Is.
 var (
 	// ErrNegative: a setting that cannot be off is negative (a negative
 	// timeout is Off, but KeepaliveCount has no off).
@@ -71,7 +71,7 @@ const (
 // wheel.ManualClock and whole-tick durations). A deadline beyond
 // the wheel's range (Wheel.MaxDuration after it started: 69 years at the
 // default tick) is never enforced. A Config is a plain value: copy it
-// freely; New keeps its own copy.
+// freely; NewTracker keeps its own copy.
 type Config struct {
 	// IdleTimeout closes the connection (ReasonIdle) after no application
 	// activity, as reported by Tracker.Activity, for this long. What counts
@@ -109,9 +109,9 @@ type Config struct {
 	FrameTimeout time.Duration
 
 	// HandshakeTimeout closes the connection (ReasonHandshake) unless
-	// Tracker.HandshakeDone is called within this long of New: a TLS
+	// Tracker.HandshakeDone is called within this long of NewTracker: a TLS
 	// handshake or first-frame deadline. 0 means DefaultHandshakeTimeout
-	// (10 s) for a Tracker from New, so call HandshakeDone when the
+	// (10 s) for a Tracker from NewTracker, so call HandshakeDone when the
 	// connection has proven itself, or set Off; a wrapped Conn (idleconn.WrapConn),
 	// whose handshake nothing marks done unless the caller does, has none
 	// unless it is set. Off turns it off.
@@ -121,7 +121,7 @@ type Config struct {
 	// drawn once per connection, uniformly from [MaxAge-MaxAgeJitter,
 	// MaxAge+MaxAgeJitter] (its upper end saturating at the largest
 	// Duration), so that connections opened together do not all reconnect
-	// together. When it is reached, Hooks.Drain is called (send a
+	// together. When it is reached, Hooks.GoAway is called (send a
 	// GOAWAY, stop taking requests) and the connection is closed
 	// MaxAgeGrace later with ReasonMaxAge; with no grace it closes at once.
 	// MaxAge 0 means DefaultMaxAge (1 h) with, if MaxAgeJitter is 0 too,
@@ -165,7 +165,7 @@ func (c Config) Validate() error {
 	return err
 }
 
-// WithDefaults returns c as a Tracker runs it, or the error New would
+// WithDefaults returns c as a Tracker runs it, or the error NewTracker would
 // return: every zero field replaced by its default, and every setting that
 // is off set to Off (KeepaliveCount, MaxAgeJitter and MaxAgeGrace to 0 when
 // unused). probe says whether the caller has a keepalive probe to send

@@ -155,10 +155,10 @@ func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
 	var events []string
 	record := func(what string) { events = append(events, clk.Now().String()+" "+what) }
 
-	silent, err := idle.New(w, idle.Config{}, idle.Hooks{Close: func(r idle.Reason) { record("silent closed: " + r.String()) }})
+	silent, err := idle.NewTracker(w, idle.Config{}, idle.Hooks{Close: func(r idle.Reason) { record("silent closed: " + r.String()) }})
 	require.NoError(t, err)
 	defer silent.Stop()
-	talking, err := idle.New(w, idle.Config{}, idle.Hooks{
+	talking, err := idle.NewTracker(w, idle.Config{}, idle.Hooks{
 		Close: func(r idle.Reason) { record("talking closed: " + r.String()) },
 		Probe: func() { record("probe") },
 	})

@@ -4,14 +4,15 @@
 // jitter and grace, and a write-stall timeout. Each close carries a Reason
 // fit to be logged and counted.
 //
-// A server creates one Tracker per connection with New and reports events
-// to it: Activity, BytesIn (or both at once, Received), FrameStart and
+// A server creates one Tracker per connection with NewTracker and reports
+// events to it: Activity, BytesIn (or both at once, Received), FrameStart and
 // FrameEnd, HandshakeDone, Written and Drained. These per-packet calls are
 // O(1), lock-free and allocation-free: they stamp the event with the
 // wheel's clock (one monotonic read, about 26 ns, or a time the caller
 // already holds, with the At variants) and never touch the wheel while
 // traffic flows. The Tracker calls back (Hooks) on the wheel's goroutine to
-// send a keepalive probe, to drain an old connection, and once to close it.
+// send a keepalive probe, to tell an old connection to go away, and once
+// to close it.
 //
 // WriteStall is the write-stall decision as pure logic: a connection's
 // queued output stalls when it makes no progress (bytes drained from the

@@ -16,7 +16,7 @@ func Example() {
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
 
-	tr, err := idle.New(w, idle.Config{
+	tr, err := idle.NewTracker(w, idle.Config{
 		IdleTimeout:      55 * time.Second,
 		KeepaliveTime:    20 * time.Second,
 		KeepaliveTimeout: 5 * time.Second,
@@ -47,7 +47,7 @@ func ExampleTracker_FrameStart() {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, _ := idle.New(w, idle.Config{FrameTimeout: 10 * time.Second, HandshakeTimeout: idle.Off},
+	tr, _ := idle.NewTracker(w, idle.Config{FrameTimeout: 10 * time.Second, HandshakeTimeout: idle.Off},
 		idle.Hooks{Close: func(r idle.Reason) { fmt.Println(clk.Now(), "close:", r) }})
 	for range 20 { // one byte a second
 		tr.FrameStart()

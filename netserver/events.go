@@ -91,9 +91,9 @@ func (c *Conn) startTimers(now time.Duration) error {
 		hooks.Probe = func() { c.post(evProbe) }
 	}
 	if s.idleCfg.MaxAgeGrace > 0 && s.proto.warnsOfAge() {
-		hooks.Drain = func() { c.post(evDrain) }
+		hooks.GoAway = func() { c.post(evGoAway) }
 	}
-	tr, err := idle.NewAt(s.wheel, now, s.idleCfg, hooks)
+	tr, err := idle.NewTrackerAt(s.wheel, now, s.idleCfg, hooks)
 	if err != nil {
 		return fmt.Errorf("idle tracker: %w", err)
 	}

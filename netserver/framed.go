@@ -64,7 +64,7 @@ func (framedProto) warnsOfAge() bool { return true }
 // open sets up c's retransmission tracker.
 func (framedProto) open(c *Conn) error {
 	s := c.s
-	return c.f.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Handlers{
+	return c.f.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Hooks{
 		Retransmit: func(uint64, int) { c.post(evRetransmit) },
 		GiveUp:     func(error) { c.postClose(ReasonGiveUp) },
 		Sample:     func(rtt time.Duration) { s.m.rtt.Observe(rtt.Seconds()) },
@@ -146,7 +146,7 @@ func (framedProto) unacked(c *Conn) (bytes, msgs int) {
 
 // release stops the retransmission tracker and lets the kept payloads go.
 func (framedProto) release(c *Conn) {
-	c.f.rtx.Close()
+	c.f.rtx.Stop()
 	c.f.unacked.reset(true)
 }
 

@@ -106,7 +106,7 @@ const (
 	evClose uint32 = 1 << iota
 	evProbe
 	evRetransmit
-	evDrain
+	evGoAway
 	evOutput
 )
 
@@ -213,7 +213,7 @@ func (c *Conn) handleEvents(ev uint32) {
 			return
 		}
 	}
-	if ev&evDrain != 0 {
+	if ev&evGoAway != 0 {
 		// Max age reached: tell the peer now; the close follows once it
 		// has finished, or after the grace.
 		c.goAway(ReasonMaxAge, s.idleCfg.MaxAgeGrace)

@@ -18,7 +18,7 @@ type protocol interface {
 	refusal(r Reason) []byte
 	// warnsOfAge reports whether the protocol tells the peer when the
 	// connection reaches its maximum age (goAway), so that the idle
-	// tracker's Drain hook is worth its allocation.
+	// tracker's GoAway hook is worth its allocation.
 	warnsOfAge() bool
 	// open sets up c's protocol state, once c's idle tracker is set up. An
 	// error is a bug: the configuration was validated by New.

@@ -82,7 +82,7 @@ type Conn struct {
 }
 
 // WrapConn starts tracking c with cfg on w and returns the wrapper. cfg is
-// validated as by idle.New; it may not set KeepaliveTime (a plain net.Conn has no
+// validated as by idle.NewTracker; it may not set KeepaliveTime (a plain net.Conn has no
 // probe to send: use TCP keepalive, Conn.SetKeepAliveConfig) nor
 // FrameTimeout (the wrapper knows no frames), which give idle.ErrKeepalive and
 // idle.ErrNoEffect. The idle, max-age and write-stall defaults apply (see
