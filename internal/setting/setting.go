@@ -8,6 +8,8 @@ package setting
 
 import (
 	"fmt"
+	"math"
+	"net"
 	"time"
 )
 
@@ -59,6 +61,32 @@ func CheckOn[T Number](field string, v T) error {
 func CheckTick(field string, d, tick time.Duration) error {
 	if d > 0 && d < tick {
 		return fmt.Errorf("%s %v is shorter than the timer wheel's tick %v, the finest deadline it can keep", field, d, tick)
+	}
+	return nil
+}
+
+// Bound returns n, or the largest int for Off: a bound that is off is
+// never reached.
+func Bound(n int) int {
+	if n == Off {
+		return math.MaxInt
+	}
+	return n
+}
+
+// CheckAddr returns an error naming field unless addr is a TCP address to
+// listen on, host:port, whose port is a number in [0, 65535] or a service
+// name.
+func CheckAddr(field, addr string) error {
+	if addr == "" {
+		return fmt.Errorf("%s is empty: want host:port, e.g. 127.0.0.1:9000", field)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: %v", field, addr, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package setting
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -14,6 +15,9 @@ func TestOr(t *testing.T) {
 	assert.Equal(t, 7, Or(7, 3))
 	assert.Equal(t, 3, Unless(true, 3))
 	assert.Equal(t, Off, Unless(false, 3))
+	assert.Equal(t, math.MaxInt, Bound(Off))
+	assert.Equal(t, 0, Bound(0))
+	assert.Equal(t, 9, Bound(9))
 }
 
 func TestCheck(t *testing.T) {
@@ -32,6 +36,11 @@ func TestCheck(t *testing.T) {
 		{name: "tick off", err: CheckTick("FrameTimeout", Off, time.Millisecond)},
 		{name: "tick zero", err: CheckTick("FrameTimeout", 0, time.Millisecond)},
 		{name: "tick equal", err: CheckTick("FrameTimeout", time.Millisecond, time.Millisecond)},
+		{name: "addr", err: CheckAddr("Addr", "127.0.0.1:0")},
+		{name: "addr by service", err: CheckAddr("Addr", ":http")},
+		{name: "addr empty", err: CheckAddr("Addr", ""), mention: "Addr is empty: want host:port"},
+		{name: "addr without port", err: CheckAddr("-metrics", "bad"), mention: `-metrics "bad": address bad: missing port in address`},
+		{name: "addr port out of range", err: CheckAddr("Addr", "127.0.0.1:99999"), mention: `Addr "127.0.0.1:99999": address 99999: invalid port`},
 		{name: "below tick", err: CheckTick("FrameTimeout", time.Nanosecond, time.Millisecond), mention: "FrameTimeout 1ns is shorter than the timer wheel's tick 1ms"},
 	}
 	for _, tt := range tests {
