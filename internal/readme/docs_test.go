@@ -96,3 +96,39 @@ func read(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// TestDeploy_JobTestsTheDeployedServer: deploy/kubernetes's Job dials the
+// Service that echo.yaml defines, on the port cmd/echo listens on there,
+// describes the server's protocol and idle timeout by the flags cmd/echo
+// is given, and both run the image the Dockerfile builds, whose binaries
+// are where the manifests run them.
+func TestDeploy_JobTestsTheDeployedServer(t *testing.T) {
+	job := read(t, "deploy/kubernetes/loadtest-job.yaml")
+	echo := read(t, "deploy/kubernetes/echo.yaml")
+	docker := read(t, "deploy/kubernetes/Dockerfile")
+	find := func(src, re string) string {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(src)
+		require.NotNil(t, m, "no match for %s", re)
+		return m[1]
+	}
+	flag := func(args, name string) string { return find(args, `(?:^|[\s"])-`+name+`"?,? +"?([^\s",]+)`) }
+
+	args := find(echo, `args: \[(.*)\]`)
+	service := find(echo, `kind: Service\nmetadata:\n  name: (\S+)`)
+	assert.Equal(t, service+".default.svc.cluster.local:"+find(echo, `kind: Service[\s\S]*port: (\d+)`),
+		find(job, `name: SERVER\s+value: "([^"]+)"`), "the Job's SERVER is echo.yaml's Service")
+	assert.Equal(t, ":"+find(echo, `name: echo\s+containerPort: (\d+)`), flag(args, "addr"), "cmd/echo listens on the port the Service targets")
+
+	run := find(job, `(/usr/local/bin/loadtest -addr [^\n]*)`)
+	assert.Equal(t, flag(args, "proto"), flag(run, "proto"))
+	assert.Equal(t, flag(args, "idle-timeout"), flag(run, "idle"))
+
+	image := find(job, `image: (netwheel:\S+)`)
+	assert.Equal(t, image, find(echo, `image: (\S+)`))
+	assert.Contains(t, docker, "-t "+image+" .")
+	for _, bin := range []string{find(echo, `command: \["([^"]+)"\]`), "/usr/local/bin/loadtest"} {
+		assert.Contains(t, docker, "-o /out/"+filepath.Base(bin)+" ", "the Dockerfile builds %s", bin)
+	}
+	assert.Contains(t, docker, "/usr/local/bin/")
+}
