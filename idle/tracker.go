@@ -114,8 +114,9 @@ const never = math.MaxInt64
 
 // NewTracker validates cfg and hooks and starts tracking a connection that
 // opens now (the wheel's clock), with cfg's defaults filled in (see Config
-// and Config.WithDefaults, whose probe is Hooks.Probe != nil). It returns
-// an error wrapping ErrNegative, ErrKeepalive, ErrMaxAge, ErrNoEffect or
+// and Config.WithDefaults, whose Uses.Probe is Hooks.Probe != nil). It
+// returns an error wrapping ErrNegative, ErrKeepalive, ErrMaxAge,
+// ErrNoEffect, ErrTooShort (a timeout shorter than the wheel's tick) or
 // ErrHook. NewTracker allocates the Tracker and arms at most one timer; it
 // may be called from any goroutine.
 func NewTracker(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
@@ -142,7 +143,7 @@ func (t *Tracker) Init(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hook
 	if w == nil {
 		panic("idle: Init with nil wheel")
 	}
-	cfg, err := cfg.run(uses{probe: hooks.Probe != nil, frames: true, handshake: true})
+	cfg, err := cfg.run(Uses{Probe: hooks.Probe != nil, Frames: true, Handshake: true, Tick: w.Tick()})
 	if err != nil {
 		return err
 	}

@@ -95,16 +95,18 @@ func WrapConn(c net.Conn, w *wheel.Wheel, cfg idle.Config) (*Conn, error) {
 	if w == nil {
 		panic("idleconn: WrapConn with nil wheel")
 	}
-	if err := checkConnConfig(&cfg); err != nil {
+	if err := checkConnConfig(&cfg, w.Tick()); err != nil {
 		return nil, err
 	}
 	return wrap(c, w, &cfg), nil
 }
 
-// checkConnConfig validates cfg for a wrapped Conn and resolves it
-// (idle.Config.WithDefaults): no keepalive, frame or handshake default
-// applies, the probe's, FrameTimeout's and HandshakeTimeout's being Off.
-func checkConnConfig(cfg *idle.Config) error {
+// checkConnConfig validates cfg for a wrapped Conn on a wheel of that tick
+// and resolves it (idle.Config.WithDefaults): no keepalive, frame or
+// handshake default applies. FrameTimeout, and HandshakeTimeout unless
+// set, are turned Off, so that Tracker.Init, which applies their defaults,
+// takes the result as it is.
+func checkConnConfig(cfg *idle.Config, tick time.Duration) error {
 	if cfg.KeepaliveTime > 0 {
 		return fmt.Errorf("%w: a wrapped net.Conn cannot send probes; use TCP keepalive", idle.ErrKeepalive)
 	}
@@ -115,7 +117,7 @@ func checkConnConfig(cfg *idle.Config) error {
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = idle.Off
 	}
-	r, err := cfg.WithDefaults(false)
+	r, err := cfg.WithDefaults(idle.Uses{Tick: tick})
 	if err != nil {
 		return err
 	}
@@ -391,7 +393,7 @@ func WrapListener(ln net.Listener, w *wheel.Wheel, cfg idle.Config) (*Listener, 
 	if w == nil {
 		panic("idleconn: WrapListener with nil wheel")
 	}
-	if err := checkConnConfig(&cfg); err != nil {
+	if err := checkConnConfig(&cfg, w.Tick()); err != nil {
 		return nil, err
 	}
 	return &Listener{Listener: ln, w: w, cfg: cfg}, nil
