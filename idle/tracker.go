@@ -35,9 +35,8 @@ type Hooks struct {
 // Time: every event is stamped with the wheel's clock, Wheel.Now (the
 // monotonic clock, or the ManualClock). Each per-packet method that needs
 // the time reads it and calls its At variant (ActivityAt, BytesInAt,
-// ReceivedAt, FrameStartAt, WrittenAt; NewTrackerAt for NewTracker), which
-// takes it
-// instead, for a caller that already holds it: an event loop that reads
+// ReceivedAt, FrameStartAt, WrittenAt; Init for NewTracker), which takes
+// it instead, for a caller that already holds it: an event loop that reads
 // the clock once per batch. The times passed for one Tracker must not run
 // backwards, with one exception: Activity, BytesIn and Received may be
 // called from several goroutines at once (a Conn's reader and writer),
@@ -123,22 +122,17 @@ func NewTracker(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 	if w == nil {
 		panic("idle: NewTracker with nil wheel")
 	}
-	return NewTrackerAt(w, w.Now(), cfg, hooks)
-}
-
-// NewTrackerAt is NewTracker for a connection that opened at now, a
-// reading of the wheel's Now.
-func NewTrackerAt(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) (*Tracker, error) {
 	t := new(Tracker)
-	if err := t.Init(w, now, cfg, hooks); err != nil {
+	if err := t.Init(w, w.Now(), cfg, hooks); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// Init is NewTrackerAt for a Tracker embedded in a larger struct, which then
-// takes one allocation for both (package idleconn's Conn does this). It
-// fails as NewTracker does, leaving t unused. Call it once, before sharing t.
+// Init is NewTracker on t, a new Tracker or one embedded in a larger struct
+// (one allocation for both: package idleconn's Conn), for a connection that
+// opened at now, a reading of the wheel's Now. It fails as NewTracker does,
+// leaving t unused. Call it once, before sharing t.
 func (t *Tracker) Init(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) error {
 	if w == nil {
 		panic("idle: Init with nil wheel")

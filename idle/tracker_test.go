@@ -583,7 +583,7 @@ func TestTracker_ExplicitTime(t *testing.T) {
 	cases := []struct {
 		name    string
 		cfg     idle.Config
-		openAt  time.Duration // NewTrackerAt's time
+		openAt  time.Duration // Init's time
 		event   func(tr *idle.Tracker)
 		reason  idle.Reason
 		due     time.Duration
@@ -614,10 +614,10 @@ func TestTracker_ExplicitTime(t *testing.T) {
 			defer w.Stop()
 			clk.Advance(5300 * us) // every time passed in lies before this
 			var got []string
-			tr, err := idle.NewTrackerAt(w, tc.openAt, tc.cfg, idle.Hooks{Close: func(r idle.Reason) {
+			tr := new(idle.Tracker)
+			require.NoError(t, tr.Init(w, tc.openAt, tc.cfg, idle.Hooks{Close: func(r idle.Reason) {
 				got = append(got, fmt.Sprintf("%v at %v", r, clk.Now()))
-			}})
-			require.NoError(t, err)
+			}}))
 			tc.event(tr)
 			clk.Advance(tc.closeAt - time.Millisecond - clk.Now())
 			require.Empty(t, got, "nothing before the tick of the deadline")

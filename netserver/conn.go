@@ -173,7 +173,7 @@ func (c *Conn) HandshakeDone() {
 // means ReasonServerClosed. It is idempotent: the first reason stays. Call
 // it on the connection's event loop.
 func (c *Conn) CloseWith(r Reason) {
-	if r == ReasonNone || int(r) >= numReasons {
+	if r == ReasonNone || r >= numReasons {
 		r = ReasonServerClosed
 	}
 	c.closeWith(r)

@@ -94,8 +94,8 @@ func (c *Conn) startTimers(now time.Duration) error {
 	if s.idleCfg.MaxAgeGrace > 0 && s.proto.warnsOfAge() {
 		hooks.GoAway = func() { c.post(evGoAway) }
 	}
-	tr, err := idle.NewTrackerAt(s.wheel, now, s.idleCfg, hooks)
-	if err != nil {
+	tr := new(idle.Tracker)
+	if err := tr.Init(s.wheel, now, s.idleCfg, hooks); err != nil {
 		return fmt.Errorf("idle tracker: %w", err)
 	}
 	c.timeouts = tr

@@ -39,36 +39,25 @@ const (
 	ReasonPingFlood                                     // PINGs faster than their limit
 	ReasonApplication                                   // the handler closed it with a code of its protocol's own
 
-	endReasons // sizes arrays indexed by Reason
+	numReasons // sizes arrays indexed by Reason
 )
 
-// numReasons sizes arrays indexed by Reason.
-const numReasons = int(endReasons)
-
-var serverReasonNames = [endReasons - ReasonPeerClosed]string{
-	ReasonPeerClosed - ReasonPeerClosed:   "peer_closed",
-	ReasonError - ReasonPeerClosed:        "error",
-	ReasonServerClosed - ReasonPeerClosed: "server_closed",
-	ReasonShutdown - ReasonPeerClosed:     "shutdown",
-	ReasonGiveUp - ReasonPeerClosed:       "retransmit_give_up",
-	ReasonProtocol - ReasonPeerClosed:     "protocol_error",
-	ReasonTooLarge - ReasonPeerClosed:     "frame_too_large",
-	ReasonOverload - ReasonPeerClosed:     "overload",
-	ReasonPanic - ReasonPeerClosed:        "handler_panic",
-	ReasonOutputLimit - ReasonPeerClosed:  "output_limit",
-	ReasonUnackedLimit - ReasonPeerClosed: "unacked_limit",
-	ReasonPingFlood - ReasonPeerClosed:    "ping_flood",
-	ReasonApplication - ReasonPeerClosed:  "application",
+var reasonNames = [numReasons]string{
+	ReasonPeerClosed: "peer_closed", ReasonError: "error", ReasonServerClosed: "server_closed",
+	ReasonShutdown: "shutdown", ReasonGiveUp: "retransmit_give_up", ReasonProtocol: "protocol_error",
+	ReasonTooLarge: "frame_too_large", ReasonOverload: "overload", ReasonPanic: "handler_panic",
+	ReasonOutputLimit: "output_limit", ReasonUnackedLimit: "unacked_limit", ReasonPingFlood: "ping_flood",
+	ReasonApplication: "application",
 }
 
 // String returns the reason's metric label, such as "idle" or
 // "peer_closed"; an unknown value gives "unknown".
 func (r Reason) String() string {
-	if r < ReasonPeerClosed {
+	switch {
+	case r < ReasonPeerClosed:
 		return idle.Reason(r).String()
-	}
-	if r < endReasons {
-		return serverReasonNames[r-ReasonPeerClosed]
+	case r < numReasons:
+		return reasonNames[r]
 	}
 	return "unknown"
 }
@@ -77,7 +66,7 @@ func (r Reason) String() string {
 // ReasonNone), for pre-registering metric labels.
 func Reasons() []Reason {
 	rs := make([]Reason, 0, numReasons-1)
-	for r := Reason(1); r < endReasons; r++ {
+	for r := Reason(1); r < numReasons; r++ {
 		rs = append(rs, r)
 	}
 	return rs

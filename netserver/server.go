@@ -229,7 +229,7 @@ func (s *Server) Stats() Stats {
 	if w := s.wheelPub.Load(); w != nil {
 		st.TimersPending = w.Len()
 	}
-	for r := ReasonNone + 1; int(r) < numReasons; r++ {
+	for r := ReasonNone + 1; r < numReasons; r++ {
 		if n := s.closed[r].Load(); n != 0 {
 			st.Closed[r.String()] = n
 		}

@@ -38,7 +38,8 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	var closedAt int64 = -1
 	var reason idle.Reason
 	opened := now
-	tr, err := idle.NewTrackerAt(w, time.Duration(opened), only(idle.Config{
+	tr := new(idle.Tracker)
+	err := tr.Init(w, time.Duration(opened), only(idle.Config{
 		KeepaliveTime: time.Duration(kaTime), KeepaliveTimeout: time.Duration(kaWait), KeepaliveCount: kaCount,
 	}), idle.Hooks{
 		Close: func(r idle.Reason) { closedAt, reason = now, r },
@@ -282,7 +283,8 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		if rng.IntN(2) == 0 {
 			p.tr, err = idle.NewTracker(w, only(*cfg), hooks)
 		} else {
-			p.tr, err = idle.NewTrackerAt(w, w.Now(), only(*cfg), hooks)
+			p.tr = new(idle.Tracker)
+			err = p.tr.Init(w, w.Now(), only(*cfg), hooks)
 		}
 		require.NoError(t, err, "%+v", *cfg)
 		p.next = now + gap(p)

@@ -20,10 +20,6 @@
 // connections are closed gracefully and this package is the backstop for
 // peers that are silent or slow at the byte level.
 //
-// It is a package of its own, beside idle's pure policy logic, because it
-// is the part that knows sockets: the interfaces of net and os it keeps,
-// TLS, splice and sendfile, and linger.
-//
 // When not to use it: for a handful of connections, net.Conn deadlines are
 // simpler and exact; on an event loop (gnet), use package netserver, or a
 // an idle.Tracker directly.
