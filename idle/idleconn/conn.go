@@ -102,10 +102,8 @@ func WrapConn(c net.Conn, w *wheel.Wheel, cfg idle.Config) (*Conn, error) {
 }
 
 // checkConnConfig validates cfg for a wrapped Conn on a wheel of that tick
-// and resolves it (idle.Config.WithDefaults): no keepalive, frame or
-// handshake default applies. FrameTimeout, and HandshakeTimeout unless
-// set, are turned Off, so that Tracker.Init, which applies their defaults,
-// takes the result as it is.
+// and resolves it: no keepalive, frame or handshake default applies, the
+// last two Off when unset, so that Tracker.Init takes the result as it is.
 func checkConnConfig(cfg *idle.Config, tick time.Duration) error {
 	if cfg.KeepaliveTime > 0 {
 		return fmt.Errorf("%w: a wrapped net.Conn cannot send probes; use TCP keepalive", idle.ErrKeepalive)
@@ -113,9 +111,10 @@ func checkConnConfig(cfg *idle.Config, tick time.Duration) error {
 	if cfg.FrameTimeout > 0 {
 		return fmt.Errorf("%w: FrameTimeout on a wrapped net.Conn, which knows no frames", idle.ErrNoEffect)
 	}
-	cfg.FrameTimeout = idle.Off
-	if cfg.HandshakeTimeout == 0 {
-		cfg.HandshakeTimeout = idle.Off
+	for _, p := range []*time.Duration{&cfg.FrameTimeout, &cfg.HandshakeTimeout} {
+		if *p == 0 {
+			*p = idle.Off
+		}
 	}
 	r, err := cfg.WithDefaults(idle.Uses{Tick: tick})
 	if err != nil {

@@ -177,6 +177,8 @@ func TestWrapConn_Config(t *testing.T) {
 		{name: "keepalive needs a probe", cfg: only(idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}), want: idle.ErrKeepalive},
 		{name: "no frames", cfg: only(idle.Config{FrameTimeout: time.Second}), want: idle.ErrNoEffect},
 		{name: "invalid", cfg: only(idle.Config{KeepaliveCount: -1}), want: idle.ErrNegative},
+		{name: "a typo is not Off, even where the wrapper turns it off", cfg: only(idle.Config{FrameTimeout: -5}), want: idle.ErrNegative},
+		{name: "shorter than the tick", cfg: only(idle.Config{IdleTimeout: time.Microsecond}), want: idle.ErrTooShort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := idleconn.WrapConn(a, w, tc.cfg)
