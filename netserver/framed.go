@@ -17,8 +17,7 @@ type framedState struct {
 	rtx      retransmit.Tracker
 	unacked  unackedQueue  // payloads of DATA sent and not acknowledged
 	recvNext uint64        // next DATA sequence number expected from the peer
-	sendNext uint64        // sequence number of the next DATA we send
-	ackedTo  uint64        // highest sequence number the peer acknowledged
+	sendNext uint64        // sequence number of the next DATA we send; unacked holds those before it
 	pingTAT  time.Duration // when the peer's PINGs would be back within their rate (allowPing)
 	awayEnd  time.Duration // when the grace of the GOAWAY sent last ends (Conn.goAway)
 	nonce    uint32        // of the last keepalive PING sent
@@ -135,7 +134,7 @@ func (framedProtocol) retransmit(c *Conn) {
 	}
 	s := c.s
 	l := c.claimOutput()
-	l.out = frame.AppendData(l.out, c.framed.ackedTo+1, c.framed.unacked.front())
+	l.out = frame.AppendData(l.out, c.framed.sendNext-uint64(c.framed.unacked.len()), c.framed.unacked.front())
 	s.retransmits.Add(1)
 	s.metrics.rto.Observe(c.framed.rtx.Stats().RTO.Seconds())
 }
@@ -230,10 +229,9 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 				c.closeWith(ReasonProtocol)
 				break
 			}
-			if f.Seq > c.framed.ackedTo {
+			if first := c.framed.sendNext - uint64(c.framed.unacked.len()); f.Seq >= first {
 				c.framed.rtx.AckedThrough(f.Seq, now)
-				c.framed.unacked.pop(int(f.Seq - c.framed.ackedTo))
-				c.framed.ackedTo = f.Seq
+				c.framed.unacked.pop(int(f.Seq - first + 1))
 			}
 		case frame.TypePing:
 			if !c.allowPing(now) {
