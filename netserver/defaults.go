@@ -73,6 +73,7 @@ func (c Config) withDefaults(h host) (Config, error) {
 		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	c.MaxFrame = setting.Or(c.MaxFrame, frame.DefaultMax)
+	c.MetricsNamespace = setting.Or(c.MetricsNamespace, DefaultMetricsNamespace)
 	c.Limits = c.Limits.withDefaults(framed)
 	if framed {
 		if c.Retransmit, err = c.Retransmit.WithDefaults(c.Tick); err != nil {
