@@ -328,58 +328,46 @@ func TestParseFlags_DefaultsFit(t *testing.T) {
 	}
 }
 
-func TestDuration_Set(t *testing.T) {
+// The flag values of the one rule: 0, off and -1 for Off, and any other
+// negative value taken as given, for netserver to refuse with its words.
+func TestFlagValues_Set(t *testing.T) {
+	dur := func() flag.Value { return new(duration) }
+	num := func() flag.Value { return new(count) }
 	for _, tc := range []struct {
+		value   func() flag.Value
 		in      string
-		want    time.Duration
+		want    string // the value's String after Set
 		wantErr string
 	}{
-		{in: "0", want: 0},
-		{in: "-1", want: netserver.Off},
-		{in: "off", want: netserver.Off},
-		{in: "-1ns", want: netserver.Off},
-		{in: "1m30s", want: 90 * time.Second},
-		{in: "-2s", want: -2 * time.Second}, // for netserver to refuse
-		{in: "Off", wantErr: "want a duration"},
-		{in: "2562047h", want: 2562047 * time.Hour},
-		{in: "2562048h", wantErr: "out of range"},
-		{in: "1.5e9h", wantErr: "want a duration"},
-		{in: "30", wantErr: "want a duration"},
-		{in: "", wantErr: "want a duration"},
+		{value: dur, in: "0", want: "0s"},
+		{value: dur, in: "-1", want: "-1ns"},
+		{value: dur, in: "off", want: "-1ns"},
+		{value: dur, in: "-1ns", want: "-1ns"},
+		{value: dur, in: "1m30s", want: "1m30s"},
+		{value: dur, in: "-2s", want: "-2s"},
+		{value: dur, in: "Off", wantErr: "want a duration"},
+		{value: dur, in: "2562047h", want: "2562047h0m0s"},
+		{value: dur, in: "2562048h", wantErr: "out of range"},
+		{value: dur, in: "1.5e9h", wantErr: "want a duration"},
+		{value: dur, in: "30", wantErr: "want a duration"},
+		{value: dur, in: "", wantErr: "want a duration"},
+		{value: num, in: "0", want: "0"},
+		{value: num, in: "-1", want: "-1"},
+		{value: num, in: "off", want: "-1"},
+		{value: num, in: "4096", want: "4096"},
+		{value: num, in: "-5", want: "-5"},
+		{value: num, in: "99999999999999999999", wantErr: "out of range"},
+		{value: num, in: "1e3", wantErr: "want a whole number"},
+		{value: num, in: "", wantErr: "want a whole number"},
 	} {
-		var d duration
-		err := d.Set(tc.in)
+		v := tc.value()
+		name := fmt.Sprintf("%T %q", v, tc.in)
+		err := v.Set(tc.in)
 		if tc.wantErr != "" {
-			assert.ErrorContains(t, err, tc.wantErr, tc.in)
+			assert.ErrorContains(t, err, tc.wantErr, name)
 			continue
 		}
-		require.NoError(t, err, tc.in)
-		assert.Equal(t, tc.want, time.Duration(d), tc.in)
-	}
-}
-
-func TestCount_Set(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    int
-		wantErr string
-	}{
-		{in: "0", want: 0},
-		{in: "-1", want: netserver.Off},
-		{in: "off", want: netserver.Off},
-		{in: "4096", want: 4096},
-		{in: "-5", want: -5}, // for netserver to refuse
-		{in: "99999999999999999999", wantErr: "out of range"},
-		{in: "1e3", wantErr: "want a whole number"},
-		{in: "", wantErr: "want a whole number"},
-	} {
-		var n count
-		err := n.Set(tc.in)
-		if tc.wantErr != "" {
-			assert.ErrorContains(t, err, tc.wantErr, tc.in)
-			continue
-		}
-		require.NoError(t, err, tc.in)
-		assert.Equal(t, tc.want, int(n), tc.in)
+		require.NoError(t, err, name)
+		assert.Equal(t, tc.want, v.String(), name)
 	}
 }
