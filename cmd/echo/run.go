@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	select {
 	case <-ctx.Done():
-		log.Info("echo: shutting down", "grace", grace(o.shutdownTimeout))
+		log.Info("echo: shutting down", "grace", off(o.shutdownTimeout))
 	case err := <-metricsDone:
 		log.Error("echo: metrics server failed, shutting down", "err", err)
 		metricsDone <- err // for the wait below
@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// A deadline that passed with nothing left to cut is a clean shutdown.
 	st := srv.Stats()
 	if st.Cut > 0 {
-		log.Warn("echo: shutdown deadline passed; cut the connections left", "err", shutdownErr, "cut", st.Cut, "grace", grace(o.shutdownTimeout))
+		log.Warn("echo: shutdown deadline passed; cut the connections left", "err", shutdownErr, "cut", st.Cut, "grace", off(o.shutdownTimeout))
 		code = exitError
 	}
 	log.Info("echo: drained", "took", time.Since(began).String(), "cut", st.Cut,
@@ -174,12 +174,6 @@ func newLogger(w io.Writer, o options) *slog.Logger {
 // Durations are strings so that JSON logs read as well as text ones.
 func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln net.Listener) []any {
 	cfg, _ = cfg.WithDefaults() // New accepted it
-	off := func(d time.Duration) string {
-		if d <= 0 {
-			return "off"
-		}
-		return d.String()
-	}
 	size := func(n int) string {
 		if n < 0 {
 			return "off"
@@ -264,15 +258,15 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 			"keepalive_count", keepaliveCount(k),
 			"user_timeout", sys(k.UserTimeout),
 		),
-		"shutdown_timeout", grace(o.shutdownTimeout),
+		"shutdown_timeout", off(o.shutdownTimeout),
 		"metrics", metrics,
 		"pprof", o.pprof,
 	)
 }
 
-// grace is the shutdown's grace period as logged: "off" for none.
-func grace(d time.Duration) string {
-	if d < 0 {
+// off is a duration as logged: "off" for none (0 or Off).
+func off(d time.Duration) string {
+	if d <= 0 {
 		return "off"
 	}
 	return d.String()
