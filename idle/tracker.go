@@ -60,18 +60,18 @@ type Hooks struct {
 //
 // Never early: every deadline is a stamp plus a duration, and its timer is
 // armed for it with ResetFrom, which the wheel never fires early. A
-// callback closes, probes or tells to go away only for a deadline at or before the
-// clock it reads when it runs, and re-arms for the earliest one still to
-// come.
+// callback closes, probes or tells to go away only for a deadline at or
+// before the clock it reads when it runs, and re-arms for the earliest one
+// still to come.
 //
 // Goroutines: Activity, BytesIn, Received, HandshakeDone, Stop, Due and
 // Reason may be called from any goroutine; FrameStart and FrameEnd from one
 // goroutine at a time (the connection's reader), Written and Drained from
 // one at a time (its writer). Hooks run on the wheel's goroutine.
 //
-// Memory: NewTracker allocates 160 bytes for a Tracker with idle and handshake
-// timeouts alone; a frame timeout adds 96 bytes, a write-stall timeout 128,
-// and read silence, keepalive and max age (any or all) 80.
+// Memory: NewTracker allocates 160 bytes for a Tracker with idle and
+// handshake timeouts alone; a frame timeout adds 96 bytes, a write-stall
+// timeout 128, and read silence, keepalive and max age (any or all) 80.
 type Tracker struct {
 	// The fields a per-packet call touches come first, to share a cache
 	// line. The atomic ones are shared: written by the per-packet calls,

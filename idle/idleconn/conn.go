@@ -82,10 +82,10 @@ type Conn struct {
 }
 
 // WrapConn starts tracking c with cfg on w and returns the wrapper. cfg is
-// validated as by idle.NewTracker; it may not set KeepaliveTime (a plain net.Conn has no
-// probe to send: use TCP keepalive, Conn.SetKeepAliveConfig) nor
-// FrameTimeout (the wrapper knows no frames), which give idle.ErrKeepalive and
-// idle.ErrNoEffect. The idle, max-age and write-stall defaults apply (see
+// validated as by idle.NewTracker; it may not set KeepaliveTime (a plain
+// net.Conn has no probe to send: use TCP keepalive,
+// Conn.SetKeepAliveConfig) nor FrameTimeout (the wrapper knows no frames),
+// which give idle.ErrKeepalive and idle.ErrNoEffect. The idle, max-age and write-stall defaults apply (see
 // idle.Config); the keepalive, frame and handshake ones do not. A
 // HandshakeTimeout, when set, runs until Tracker().HandshakeDone is
 // called: after tls.Conn.Handshake returns, say (see NewTLSListener for
