@@ -24,14 +24,6 @@ import (
 // started after the GOAWAY, and the drain takes at least a round trip
 // (never early) and well under a 5 s grace.
 func TestConn_GoAwayDrainsOverALongLink(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	const oneWay = 50 * time.Millisecond
-	p, err := testnet.Listen(testnet.Config{Target: ln.Addr().String(), Delay: oneWay, Jitter: 5 * time.Millisecond})
-	require.NoError(t, err)
-	defer p.Close()
-
 	type result struct {
 		drain       time.Duration // from the GOAWAY's write to the client's answer
 		received    uint64        // DATA the server received
@@ -41,15 +33,9 @@ func TestConn_GoAwayDrainsOverALongLink(t *testing.T) {
 		err         error
 	}
 	done := make(chan result, 1)
-	go func() {
+	addr := testnet.Serve(t, func(srv net.Conn, _ uint64) {
 		var r result
 		defer func() { done <- r }()
-		srv, err := ln.Accept()
-		if err != nil {
-			r.err = err
-			return
-		}
-		defer srv.Close()
 		_ = srv.SetDeadline(time.Now().Add(20 * time.Second))
 		peer := newPeerReader(srv)
 		var sentAway time.Time
@@ -84,7 +70,11 @@ func TestConn_GoAwayDrainsOverALongLink(t *testing.T) {
 			}
 		}
 		_, r.err = srv.Write(frame.AppendClose(nil, frame.CodeShutdown, "drained"))
-	}()
+	})
+	const oneWay = 50 * time.Millisecond
+	p, err := testnet.Listen(testnet.Config{Target: addr, Delay: oneWay, Jitter: 5 * time.Millisecond})
+	require.NoError(t, err)
+	defer p.Close()
 
 	nc, err := net.Dial("tcp", p.Addr().String())
 	require.NoError(t, err)
