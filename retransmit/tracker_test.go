@@ -147,6 +147,28 @@ func TestTracker_NothingSentYet(t *testing.T) {
 	assert.Zero(t, w.Len())
 }
 
+// TestTracker_Next: Next is 1 before the first Sent, which may carry any
+// seq, then one past the last recorded; failed Sents, acks and Stop leave it.
+func TestTracker_Next(t *testing.T) {
+	clk := wheel.NewManualClock()
+	w := wheel.New(wheel.WithClock(clk))
+	defer w.Stop()
+	tr, err := retransmit.NewTracker(w, retransmit.Config{Window: 2}, (&recorder{clk: clk}).handlers())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), tr.Next())
+	require.NoError(t, tr.Sent(math.MaxUint64, 0))
+	assert.Equal(t, uint64(0), tr.Next(), "wraps")
+	assert.ErrorIs(t, tr.Sent(5, 0), retransmit.ErrSequence)
+	require.NoError(t, tr.Sent(tr.Next(), 0))
+	assert.ErrorIs(t, tr.Sent(tr.Next(), 0), retransmit.ErrWindowFull)
+	assert.Equal(t, uint64(1), tr.Next())
+	assert.Equal(t, 2, tr.AckedThrough(0, ms))
+	assert.Equal(t, uint64(1), tr.Next())
+	require.True(t, tr.Stop())
+	assert.ErrorIs(t, tr.Sent(tr.Next(), ms), retransmit.ErrStopped)
+	assert.Equal(t, uint64(1), tr.Next())
+}
+
 func TestTracker_SequenceWraps(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
@@ -317,6 +339,9 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 		} else {
 			require.ErrorIs(t, err, retransmit.ErrWindowFull)
 			sentThrough.Store(seq)
+		}
+		if next := tr.Next(); next != seq { // read without the mutex, raced by the expiry under -race
+			require.Equal(t, seq, next)
 		}
 		switch i % 5 {
 		case 0:
