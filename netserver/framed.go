@@ -130,11 +130,10 @@ func (framedProtocol) retransmit(c *Conn) {
 	if c.framed.unacked.len() == 0 {
 		return
 	}
-	s := c.s
 	l := c.claimOutput()
 	l.out = frame.AppendData(l.out, c.framed.rtx.Next()-uint64(c.framed.unacked.len()), c.framed.unacked.front())
-	s.retransmits.Add(1)
-	s.metrics.rto.Observe(c.framed.rtx.Stats().RTO.Seconds())
+	c.s.retransmits.Add(1)
+	c.s.metrics.rto.Observe(c.framed.rtx.Stats().RTO.Seconds())
 }
 
 func (framedProtocol) unacked(c *Conn) (bytes, msgs int) {
@@ -223,11 +222,10 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 				c.closeWith(ReasonProtocol)
 			}
 		case frame.TypeAck:
-			if f.Seq >= c.framed.rtx.Next() {
+			switch first := c.framed.rtx.Next() - uint64(c.framed.unacked.len()); {
+			case f.Seq >= c.framed.rtx.Next():
 				c.closeWith(ReasonProtocol)
-				break
-			}
-			if first := c.framed.rtx.Next() - uint64(c.framed.unacked.len()); f.Seq >= first {
+			case f.Seq >= first:
 				c.framed.rtx.AckedThrough(f.Seq, now)
 				c.framed.unacked.pop(int(f.Seq - first + 1))
 			}

@@ -80,13 +80,12 @@ type Tracker struct {
 	cfg   resolved
 
 	// Everything below mu is guarded by mu: the caller's methods and the
-	// timer's expiry, on the wheel's goroutine, take it; but next is also
-	// read without it by Next, on the goroutine of Sent, its only writer.
+	// timer's expiry, on the wheel's goroutine, take it.
 	mu          sync.Mutex
 	est         Estimator
 	ring        []entry // len is a power of two
 	head        uint64  // lowest unacked seq; == next when nothing is outstanding
-	next        uint64  // seq the next Sent must carry; 1 until the first Sent fixes it
+	next        uint64  // seq the next Sent must carry, 1 before it; only Sent writes it, so Next reads it without mu
 	outstanding int     // unacked messages in [head, next)
 	retransmits uint64
 	armedFirst  int64 // see armedGiveUp
@@ -173,10 +172,9 @@ func (t *Tracker) Sent(seq uint64, now time.Duration) error {
 	return nil
 }
 
-// Next reports the seq the next Sent must carry: 1 before the first Sent
-// (which may carry any), so 0 is free to mean "nothing" in a cumulative ack.
-// Only the goroutine that calls Sent may call Next, and only if no other
-// does (no hook): it reads without the mutex. O(1), inlined.
+// Next reports the seq the next Sent must carry, 1 before the first Sent
+// (which may carry any). It reads without the mutex, so only the goroutine
+// that calls Sent may call it, and only if Sent has no other caller. O(1).
 func (t *Tracker) Next() uint64 { return t.next }
 
 // grow doubles the ring, re-indexing the outstanding span.
