@@ -16,6 +16,7 @@ import (
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -236,25 +237,19 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
 		}
 		o.server = "external"
+		o.known = knownTimeouts(*t, set)
 	}
-	switch proto {
-	case "":
-		o.proto = attack.Raw
-		if o.server == kindNetwheel && !set["payload"] && !set["expect"] && !set["preset"] { // those describe a raw protocol
-			o.proto = attack.Framed
-		}
-	case "raw":
-		o.proto = attack.Raw
-	case "framed":
-		o.proto = attack.Framed
-	default:
-		return nil, fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
+	if err := parseProto(o, proto, set); err != nil {
+		return nil, err
 	}
 	if err := parseExchange(o, payload, expect, preset, set); err != nil {
 		return nil, err
 	}
+	if err := checkNumbers(o, set); err != nil {
+		return nil, err
+	}
 	var err error
-	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0, o.payload != nil || o.expect.Kind != attack.AnswerEcho, t.Handshake > 0); err != nil {
+	if o.scenarios, err = parseScenarios(scen, env(o)); err != nil {
 		return nil, err
 	}
 	if err := checkHostile(o, set); err != nil {
@@ -263,26 +258,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	if o.shardI, o.shardN, err = parseShard(shard, os.Getenv); err != nil {
 		return nil, err
 	}
-	switch {
-	case o.conns < 0:
-		return nil, fmt.Errorf("%w: -conns %d is negative", errUsage, o.conns)
-	case !(o.rate > 0) || o.rate > 1e6:
-		return nil, fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.rate)
-	case o.payload == nil && (o.size < 1 || o.size > frame.DefaultMax-9):
-		return nil, fmt.Errorf("%w: -size %d: want 1 to %d bytes", errUsage, o.size, frame.DefaultMax-9)
-	case o.duration <= 0 || o.duration > 24*time.Hour:
-		return nil, fmt.Errorf("%w: -duration %s: want more than 0 and at most 24h", errUsage, o.duration)
-	case o.churnRate < 0 || o.churnRate > 1e5:
-		return nil, fmt.Errorf("%w: -churn-rate %v: want 0 to 1e5 connections/s", errUsage, o.churnRate)
-	case o.dialConc < 1:
-		return nil, fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, o.dialConc)
-	case t.Slack < 0 || t.Tick < 0:
-		return nil, fmt.Errorf("%w: -slack and -tick must not be negative", errUsage)
-	case o.horizon < t.Slack || o.horizon > time.Hour:
-		return nil, fmt.Errorf("%w: -close-horizon %s: want at least -slack (%s) and at most 1h", errUsage, o.horizon, t.Slack)
-	case o.spread < 0:
-		return nil, fmt.Errorf("%w: -idle-spread %s is negative", errUsage, o.spread)
-	case set["idle-spread"] && t.Idle > 0 && o.spread > t.Idle/2 && (slices.Contains(o.scenarios, attack.Idle) || slices.Contains(o.scenarios, attack.Keepalive)):
+	if set["idle-spread"] && t.Idle > 0 && o.spread > t.Idle/2 && (slices.Contains(o.scenarios, scenario.Idle) || slices.Contains(o.scenarios, scenario.Keepalive)) {
 		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.spread, t.Idle)
 	}
 	if set["metrics"] {
@@ -297,13 +273,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
 	}
 	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
-	if o.plotPath != "" {
-		if ext := filepath.Ext(o.plotPath); ext != ".svg" && ext != ".html" {
-			return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)
-		}
-	}
-	if o.addr != "" {
-		o.known = knownTimeouts(*t, set) // before checkTimeouts, which judges by it
+	if err := checkOutputs(o.jsonPath, o.plotPath); err != nil {
+		return nil, err
 	}
 	if err := checkTimeouts(o); err != nil {
 		return nil, err
@@ -312,6 +283,89 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		o.notes = append(o.notes, assumedTimeouts(o, set)...)
 	}
 	return o, nil
+}
+
+// parseProto sets o.proto from -proto: by default framed for the embedded
+// server, raw with -addr or a raw protocol of the user's (-payload,
+// -expect, -preset).
+func parseProto(o *options, proto string, set map[string]bool) error {
+	switch proto {
+	case "":
+		o.proto = attack.Raw
+		if o.server == kindNetwheel && !set["payload"] && !set["expect"] && !set["preset"] {
+			o.proto = attack.Framed
+		}
+	case "raw":
+		o.proto = attack.Raw
+	case "framed":
+		o.proto = attack.Framed
+	default:
+		return fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
+	}
+	return nil
+}
+
+// maxTimeout bounds every duration flag that describes the server, and
+// the horizon: a run waits for the longest of them, so an absurd one
+// would run until killed.
+const maxTimeout = time.Hour
+
+// checkNumbers rejects numbers no run can use: counts below 1, rates out
+// of range, negative or absurd durations (set: the flags given).
+func checkNumbers(o *options, set map[string]bool) error {
+	t := &o.timeouts
+	for name, d := range map[string]time.Duration{"idle": t.Idle, "keepalive": t.KeepaliveTime, "keepalive-timeout": t.KeepaliveTimeout,
+		"frame-timeout": t.Frame, "handshake": t.Handshake, "rto": t.InitialRTO, "min-rto": t.MinRTO, "max-rto": t.MaxRTO,
+		"give-up": t.GiveUpAfter, "tick": t.Tick, "slack": t.Slack, "idle-spread": o.spread} {
+		if d < 0 || d > maxTimeout {
+			return fmt.Errorf("%w: -%s %s: want 0 to %s (0: the server has none)", errUsage, name, d, maxTimeout)
+		}
+	}
+	switch {
+	case o.conns < 1 || o.conns > 1_000_000:
+		return fmt.Errorf("%w: -conns %d: want 1 to 1000000 connections per scenario", errUsage, o.conns)
+	case t.KeepaliveCount < 0 || t.MaxRetransmits < 0:
+		return fmt.Errorf("%w: -keepalive-count and -max-retransmits must not be negative", errUsage)
+	case !(o.rate > 0) || o.rate > 1e6:
+		return fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.rate)
+	case o.payload == nil && (o.size < 1 || o.size > frame.DefaultMax-9):
+		return fmt.Errorf("%w: -size %d: want 1 to %d bytes", errUsage, o.size, frame.DefaultMax-9)
+	case o.duration <= 0 || o.duration > 24*time.Hour:
+		return fmt.Errorf("%w: -duration %s: want more than 0 and at most 24h", errUsage, o.duration)
+	case o.churnRate < 0 || o.churnRate > 1e5:
+		return fmt.Errorf("%w: -churn-rate %v: want 0 to 1e5 connections/s", errUsage, o.churnRate)
+	case o.dialConc < 1:
+		return fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, o.dialConc)
+	case o.horizon < t.Slack || o.horizon > maxTimeout:
+		return fmt.Errorf("%w: -close-horizon %s: want at least -slack (%s) and at most %s", errUsage, o.horizon, t.Slack, maxTimeout)
+	}
+	return nil
+}
+
+// checkOutputs checks, before the run, that the result files can be
+// written: a run's figures are not lost to a typo in a path found after
+// it. A file that did not exist is left so.
+func checkOutputs(jsonPath, plotPath string) error {
+	if plotPath != "" {
+		if ext := filepath.Ext(plotPath); ext != ".svg" && ext != ".html" {
+			return fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, plotPath)
+		}
+	}
+	for _, p := range []string{jsonPath, plotPath} {
+		if p == "" {
+			continue
+		}
+		_, statErr := os.Stat(p)
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		f.Close()
+		if os.IsNotExist(statErr) {
+			os.Remove(p) // written after the run
+		}
+	}
+	return nil
 }
 
 // presets are -preset's protocols: each message, and what its answer must
@@ -415,10 +469,10 @@ func knownTimeouts(t report.Timeouts, set map[string]bool) *report.Timeouts {
 // assumed.
 func assumedTimeouts(o *options, set map[string]bool) []string {
 	need := map[string][]string{
-		attack.Idle:       {"idle"},
-		attack.Keepalive:  {"keepalive", "keepalive-timeout", "keepalive-count"},
-		attack.Retransmit: {"rto", "min-rto", "max-rto", "max-retransmits", "give-up"},
-		attack.Slowloris:  {"frame-timeout"},
+		scenario.Idle:       {"idle"},
+		scenario.Keepalive:  {"keepalive", "keepalive-timeout", "keepalive-count"},
+		scenario.Retransmit: {"rto", "min-rto", "max-rto", "max-retransmits", "give-up"},
+		scenario.Slowloris:  {"frame-timeout"},
 	}
 	var notes []string
 	for _, s := range o.scenarios {
@@ -438,40 +492,53 @@ func assumedTimeouts(o *options, set map[string]bool) []string {
 	return notes
 }
 
-// parseScenarios parses -scenario; by default (or mixed) it returns every
-// scenario the protocol supports, with connflood only if the server's
-// connection limit is known (limit), with handshake only if the server's
-// handshake timeout is (handshake: -handshake), and raw without slowloris,
-// which needs its request deadline. With a raw protocol of the user's
-// (other: -payload, -expect or -preset), the framed-only scenarios are
-// listed too, and reported not applicable (attack.NotApplicable).
-func parseScenarios(s string, p attack.Proto, limit, other, handshake bool) ([]string, error) {
+// env is what the scenario table needs to know of the run o describes.
+func env(o *options) scenario.Env {
+	e := scenario.Env{Proto: o.proto, External: o.addr != "", EchoAnswers: o.expect.Kind == attack.AnswerEcho,
+		CountedAnswers: o.expect.Counted(), OtherProtocol: o.payload != nil || o.expect.Kind != attack.AnswerEcho,
+		Expect: o.expect.String(), Size: o.size, Handshake: o.timeouts.Handshake, Frame: o.timeouts.Frame, MaxConns: o.maxConns,
+		HostileBytes: o.hostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
+	if o.known != nil {
+		e.Frame = o.known.Frame // an external server's request deadline: only if given
+	}
+	return e
+}
+
+// notApplicable returns why scenario s cannot be judged in the run o
+// describes, or "" (scenario.Spec.NotApplicable).
+func notApplicable(o *options, s string) string { return scenario.Lookup(s).NotApplicable(env(o)) }
+
+// parseScenarios parses -scenario: a comma-separated list, or all (the
+// default; mixed is its old name): every scenario that applies in e and
+// is in the default set (scenario.Spec.InDefault). A scenario named that
+// needs the framed protocol is an error over raw, unless the protocol is
+// the user's own (other), where it is reported not applicable.
+func parseScenarios(s string, e scenario.Env) ([]string, error) {
 	var out []string
-	if s == "" || s == "mixed" {
-		for _, n := range attack.All {
-			rawOnly := p != attack.Framed && !other && (attack.FramedOnly(n) || n == attack.Slowloris)
-			if !rawOnly && (n != attack.Connflood || limit) && (n != attack.Handshake || handshake) {
-				out = append(out, n)
+	if s == "" || s == "all" || s == "mixed" {
+		for i := range scenario.All {
+			if sp := &scenario.All[i]; sp.InDefault(e) {
+				out = append(out, sp.Name)
 			}
 		}
 		return out, nil
 	}
 	for _, n := range strings.Split(s, ",") {
 		n = strings.TrimSpace(n)
+		sp := scenario.Lookup(n)
 		switch {
-		case n == "mixed":
-			return nil, fmt.Errorf("%w: -scenario mixed means all; do not combine it with others", errUsage)
-		case !slices.Contains(attack.All, n):
-			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, handshake, keepalive, retransmit, slowloris, churn, nonreader, splitter, pingflood, connflood, garbage or mixed", errUsage, n)
-		case attack.FramedOnly(n) && p != attack.Framed && !other:
+		case n == "all" || n == "mixed":
+			return nil, fmt.Errorf("%w: -scenario all means every scenario that applies; do not combine it with others", errUsage)
+		case sp == nil:
+			return nil, fmt.Errorf("%w: -scenario %q: want all or some of %s", errUsage, n, strings.Join(scenario.Names(), ", "))
+		case sp.Framed && e.Proto != scenario.Framed && !e.OtherProtocol:
 			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
 		case slices.Contains(out, n):
 			return nil, fmt.Errorf("%w: -scenario %s given twice", errUsage, n)
 		}
 		out = append(out, n)
 	}
-	// Report order, whatever the order given.
-	slices.SortFunc(out, func(a, b string) int { return slices.Index(attack.All, a) - slices.Index(attack.All, b) })
+	slices.SortFunc(out, func(a, b string) int { return scenario.Index(a) - scenario.Index(b) })
 	return out, nil
 }
 
@@ -493,30 +560,30 @@ func checkTimeouts(o *options) error {
 		known = *o.known
 	}
 	switch {
-	case has(attack.Handshake) && t.Handshake == 0:
+	case has(scenario.Handshake) && t.Handshake == 0:
 		return fmt.Errorf("%w: the handshake scenario needs -handshake > 0, the server's handshake timeout", errUsage)
-	case has(attack.Handshake) && known.Idle > 0 && t.Handshake >= known.Idle:
+	case has(scenario.Handshake) && known.Idle > 0 && t.Handshake >= known.Idle:
 		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below -idle (%s), or its silent connections die idle", errUsage, t.Handshake, known.Idle)
-	case has(attack.Handshake) && o.proto == attack.Framed && known.DeadPeerAfter() > 0 && t.Handshake >= known.DeadPeerAfter():
+	case has(scenario.Handshake) && o.proto == attack.Framed && known.DeadPeerAfter() > 0 && t.Handshake >= known.DeadPeerAfter():
 		// A PONG is a frame, which would complete the handshake: the
 		// silent connections do not answer PINGs.
 		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below keepalive + count x timeout (%s), or its silent connections die as dead peers", errUsage, t.Handshake, known.DeadPeerAfter())
-	case has(attack.Idle) && t.Idle == 0:
+	case has(scenario.Idle) && t.Idle == 0:
 		return fmt.Errorf("%w: the idle scenario needs -idle > 0", errUsage)
-	case has(attack.Keepalive) && (t.KeepaliveTime == 0 || t.KeepaliveTimeout == 0):
+	case has(scenario.Keepalive) && (t.KeepaliveTime == 0 || t.KeepaliveTimeout == 0):
 		return fmt.Errorf("%w: the keepalive scenario needs -keepalive and -keepalive-timeout > 0", errUsage)
-	case has(attack.Keepalive) && t.Idle > 0 && t.DeadPeerAfter() >= t.Idle:
+	case has(scenario.Keepalive) && t.Idle > 0 && t.DeadPeerAfter() >= t.Idle:
 		return fmt.Errorf("%w: the keepalive scenario needs keepalive + count x timeout (%s) below -idle (%s), or silent peers die idle", errUsage, t.DeadPeerAfter(), t.Idle)
-	case t.Handshake > 0 && has(attack.Echo) && !o.closed && firstSend(o.rate, 1) >= t.Handshake:
+	case t.Handshake > 0 && has(scenario.Echo) && !o.closed && firstSend(o.rate, 1) >= t.Handshake:
 		return fmt.Errorf("%w: echo's connections send their first message up to 1/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
 			errUsage, firstSend(o.rate, 1), t.Handshake)
-	case t.Handshake > 0 && has(attack.Splitter) && firstSend(o.rate, 3) >= t.Handshake:
+	case t.Handshake > 0 && has(scenario.Splitter) && firstSend(o.rate, 3) >= t.Handshake:
 		return fmt.Errorf("%w: splitter's connections send their first write up to 3/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
 			errUsage, firstSend(o.rate, 3), t.Handshake)
-	case has(attack.Slowloris) && t.Frame == 0:
+	case has(scenario.Slowloris) && t.Frame == 0:
 		return fmt.Errorf("%w: the slowloris scenario needs -frame-timeout > 0", errUsage)
 	}
-	if has(attack.Retransmit) {
+	if has(scenario.Retransmit) {
 		_, giveUp, err := attack.Ladder(t)
 		if err != nil {
 			return fmt.Errorf("%w: retransmit flags: %v", errUsage, err)
@@ -566,7 +633,7 @@ func checkHostile(o *options, set map[string]bool) error {
 	case o.serverPID > 0 && o.addr == "":
 		return fmt.Errorf("%w: -server-pid names an external server's process and needs -addr (an embedded server is this process)", errUsage)
 	}
-	if slices.Contains(o.scenarios, attack.Connflood) {
+	if slices.Contains(o.scenarios, scenario.Connflood) {
 		if o.maxConns == 0 {
 			return fmt.Errorf("%w: the connflood scenario needs -max-conns, the server's connection limit", errUsage)
 		}

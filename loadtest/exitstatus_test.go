@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"os"
 	"os/exec"
 	"testing"
@@ -43,4 +44,10 @@ func TestMain_ExitStatus(t *testing.T) {
 			assert.Equal(t, tt.want, code, "output:\n%s", out)
 		})
 	}
+}
+
+// verdict judges one scenario's figures alone and returns its failed
+// checks' lines.
+func verdict(s *report.Scenario) []string {
+	return (&report.Result{Scenarios: []*report.Scenario{s}}).Judge().Scenario(s.Name).Lines()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"maps"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -73,7 +73,7 @@ func TestMemoryBound(t *testing.T) {
 	assert.Zero(t, b.UnackedLimit, "raw: no acknowledgements")
 	assert.Equal(t, 1100, b.Other, "connflood runs alone: its own count")
 	assert.Equal(t, int64(4*(1<<20)+1100*perOtherConn+(8<<20)), b.Total())
-	assert.Equal(t, 1100, p.conns[attack.Connflood])
+	assert.Equal(t, 1100, p.conns[scenario.Connflood])
 }
 
 func TestMemSampler(t *testing.T) {
@@ -118,13 +118,13 @@ func TestMemSampler(t *testing.T) {
 	assert.Equal(t, int64(111<<20), got.Peak)
 	assert.Equal(t, int64(90<<20), got.End, "stop takes a last reading")
 	assert.True(t, got.Stopped)
-	assert.Len(t, got.Verdict(), 1)
+	assert.Len(t, (&report.Result{Memory: got}).Judge().Memory, 1)
 
 	failing := func(context.Context) (int64, error) { return 0, errors.New("gone") }
 	m = &report.Memory{}
 	got = startSampler(context.Background(), failing, m, time.Millisecond).stop()
 	assert.Contains(t, got.Err, "could not be read: gone")
-	assert.Empty(t, got.Verdict(), "nothing to judge")
+	assert.Empty(t, (&report.Result{Memory: got}).Judge().Memory, "nothing to judge")
 
 	o, err := parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "nonreader"}, io.Discard)
 	require.NoError(t, err)
@@ -171,13 +171,13 @@ func TestEndToEnd_HostileAgainstPlainEcho(t *testing.T) {
 	assert.Positive(t, sp.Sent)
 	assert.Equal(t, sp.Sent, sp.Recv)
 	assert.Zero(t, sp.Mismatch)
-	assert.Empty(t, sp.Verdict())
+	assert.Empty(t, verdict(sp))
 	g := r.Scenario("garbage")
 	assert.Equal(t, 1, g.Held())
-	assert.Empty(t, g.Verdict())
-	assert.NotEmpty(t, g.NotApplicable())
+	assert.Empty(t, verdict(g))
+	assert.NotEmpty(t, g.NotApplicable)
 	assert.Contains(t, out, "[garbage] not applicable")
-	assert.Equal(t, 2, r.Failures(), "the nonreader and the memory")
+	assert.Equal(t, 2, r.Judge().Failures, "the nonreader and the memory")
 }
 
 // TestEndToEnd_HostileAgainstNetwheel: netserver closes a non-reader
@@ -197,8 +197,8 @@ func TestEndToEnd_HostileAgainstNetwheel(t *testing.T) {
 	assert.Zero(t, sp.Mismatch)
 	g := r.Scenario("garbage")
 	assert.Equal(t, 3, g.ServerClosed)
-	assert.Equal(t, 1, g.Roles[attack.GarbageHugeLength].Ends["frame_too_large"], "%v", g.Roles[attack.GarbageHugeLength].Ends)
-	assert.Equal(t, 1, g.Roles[attack.GarbageBadType].Ends["protocol_error"], "%v", g.Roles[attack.GarbageBadType].Ends)
+	assert.Equal(t, 1, g.Roles[scenario.GarbageHugeLength].Ends["frame_too_large"], "%v", g.Roles[scenario.GarbageHugeLength].Ends)
+	assert.Equal(t, 1, g.Roles[scenario.GarbageBadType].Ends["protocol_error"], "%v", g.Roles[scenario.GarbageBadType].Ends)
 	require.NotNil(t, r.Memory)
 	assert.LessOrEqual(t, r.Memory.Growth(), r.Memory.Bound.Total())
 	require.NotNil(t, r.Server)

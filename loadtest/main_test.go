@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"os"
 	"path/filepath"
@@ -94,7 +95,7 @@ func TestParseFlags_Defaults(t *testing.T) {
 		"every scenario but connflood, which needs the server's connection limit")
 	o, err = parseFlags([]string{"-max-conns", "3000"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, slices.DeleteFunc(slices.Clone(attack.All), func(s string) bool { return s == attack.Handshake }), o.scenarios,
+	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake }), o.scenarios,
 		"with a limit, connflood too (handshake needs -handshake)")
 	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
@@ -191,8 +192,8 @@ func e2e(t *testing.T, args ...string) (*report.Result, string) {
 	require.NoError(t, err)
 	// The exit status (1 for errJudged, 3 for errStarved) says what the
 	// report's last line says.
-	assert.Equal(t, r.Failures() > 0, errors.Is(runErr, errJudged), "run error %v, report:\n%s", runErr, out.String())
-	assert.Equal(t, r.Failures() == 0 && r.NotJudged() > 0, errors.Is(runErr, errStarved), "run error %v, report:\n%s", runErr, out.String())
+	assert.Equal(t, r.Judge().Failures > 0, errors.Is(runErr, errJudged), "run error %v, report:\n%s", runErr, out.String())
+	assert.Equal(t, r.Judge().Failures == 0 && r.Judge().NotJudged > 0, errors.Is(runErr, errStarved), "run error %v, report:\n%s", runErr, out.String())
 	require.NotNil(t, r.SelfLag, "the harness measured its own lag")
 	assert.Positive(t, r.SelfLag.Lag.Count())
 	// loadtest report of the result exits as the run did.
@@ -223,17 +224,17 @@ func checkReaped(t *testing.T, r *report.Result, name string, slack, within time
 	t.Helper()
 	s := r.Scenario(name)
 	require.NotNil(t, s)
-	assert.Zero(t, s.Early, "%s: early closes", s.Name)
-	assert.Zero(t, s.NeverReaped, "%s", s.Name)
-	assert.GreaterOrEqual(t, s.ReapError.Min(), -int64(time.Millisecond), "%s", s.Name)
-	assert.LessOrEqual(t, s.ReapError.Max(), int64(slack+2*r.SelfLag.Stalled), "%s: lost to the machine %v", s.Name, r.SelfLag.Stalled)
+	assert.Zero(t, s.Closes.Early, "%s: early closes", s.Name)
+	assert.Zero(t, s.Closes.Never, "%s", s.Name)
+	assert.GreaterOrEqual(t, s.Closes.FromStart.Min(), -int64(time.Millisecond), "%s", s.Name)
+	assert.LessOrEqual(t, s.Closes.FromStart.Max(), int64(slack+2*r.SelfLag.Stalled), "%s: lost to the machine %v", s.Name, r.SelfLag.Stalled)
 	if !starved(r, within) {
-		assert.Equal(t, s.Opened, s.Expected, "%s: every connection expects a close", s.Name)
-		assert.Equal(t, s.Expected, s.Reaped+s.Late, "%s: all reaped for the right reason", s.Name)
+		assert.Equal(t, s.Opened, s.Closes.Expected, "%s: every connection expects a close", s.Name)
+		assert.Equal(t, s.Closes.Expected, s.Closes.OnTime+s.Closes.Late, "%s: all reaped for the right reason", s.Name)
 		return
 	}
-	assert.Positive(t, s.Reaped+s.Late, "%s: reaped for the right reason", s.Name)
-	for reason := range s.WrongReason {
+	assert.Positive(t, s.Closes.OnTime+s.Closes.Late, "%s: reaped for the right reason", s.Name)
+	for reason := range s.Closes.OtherReason {
 		assert.Equal(t, "dead_peer", reason, "%s: closed for another reason than the harness's lateness explains", s.Name)
 	}
 }
@@ -266,9 +267,9 @@ func TestEndToEnd_ServerWithoutTimersNeverReaps(t *testing.T) {
 	r, out := e2e(t, "-addr", addr, "-scenario", "idle", "-conns", "10", "-duration", "200ms",
 		"-idle", "200ms", "-slack", "100ms", "-close-horizon", "400ms")
 	s := r.Scenario("idle")
-	assert.Equal(t, 10, s.NeverReaped, "a server without timers never reaps")
+	assert.Equal(t, 10, s.Closes.Never, "a server without timers never reaps")
 	assert.Equal(t, 400*time.Millisecond, s.Horizon)
-	if r.NotJudged() == 0 { // else the machine starved the harness: exit status 3, checked by e2e
+	if r.Judge().NotJudged == 0 { // else the machine starved the harness: exit status 3, checked by e2e
 		assert.Contains(t, out, "CHECK")
 	}
 	assert.Contains(t, out, "10 of 10 not closed within 400ms (the horizon) of their deadline")
@@ -290,9 +291,9 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	}
 	idle := r.Scenario("idle")
 	checkReaped(t, r, "idle", 300*time.Millisecond, within)
-	assert.Equal(t, uint64(idle.Expected), idle.ReapErrorAck.Count(), "framed: every idle connection's ACK was seen")
-	assert.GreaterOrEqual(t, idle.AckDelay.Min(), int64(0), "the ACK comes after the send")
-	assert.LessOrEqual(t, idle.ReapErrorAck.Max(), idle.ReapError.Max(), "measured from the later ACK, the error is smaller")
+	assert.Equal(t, uint64(idle.Closes.Expected), idle.Closes.FromEnd.Count(), "framed: every idle connection's ACK was seen")
+	assert.GreaterOrEqual(t, idle.Closes.Window.Min(), int64(0), "the ACK comes after the send")
+	assert.LessOrEqual(t, idle.Closes.FromEnd.Max(), idle.Closes.FromStart.Max(), "measured from the later ACK, the error is smaller")
 	assert.Contains(t, out, "close error from the server's answer")
 	assert.Contains(t, out, "quiet connections: all 30 open", "20 idle and 10 silent wait at the barrier")
 	checkReaped(t, r, "slowloris", 300*time.Millisecond, within)
@@ -311,9 +312,9 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	assert.Positive(t, k.Pings)
 	if !starved(r, within) {
 		assert.Equal(t, 10, k.Survived, "survivors answer pings and stay")
-		assert.Equal(t, 10, k.Reaped, "silent ones are closed as dead peers")
+		assert.Equal(t, 10, k.Closes.OnTime, "silent ones are closed as dead peers")
 	} else {
-		assert.Positive(t, k.Reaped, "silent ones are closed as dead peers")
+		assert.Positive(t, k.Closes.OnTime, "silent ones are closed as dead peers")
 	}
 	assert.Zero(t, r.Server.Open)
 	assert.Zero(t, r.Server.TimersPending)
@@ -330,7 +331,7 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	cd := r.CloseDelay
 	require.NotNil(t, cd, out)
 	assert.Equal(t, report.CloseDelayMetric, cd.Metric)
-	assert.Equal(t, uint64(idle.Reaped), cd.Count, "one close delay per idle reap")
+	assert.Equal(t, uint64(idle.Closes.OnTime), cd.Count, "one close delay per idle reap")
 	p99, ok := cd.Quantile(0.99)
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, p99, 0.0)

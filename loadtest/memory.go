@@ -12,6 +12,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
 
 // This file watches the server's resident memory while hostile scenarios
@@ -85,8 +86,8 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 	other := 0
 	for s, n := range p.conns {
 		switch {
-		case s == attack.Connflood:
-		case attack.FillsOutput(s):
+		case s == scenario.Connflood:
+		case scenario.Lookup(s).FillsOutput:
 			if n > 0 {
 				b.Filling[s] = n
 			}
@@ -94,10 +95,10 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 			other += n
 		}
 	}
-	if hasScenario(o, attack.Churn) {
+	if hasScenario(o, scenario.Churn) {
 		other += churnConns(p.churn)
 	}
-	b.Other = max(other, p.conns[attack.Connflood])
+	b.Other = max(other, p.conns[scenario.Connflood])
 	return b
 }
 
@@ -187,7 +188,7 @@ func (s *memSampler) stop() *report.Memory {
 // anyHostile reports whether the run has a hostile scenario.
 func anyHostile(o *options) bool {
 	for _, s := range o.scenarios {
-		if attack.Hostile(s) {
+		if scenario.Lookup(s).Hostile {
 			return true
 		}
 	}

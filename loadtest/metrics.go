@@ -323,7 +323,7 @@ func startRemoteCheck(ctx context.Context, target, ns string) (*remoteCheck, err
 
 // finish reads the endpoint again after the run, every metricsPoll until
 // nothing looks leaked or metricsSettle has passed, and records the
-// figures in res: res.Remote, a LEAK? limit line like embedded mode's, and
+// figures in res: res.Remote, a leak (res.Leaks) like embedded mode's, and
 // notes for metrics the server does not expose and runs too small for the
 // tolerances. opened is the number of connections the run opened.
 func (c *remoteCheck) finish(res *report.Result, opened int) {
@@ -378,7 +378,7 @@ poll:
 		}
 	}
 	if len(leaks) > 0 {
-		res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server (%s) still has %s %s after every client closed",
+		res.Leaks = append(res.Leaks, fmt.Sprintf("the server (%s) still has %s %s after every client closed",
 			c.target, strings.Join(leaks, ", "), rm.Settled.Round(time.Millisecond)))
 	}
 	if len(missing) > 0 {

@@ -166,7 +166,7 @@ func TestEndToEnd_ExternalMetricsNoLeak(t *testing.T) {
 	assert.NotContains(t, out, "leak check: not done")
 	assert.Contains(t, out, "all 2 scenarios ok")
 	require.NotNil(t, r.CloseDelay, "read from the same endpoint")
-	assert.Equal(t, uint64(r.Scenario("idle").Reaped), r.CloseDelay.Count, "this run's idle reaps")
+	assert.Equal(t, uint64(r.Scenario("idle").Closes.OnTime), r.CloseDelay.Count, "this run's idle reaps")
 	assert.Contains(t, out, "server's own close delay (from its deadline to its close call, netwheel_timeout_close_delay_seconds): 20 timeout closes, p50 <= ")
 
 	_, out = e2e(t, "-addr", addr, "-proto", "framed", "-scenario", "echo", "-conns", "4", "-duration", "200ms")
@@ -191,7 +191,7 @@ func TestEndToEnd_ExternalMetricsNamespace(t *testing.T) {
 	}
 	require.NotNil(t, r.CloseDelay, out)
 	assert.Equal(t, "edge_timeout_close_delay_seconds", r.CloseDelay.Metric)
-	assert.Equal(t, uint64(r.Scenario("idle").Reaped), r.CloseDelay.Count, "this run's idle reaps")
+	assert.Equal(t, uint64(r.Scenario("idle").Closes.OnTime), r.CloseDelay.Count, "this run's idle reaps")
 	assert.NotContains(t, out, "not exposed")
 
 	r, out = e2e(t, args...)

@@ -19,6 +19,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/lag"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
 
 // embeddedServer is the netwheel server a run without -addr drives
@@ -49,13 +50,13 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
 	total := 0
 	for _, s := range o.scenarios {
-		if s == attack.Churn || s == attack.Connflood {
+		if s == scenario.Churn || s == scenario.Connflood {
 			continue
 		}
 		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
 		total += p.conns[s]
 	}
-	if hasScenario(o, attack.Churn) {
+	if hasScenario(o, scenario.Churn) {
 		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
 	}
 	perConn, reserve := 1, 100
@@ -77,23 +78,23 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
 			fdLimit, perConn, got, total, way))
 	}
-	if hasScenario(o, attack.Connflood) {
+	if hasScenario(o, scenario.Connflood) {
 		// connflood runs alone, after the others: its own budget.
-		n := shareOf(requested(o, attack.Connflood), o.shardI, o.shardN)
+		n := shareOf(requested(o, scenario.Connflood), o.shardI, o.shardN)
 		if n > budget {
 			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); connflood opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
 				fdLimit, perConn, budget, n, way))
 			n = budget
 		}
-		p.conns[attack.Connflood] = n
+		p.conns[scenario.Connflood] = n
 	}
 	total = 0
 	for s, n := range p.conns {
-		if s != attack.Connflood {
+		if s != scenario.Connflood {
 			total += n
 		}
 	}
-	total = max(total, p.conns[attack.Connflood])
+	total = max(total, p.conns[scenario.Connflood])
 	if usable := ports * 9 / 10; total > usable {
 		if loopback {
 			k := (total + usable - 1) / usable
@@ -115,41 +116,18 @@ func requested(o *options, s string) int {
 		return 0
 	}
 	switch s {
-	case attack.Nonreader:
+	case scenario.Nonreader:
 		return o.nonreaders
-	case attack.Splitter:
+	case scenario.Splitter:
 		return o.splitters
-	case attack.Pingflood:
+	case scenario.Pingflood:
 		return o.pingflooders
-	case attack.Garbage:
+	case scenario.Garbage:
 		return o.garbageConns
-	case attack.Connflood:
+	case scenario.Connflood:
 		return o.floodConns
 	}
 	return o.conns
-}
-
-// notApplicable returns why scenario s cannot be judged in the run o
-// describes, or "": the protocol's reasons (attack.NotApplicable), and
-// what is not known of the server: an external server's handshake timeout
-// not given (-handshake), a raw server's request deadline (an external
-// one's not given with -frame-timeout; the embedded raw echo server has
-// none).
-func notApplicable(o *options, s string) string {
-	if why := attack.NotApplicable(s, o.proto, o.expect); why != "" {
-		return why
-	}
-	switch {
-	case s == attack.Handshake && o.addr != "" && o.timeouts.Handshake == 0:
-		return "the server's handshake timeout is not known: give it with -handshake (how long after it opened a connection that sends nothing is closed)"
-	case s == attack.Slowloris && o.proto == attack.Raw && o.addr == "":
-		return "the embedded raw echo server has no request deadline (netserver has one only with HandlerMarks, a handler that marks its requests)"
-	case s == attack.Slowloris && o.proto == attack.Raw && (o.known == nil || o.known.Frame == 0):
-		return "the server's request deadline is not known: give it with -frame-timeout (how long after its first byte an incomplete message is cut off)"
-	case s == attack.Slowloris && o.proto == attack.Raw && o.size < 2:
-		return "slowloris trickles a message without its last byte, and a message of 1 byte has none to hold back"
-	}
-	return ""
 }
 
 func hasScenario(o *options, s string) bool {
@@ -184,10 +162,38 @@ func hardBound(o *options) time.Duration {
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, t.Handshake, giveUp)
 	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
-	if hasScenario(o, attack.Connflood) {
+	if hasScenario(o, scenario.Connflood) {
 		d += o.barrier + o.floodHold // after the others: its dials, then the hold
 	}
 	return d
+}
+
+// newFigures returns the empty figures of each scenario of o, as the
+// scenario table describes them.
+func newFigures(o *options) map[string]*report.Scenario {
+	figs := map[string]*report.Scenario{}
+	ladder, giveUp, _ := attack.Ladder(o.timeouts)
+	for _, s := range o.scenarios {
+		sp := scenario.Lookup(s)
+		f := report.NewScenario(s, sp.Expect)
+		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.proto.String(), notApplicable(o, s), o.horizon
+		f.AnswerWait, f.DialWait = attack.DefaultAnswerWait, attack.DialTimeout
+		switch s {
+		case scenario.Retransmit:
+			f.Ladder, f.GiveUpAt = ladder, giveUp
+		case scenario.Connflood:
+			f.Limit = o.maxConns
+		case scenario.Nonreader:
+			f.FloodBytes = o.hostileBytes
+		}
+		if sp.FillsOutput {
+			// The floods' sending window, and the drain after it, in which
+			// a close may first be seen.
+			f.CloseWithin = o.duration + attack.HostileDrain
+		}
+		figs[s] = f
+	}
+	return figs
 }
 
 func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
@@ -229,7 +235,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		}
 	}
 	for _, s := range o.scenarios {
-		if s != attack.Churn {
+		if s != scenario.Churn {
 			res.Config.Conns[s] = requested(o, s)
 		}
 	}
@@ -263,30 +269,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		res.Notes = append(res.Notes, "leak check: not done; give -metrics with the server's Prometheus endpoint to check that no connection, timer, open file or goroutine leaked on it")
 	}
 
-	figs := map[string]*report.Scenario{}
-	ladder, giveUp, _ := attack.Ladder(o.timeouts)
-	for _, s := range o.scenarios {
-		figs[s] = report.NewScenario(s)
-		figs[s].Hostile = attack.Hostile(s)
-		figs[s].Proto = o.proto.String()
-		figs[s].Unjudged = notApplicable(o, s)
-		figs[s].Horizon = o.horizon
-		figs[s].AnswerWait, figs[s].DialWait = attack.DefaultDrain, attack.DialTimeout
-		switch s {
-		case attack.Retransmit:
-			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp
-		case attack.Connflood:
-			figs[s].Limit = o.maxConns
-		case attack.Nonreader, attack.Pingflood:
-			// The floods' sending window, and the drain after it, in which
-			// a close may first be seen.
-			figs[s].CloseWithin = o.duration + attack.HostileDrain
-		}
-		if s == attack.Nonreader && figs[s].Unjudged == "" {
-			figs[s].Unjudged = nonreaderUnjudged(o)
-			figs[s].FloodBytes = o.hostileBytes
-		}
-	}
+	figs := newFigures(o)
 	var ms *memSampler
 	if anyHostile(o) {
 		ms = startMemSampler(ctx, o, memoryBound(o, p))
@@ -298,7 +281,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	actx, cancel := context.WithTimeout(ctx, hardBound(o))
 	mon := lag.Start(o.serverPID)
 	res.Start = time.Now()
-	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) { figs[r.Scenario].Add(r, o.timeouts) })
+	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) {
+		figs[r.Scenario].Add(r, o.timeouts, scenario.Lookup(r.Scenario).Expects(r.Role))
+	})
 	if cfg.FINs != nil {
 		cfg.FINs.Close() // before the leak check counts goroutines and files
 	}
@@ -309,7 +294,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	stopProgress()
 	if ms != nil {
 		res.Memory = ms.stop()
-		if nr := figs[attack.Nonreader]; nr != nil && res.Memory.Stopped {
+		if nr := figs[scenario.Nonreader]; nr != nil && res.Memory.Stopped {
 			nr.FloodStoppedOpen = nr.FloodCut // their floods ended at the memory verdict, not with the window
 		}
 	}
@@ -364,7 +349,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		st.PeakOpen = max(st.PeakOpen, srvPeak)
 		res.Server = &st
 		if st.Open > 0 || st.TimersPending > 0 {
-			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
+			res.Leaks = append(res.Leaks, fmt.Sprintf("the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
 		}
 		if res.CloseDelay, err = handlerCloseDelay(srv.MetricsHandler()); err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
@@ -529,30 +514,3 @@ func openFINs(target string) (*fincap.Capture, string, error) {
 	}
 	return c, "", nil
 }
-
-// nonreaderUnjudged says why the nonreader check cannot be made with o, or
-// "": a flood no larger than the output limit the server is taken to
-// enforce (-output-limit; framed, -unacked-limit too, if smaller) need not
-// make a correct server close the non-readers.
-func nonreaderUnjudged(o *options) string {
-	limit, flag, above := o.outputLimit, "-output-limit", int64(kernelBuffering)
-	if o.proto == attack.Framed && o.unackedLimit > 0 && o.unackedLimit < limit {
-		// Unacknowledged bytes count from the send, kernel buffers included.
-		limit, flag, above = o.unackedLimit, "-unacked-limit", 0
-	}
-	if limit <= 0 || o.hostileBytes > limit+above {
-		return ""
-	}
-	buffers := ""
-	if above > 0 {
-		buffers = " plus " + report.MiB(above) + " the kernels' buffers may hold"
-	}
-	return fmt.Sprintf("-hostile-bytes %s is not above the server's limit %s (%s)%s, so a correct server need not close the non-readers",
-		report.MiB(o.hostileBytes), report.MiB(limit), flag, buffers)
-}
-
-// kernelBuffering is what the client's send buffer and the server's
-// receive and send buffers may hold of a non-reader's flood on loopback,
-// beyond what the server queues: a raw server need not close a non-reader
-// whose flood is no larger than its output limit and this.
-const kernelBuffering = 8 << 20

@@ -27,49 +27,19 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/pacer"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
 
 // Proto is the wire protocol the clients speak.
-type Proto uint8
+type Proto = scenario.Proto
 
 // Protocols.
 const (
-	Raw    Proto = iota // bytes echoed back as they are
-	Framed              // docs/protocol.md
+	Raw    = scenario.Raw
+	Framed = scenario.Framed
 )
-
-func (p Proto) String() string {
-	if p == Framed {
-		return "framed"
-	}
-	return "raw"
-}
-
-// Scenario names.
-const (
-	Echo       = "echo"
-	Idle       = "idle"
-	Keepalive  = "keepalive"
-	Retransmit = "retransmit"
-	Slowloris  = "slowloris"
-	Churn      = "churn"
-	// Handshake opens connections that send nothing, not even an answer
-	// to a PING: the server's handshake timeout (Timeouts.Handshake) must
-	// close them.
-	Handshake = "handshake"
-)
-
-// All lists every scenario, in report order: the polite ones, then the
-// hostile ones (hostile.go).
-var All = []string{Echo, Idle, Handshake, Keepalive, Retransmit, Slowloris, Churn, Nonreader, Splitter, Pingflood, Connflood, Garbage}
-
-// FramedOnly reports whether scenario needs the framed protocol.
-// Slowloris does not: over raw it trickles one message (see slowloris).
-func FramedOnly(scenario string) bool {
-	return scenario == Keepalive || scenario == Retransmit || scenario == Pingflood
-}
 
 // Config is one attack. Conns are this process's share (after sharding).
 type Config struct {
@@ -91,7 +61,7 @@ type Config struct {
 	ChurnRate       float64       // churn connections/s
 	Timeouts        report.Timeouts
 	DialConcurrency int           // dials in flight at once (0: 128)
-	Drain           time.Duration // how long to wait for outstanding echoes (0: DefaultDrain)
+	AnswerWait      time.Duration // how long an answer is waited for before its message counts as lost (0: DefaultAnswerWait)
 	// IdleSpread is the window over which the quiet connections (idle, and
 	// keepalive's silent half) send their last message, evenly: connection i
 	// of n sends at release + IdleSpread*i/n, where release is when every
@@ -128,12 +98,12 @@ type Config struct {
 	CloseHorizon time.Duration
 }
 
-// Waits of the harness: the default Config.Drain, how long an answer is
-// waited for before the message counts as lost, and how long a dial may
+// Waits of the harness: how long an answer is waited for before its
+// message counts as lost (Config.AnswerWait 0), and how long a dial may
 // take.
 const (
-	DefaultDrain = 2 * time.Second
-	DialTimeout  = 5 * time.Second
+	DefaultAnswerWait = 2 * time.Second
+	DialTimeout       = 5 * time.Second
 )
 
 // Barrier is how the quiet connections' barrier ended.
@@ -351,7 +321,7 @@ func newTurns(b *barrier, cfg Config) *turns {
 	for _, s := range cfg.Scenarios {
 		n := cfg.Conns[s]
 		for i := range n {
-			if !isQuiet(s, i) {
+			if !scenario.Lookup(s).Quiet(i) {
 				continue
 			}
 			if t.ch[s] == nil {
@@ -416,12 +386,6 @@ var testPauseSender func(sent uint64)
 // testDialDelay, set only by tests, delays connection i of scenario's dial.
 var testDialDelay func(scenario string, i int) time.Duration
 
-// isQuiet reports whether connection i of scenario s waits at the barrier
-// and sends its last message on the spread schedule.
-func isQuiet(s string, i int) bool {
-	return s == Idle || (s == Keepalive && i%2 == 1)
-}
-
 // Run performs the attack and returns when every connection has ended:
 // each scenario bounds its own time, and ctx ends everything early. Every
 // scenario runs at once, but connflood, which runs alone afterwards. emit
@@ -431,8 +395,8 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	if cfg.DialConcurrency <= 0 {
 		cfg.DialConcurrency = 128
 	}
-	if cfg.Drain <= 0 {
-		cfg.Drain = DefaultDrain
+	if cfg.AnswerWait <= 0 {
+		cfg.AnswerWait = DefaultAnswerWait
 	}
 	if cfg.BarrierTimeout <= 0 {
 		cfg.BarrierTimeout = 10 * time.Second
@@ -462,7 +426,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	var mu sync.Mutex
 	r.emit = func(cr report.ConnResult) { mu.Lock(); emit(cr); mu.Unlock() }
 	for _, s := range cfg.Scenarios {
-		if s == Retransmit {
+		if s == scenario.Retransmit {
 			var err error
 			if r.ladder, r.giveUp, err = Ladder(cfg.Timeouts); err != nil {
 				return Outcome{}, fmt.Errorf("attack: retransmit settings: %w", err)
@@ -472,7 +436,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	quiet := 0
 	for _, s := range cfg.Scenarios {
 		for i := range cfg.Conns[s] {
-			if isQuiet(s, i) {
+			if scenario.Lookup(s).Quiet(i) {
 				quiet++
 			}
 		}
@@ -494,19 +458,19 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		rec := &recorder{}
 		r.outcome.Latency[s] = &rec.h
 		switch s {
-		case Churn:
+		case scenario.Churn:
 			wg.Go(func() { r.churn(ctx, rec) })
 			continue
-		case Connflood:
+		case scenario.Connflood:
 			flood = true // alone, afterwards
 			continue
-		case Echo, Splitter:
+		case scenario.Echo, scenario.Splitter:
 			r.mu.Lock() // churn, started before, writes its own
 			r.outcome.Elapsed[s] = cfg.Duration
 			r.mu.Unlock()
 		}
 		for i := range n {
-			role := roleOf(s, cfg.Proto, i)
+			role := scenario.Lookup(s).Role(cfg.Proto, i)
 			wg.Go(func() { r.conn(ctx, s, role, i, n, rec) })
 		}
 	}
@@ -569,25 +533,6 @@ func (e *echoes) onEcho(k uint64, at time.Time) {
 // flush records what is left of the batch; call it after the reader is done.
 func (e *echoes) flush() { e.rec.flush(e.batch) }
 
-// roleOf returns the role of connection i of scenario s.
-func roleOf(s string, p Proto, i int) string {
-	switch s {
-	case Keepalive:
-		if i%2 == 1 {
-			return "silent"
-		}
-		return "survivor"
-	case Pingflood:
-		if i%2 == 1 {
-			return RoleNotReading
-		}
-		return RoleReading
-	case Garbage:
-		return garbageRole(p, i)
-	}
-	return s
-}
-
 // dial opens a connection; rcvBuf > 0 asks for that receive buffer before
 // connecting (where the system allows), so that the window the server sees
 // is small from the start. It returns the dial time (dialFrom returns its
@@ -627,18 +572,19 @@ func (r *run) dialFrom(ctx context.Context, rcvBuf int) (net.Conn, time.Time, ti
 
 // conn runs one connection of a scenario in the given role and emits its
 // result.
-func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *recorder) {
-	res := report.ConnResult{Scenario: scenario, Role: role}
+func (r *run) conn(ctx context.Context, name, role string, i, n int, rec *recorder) {
+	spec := scenario.Lookup(name)
+	res := report.ConnResult{Scenario: name, Role: role}
 	rcvBuf := 0
-	if role == Nonreader || role == RoleNotReading {
+	if role == scenario.Nonreader || role == scenario.RoleNotReading {
 		rcvBuf = nonreaderRcvBuf
 	}
 	if testDialDelay != nil {
-		time.Sleep(testDialDelay(scenario, i))
+		time.Sleep(testDialDelay(name, i))
 	}
 	c, dialed, dt, err := r.dialFrom(ctx, rcvBuf)
 	res.OpenedAt = time.Now()
-	if isQuiet(scenario, i) {
+	if spec.Quiet(i) {
 		r.quiet.arrive()
 	}
 	if err != nil {
@@ -649,27 +595,27 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	res.Connect = dt
 	cl := r.client(c)
 	switch role {
-	case Echo:
+	case scenario.Echo:
 		r.echo(ctx, cl, i, n, rec, &res)
-	case Idle:
+	case scenario.Idle:
 		r.idle(ctx, cl, i, &res)
-	case Handshake:
+	case scenario.Handshake:
 		r.handshake(ctx, cl, dialed, &res)
-	case "survivor":
+	case scenario.RoleSurvivor:
 		r.survivor(ctx, cl, &res)
-	case "silent":
+	case scenario.RoleSilent:
 		r.silent(ctx, cl, i, &res)
-	case Retransmit:
+	case scenario.Retransmit:
 		r.retransmit(ctx, cl, &res)
-	case Slowloris:
+	case scenario.Slowloris:
 		r.slowloris(ctx, cl, &res)
-	case Nonreader:
+	case scenario.Nonreader:
 		r.nonreader(ctx, cl, &res)
-	case Splitter:
+	case scenario.Splitter:
 		r.splitter(ctx, cl, i, n, rec, &res)
-	case RoleReading, RoleNotReading:
+	case scenario.RoleReading, scenario.RoleNotReading:
 		r.pingflood(ctx, cl, role, &res)
-	case GarbageRandom, GarbageBadType, GarbageHugeLength:
+	case scenario.GarbageRandom, scenario.GarbageBadType, scenario.GarbageHugeLength:
 		r.garbage(ctx, cl, role, &res)
 	}
 	cl.shut()
@@ -678,7 +624,10 @@ func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *re
 	}
 	res.Mismatch += cl.wrong.Load()
 	res.Pings = int(cl.pings.Load())
-	if cl.closedByServer() && res.Expect != "" {
+	if spec.Expects(role) && cl.closedByServer() {
+		res.Refusal = cl.refusal(res.Expect != "")
+	}
+	if cl.closedByServer() && res.Expect != "" && res.Refusal == "" {
 		res.ClosedAt = cl.endAt
 		// A close by FIN (a reset has none): it passed the kernel before
 		// the client read it; the wait is for the capture's goroutine to
@@ -765,7 +714,7 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 			case <-e.got:
 			case <-cl.done:
 			case <-ctx.Done():
-			case <-time.After(r.cfg.Drain):
+			case <-time.After(r.cfg.AnswerWait):
 			}
 			if e.recv.Load() < sent {
 				break
@@ -793,7 +742,7 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 		}
 	}
 	// Wait for the outstanding echoes.
-	drainEnd := time.Now().Add(r.cfg.Drain)
+	drainEnd := time.Now().Add(r.cfg.AnswerWait)
 	for e.recv.Load() < sent && time.Now().Before(drainEnd) {
 		select {
 		case <-e.got:
@@ -866,7 +815,7 @@ func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *
 		return t, true
 	case <-cl.done:
 	case <-ctx.Done():
-	case <-time.After(r.cfg.Drain):
+	case <-time.After(r.cfg.AnswerWait):
 	}
 	res.Err, res.Lost = "no_echo", 1
 	r.ctr.Errors.Add(1)
@@ -977,7 +926,7 @@ func isDone(cl *client) bool {
 // its ACK; raw: the echo) is recorded too, a later reference that leaves
 // out the message's delivery and the server's read queue.
 func (r *run) idle(ctx context.Context, cl *client, i int, res *report.ConnResult) {
-	got, ok := r.quietStart(ctx, cl, r.turns.of(Idle, i), res)
+	got, ok := r.quietStart(ctx, cl, r.turns.of(scenario.Idle, i), res)
 	if !ok {
 		return
 	}
@@ -989,8 +938,11 @@ func (r *run) idle(ctx context.Context, cl *client, i int, res *report.ConnResul
 		r.expectClose(ctx, cl, res, "idle", t.Add(r.cfg.Timeouts.Idle))
 	}
 	// Read only now: the echo that ended sendOnce may have been parsed just
-	// before the ACK that came behind it in the same read.
-	res.AckedAt = cl.answeredAt()
+	// before the ACK that came behind it in the same read. The server saw
+	// the message at the latest when it answered: the window's end.
+	if a := cl.answeredAt(); !a.IsZero() && res.Expect != "" {
+		res.ExpectedBy = a.Add(r.cfg.Timeouts.Idle)
+	}
 }
 
 // handshake sends nothing at all, and answers nothing (framed: a PONG is a
@@ -1007,7 +959,7 @@ func (r *run) handshake(ctx context.Context, cl *client, dialed time.Time, res *
 // the spread schedule, then not a byte: keepalive must close it. Until its
 // send it answers pings, so the wait does not kill it.
 func (r *run) silent(ctx context.Context, cl *client, i int, res *report.ConnResult) {
-	got, ok := r.quietStart(ctx, cl, r.turns.of(Keepalive, i), res)
+	got, ok := r.quietStart(ctx, cl, r.turns.of(scenario.Keepalive, i), res)
 	if !ok {
 		return
 	}
@@ -1149,9 +1101,9 @@ func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult)
 		return
 	}
 	res.Expect, res.ExpectedAt = "frame_deadline", t0.Add(r.cfg.Timeouts.Frame)
-	every := max(r.cfg.Timeouts.Frame/4, 10*time.Millisecond)
+	every, first1 := trickle(r.cfg.Timeouts.Frame)
 	end := res.ExpectedAt.Add(r.cfg.CloseHorizon) // trickling on: a late server's idle timeout must not take it
-	for i, next := first, t0.Add(every); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
+	for i, next := first, t0.Add(first1); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
 		if !wait(ctx, cl, next) {
 			return
 		}
@@ -1160,6 +1112,17 @@ func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult)
 		}
 	}
 	wait(ctx, cl, end)
+}
+
+// trickle returns the interval of a slowloris trickle against a frame
+// deadline and the offset of its first byte after the first write: a
+// quarter of the deadline, the first half of it in, so the bytes fall
+// at 1/8, 3/8, 5/8 and 7/8 of the deadline and none at the deadline
+// itself, where it would race the server's close (a byte reaching a
+// socket the server has just closed draws a reset, not its FIN).
+func trickle(frame time.Duration) (every, first time.Duration) {
+	every = max(frame/4, 10*time.Millisecond)
+	return every, every / 2
 }
 
 // churn opens connections at ChurnRate for Duration; each sends one
@@ -1174,7 +1137,7 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 	var wg sync.WaitGroup
 	inflight := make(chan struct{}, 1024)
 	r.mu.Lock()
-	r.outcome.Elapsed[Churn] = r.cfg.Duration
+	r.outcome.Elapsed[scenario.Churn] = r.cfg.Duration
 	r.mu.Unlock()
 	for n := range total {
 		if d := time.Until(p.At(n)); d > 0 {
@@ -1193,7 +1156,7 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 		at := p.At(n)
 		wg.Go(func() {
 			defer func() { <-inflight }()
-			res := report.ConnResult{Scenario: Churn, Role: Churn}
+			res := report.ConnResult{Scenario: scenario.Churn, Role: scenario.Churn}
 			c, dt, err := r.dial(ctx, 0)
 			if err != nil {
 				res.DialErr = DialErrKind(err)
