@@ -229,7 +229,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		Conns: map[string]int{}, Rate: o.rate, Size: o.size, Duration: o.duration, Closed: o.closed,
 		ChurnRate: o.churnRate, Timeouts: o.timeouts, Known: o.known, CloseHorizon: o.horizon}
 	if o.payload != nil || o.expect.Kind != attack.AnswerEcho {
-		res.Config.Payload, res.Config.Expect = strconv.Quote(string(o.payload)), o.expect.String()
+		res.Config.Payload, res.Config.Expect = string(o.payload), o.expect.String()
 		if o.payload == nil {
 			res.Config.Payload = fmt.Sprintf("%d bytes of a letter pattern", o.size)
 		}

@@ -121,7 +121,7 @@ func TestSlowlorisRaw_NotApplicable(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			require.NoError(t, realMain(ctx, append(tt.args, "-q"), &out, io.Discard), "nothing judged, nothing failed")
-			assert.Contains(t, out.String(), "[slowloris] not applicable: 0/0 connections opened")
+			assert.Contains(t, out.String(), "[slowloris] not applicable: ")
 			assert.Contains(t, out.String(), tt.want)
 		})
 	}

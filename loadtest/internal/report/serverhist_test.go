@@ -218,6 +218,6 @@ func TestText_CloseDelay(t *testing.T) {
 	Text(&none, nr, nr.Judge())
 	assert.NotContains(t, none.String(), "close delay", "a server without the histogram: no line")
 
-	_, err := ReadJSON(strings.NewReader(`{"version":1,"close_delay":{"metric":"m","bounds":[1,2],"counts":[3]}}`))
+	_, err := ReadJSON(strings.NewReader(`{"version":2,"close_delay":{"metric":"m","bounds":[1,2],"counts":[3]}}`))
 	assert.ErrorIs(t, err, ErrServerHistogram, "a malformed histogram in a result file")
 }

@@ -43,7 +43,7 @@ func TestTable_Default(t *testing.T) {
 		return out
 	}
 	redis := Env{Proto: Raw, External: true, CountedAnswers: true, OtherProtocol: true, Expect: `"+PONG\r\n"`, Size: 6}
-	assert.Equal(t, []string{Echo, Idle, Churn}, def(redis), "a raw server of another protocol: no framed-only, no splitter, no garbage")
+	assert.Equal(t, []string{Echo, Idle, Churn, Nonreader}, def(redis), "a raw server of another protocol: no framed-only, no splitter, no garbage")
 	framed := Env{Proto: Framed, EchoAnswers: true, CountedAnswers: true, Size: 64, HostileBytes: 64 << 20, OutputLimit: 4 << 20}
 	assert.Equal(t, []string{Echo, Idle, Keepalive, Retransmit, Slowloris, Churn, Nonreader, Splitter, Pingflood, Garbage}, def(framed))
 	framed.MaxConns, framed.Handshake = 10, 1
