@@ -156,9 +156,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	t := &o.timeouts
 	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
-	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, handshake, keepalive, retransmit, slowloris, churn (polite);\n"+
-		"nonreader, splitter, pingflood, connflood, garbage (hostile: judged by what the server did, its memory growth and, for connflood, its connection limit);\n"+
-		"mixed (= all); default all the protocol supports (pingflood: framed; connflood: with -max-conns; handshake: with -handshake; slowloris, raw: when asked for)")
+	fs.StringVar(&scen, "scenario", "all", "comma-separated scenarios run at once (listed above), or all: every one that applies to the server\n"+
+		"(framed-only ones need -proto framed; connflood needs -max-conns, handshake -handshake; slowloris over raw -frame-timeout with -addr)")
 	fs.IntVar(&o.conns, "conns", 400, "connections per polite scenario (keepalive: half survive, half silent)")
 	fs.Float64Var(&o.rate, "rate", 20, "echo: messages/s per connection, open loop")
 	fs.IntVar(&o.size, "size", 64, "message payload `bytes`")
@@ -219,7 +218,12 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n"+
 			"\nThe embedded server is netwheel's (netserver's echo). The baseline servers (gnet, gnetafterfunc,\n"+
 			"netdeadline, nbio) and the comparison of netwheel with them (docs/perf.md's table) are in the bench\n"+
-			"module: cd bench && go run ./compare -h\n\nflags:\n")
+			"module: cd bench && go run ./compare -h\n\n"+
+			"Flags and numbers: the timeout flags (-idle, -keepalive, -frame-timeout, -handshake, -rto...) describe the\n"+
+			"server under test, not a setting of the harness: 0 means the server has no such timeout, and a negative\n"+
+			"value is an error. (cmd/echo's flags configure a server: there 0 is the library's default and -1 off.)\n"+
+			"Counts, rates and sizes must be positive (-max-conns 0: no limit known). Durations are Go durations (500ms, 3s), at most 1h.\n"+
+			"Scenarios (-scenario all, the default, runs those that apply):\n%s\nflags:\n", scenarioHelp())
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -366,6 +370,15 @@ func checkOutputs(jsonPath, plotPath string) error {
 		}
 	}
 	return nil
+}
+
+// scenarioHelp lists the scenarios for -h, from the scenario table.
+func scenarioHelp() string {
+	var b strings.Builder
+	for _, s := range scenario.All {
+		fmt.Fprintf(&b, "  %-10s %s\n", s.Name, s.Doc)
+	}
+	return b.String()
 }
 
 // presets are -preset's protocols: each message, and what its answer must
@@ -632,6 +645,11 @@ func checkHostile(o *options, set map[string]bool) error {
 		return fmt.Errorf("%w: -server-pid %d is negative", errUsage, o.serverPID)
 	case o.serverPID > 0 && o.addr == "":
 		return fmt.Errorf("%w: -server-pid names an external server's process and needs -addr (an embedded server is this process)", errUsage)
+	}
+	for s, n := range map[string]int{scenario.Nonreader: o.nonreaders, scenario.Splitter: o.splitters, scenario.Pingflood: o.pingflooders, scenario.Garbage: o.garbageConns} {
+		if n == 0 && slices.Contains(o.scenarios, s) {
+			return fmt.Errorf("%w: -%s-conns 0: the %s scenario needs at least 1 connection (leave it out with -scenario)", errUsage, s, s)
+		}
 	}
 	if slices.Contains(o.scenarios, scenario.Connflood) {
 		if o.maxConns == 0 {
