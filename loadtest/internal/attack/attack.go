@@ -163,18 +163,23 @@ type Outcome struct {
 // (RFC 6298 backoff, capped by MaxRTO, cut short by GiveUpAfter), as
 // package retransmit computes them.
 func Ladder(t report.Timeouts) (offsets []time.Duration, giveUp time.Duration, err error) {
-	cfg := retransmit.Config{InitialRTO: t.InitialRTO, MinRTO: t.MinRTO, MaxRTO: t.MaxRTO,
-		MaxRetransmits: t.MaxRetransmits, GiveUpAfter: t.GiveUpAfter}
+	// retransmit's own resolver gives the defaults of the fields left 0:
+	// the harness copies none of them.
+	cfg, err := retransmit.Config{InitialRTO: t.InitialRTO, MinRTO: t.MinRTO, MaxRTO: t.MaxRTO,
+		MaxRetransmits: t.MaxRetransmits, GiveUpAfter: t.GiveUpAfter}.WithDefaults(t.Tick)
+	if err != nil {
+		return nil, 0, err
+	}
 	e, err := retransmit.NewEstimator(cfg)
 	if err != nil {
 		return nil, 0, err
 	}
-	maxRetx, limit := t.MaxRetransmits, t.GiveUpAfter
-	if maxRetx == 0 {
-		maxRetx = retransmit.DefaultMaxRetransmits
+	maxRetx, limit := cfg.MaxRetransmits, cfg.GiveUpAfter
+	if maxRetx < 0 {
+		maxRetx = math.MaxInt // Off: no limit on the count
 	}
-	if limit == 0 {
-		limit = retransmit.DefaultGiveUpAfter
+	if limit < 0 {
+		limit = time.Duration(math.MaxInt64) // Off: no limit on the time
 	}
 	at, rto := time.Duration(0), e.RTO()
 	for {
