@@ -101,7 +101,7 @@ func TestShardAuto_ProcessesMerge(t *testing.T) {
 		}
 	}
 
-	var sum report.Scenario
+	sum := report.NewScenario("idle", "idle")
 	for _, path := range files {
 		r := readResult(t, path)
 		e, idl := r.Scenario("echo"), r.Scenario("idle")
