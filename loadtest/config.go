@@ -277,8 +277,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
 	}
 	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
-	if err := checkOutputs(o.jsonPath, o.plotPath); err != nil {
-		return nil, err
+	if ext := filepath.Ext(o.plotPath); o.plotPath != "" && ext != ".svg" && ext != ".html" {
+		return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)
 	}
 	if err := checkTimeouts(o); err != nil {
 		return nil, err

@@ -80,6 +80,9 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, version.String("loadtest"))
 		return nil
 	}
+	if err := checkOutputs(o.jsonPath, o.plotPath); err != nil {
+		return err
+	}
 	stopProf, err := startCPUProfile(o.cpuProf)
 	if err != nil {
 		return err

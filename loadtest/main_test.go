@@ -124,8 +124,6 @@ func TestParseFlags_Nonsense(t *testing.T) {
 		{name: "absurd idle", args: []string{"-idle", "1000000h"}, want: "-idle 1000000h0m0s: want 0 to 1h0m0s"},
 		{name: "negative slack", args: []string{"-slack", "-1s"}, want: "-slack -1s: want 0 to 1h0m0s"},
 		{name: "absurd horizon", args: []string{"-close-horizon", "100h"}, want: "at most 1h0m0s"},
-		{name: "json in a missing directory", args: []string{"-json", "/nonexistent/dir/r.json"}, want: "/nonexistent/dir/r.json"},
-		{name: "plot in a missing directory", args: []string{"-plot", "/nonexistent/dir/r.svg"}, want: "/nonexistent/dir/r.svg"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseFlags(tt.args, io.Discard)
@@ -133,9 +131,15 @@ func TestParseFlags_Nonsense(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+	for _, bad := range [][]string{{"-json", "/nonexistent/dir/r.json"}, {"-plot", "/nonexistent/dir/r.svg"}} {
+		start := time.Now()
+		err := realMain(context.Background(), append(bad, "-duration", "10s"), io.Discard, io.Discard)
+		require.ErrorIs(t, err, errUsage, "a result path that cannot be written is found before the run")
+		assert.Contains(t, err.Error(), bad[1])
+		assert.Less(t, time.Since(start), time.Second, "before the run")
+	}
 	path := filepath.Join(t.TempDir(), "r.json")
-	_, err := parseFlags([]string{"-json", path}, io.Discard)
-	require.NoError(t, err)
+	require.NoError(t, checkOutputs(path, ""))
 	assert.NoFileExists(t, path, "checked, not left behind before the run")
 }
 

@@ -210,6 +210,7 @@ func TestRun_NotEchoHint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := realMain(ctx, []string{"-addr", addr, "-proto", "raw", "-scenario", "idle", "-idle", "1s", "-conns", "5", "-q"}, &out, io.Discard)
-	require.ErrorIs(t, err, errJudged, out.String())
-	assert.Contains(t, out.String(), "note: no message was echoed: if the server speaks another protocol")
+	require.ErrorIs(t, err, errUnreachable, "the probe found no answer")
+	assert.Contains(t, err.Error(), "or speak another protocol (say what it answers with -preset, or -payload and -expect")
+	assert.Empty(t, out.String(), "one line, no report")
 }

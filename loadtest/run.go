@@ -209,7 +209,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srv embeddedServer
 	target := o.addr
 	if o.addr != "" {
-		if err := probe(ctx, o.addr); err != nil {
+		hello := attack.Hello(o.proto, attack.Payload(o.payload, o.size))
+		if o.proto == attack.Raw && o.expect.Kind == attack.AnswerNone {
+			hello = nil // the server answers nothing: an open connection is all a probe can see
+		}
+		if err := probe(ctx, o.addr, hello); err != nil {
 			return nil, err
 		}
 	}
@@ -392,20 +396,38 @@ func notEchoNote(o *options, figs []*report.Scenario) string {
 // exit status is 1, as for a failed judgement.
 var errUnreachable = errors.New("loadtest: cannot reach the server")
 
-// probeTimeout bounds the connection run tries to -addr before the
-// scenarios start.
+// probeTimeout bounds the probe run makes of -addr before the scenarios
+// start: its dial, and the wait for the answer to its message.
 const probeTimeout = 3 * time.Second
 
-// probe opens and closes one connection to addr, so that a refused or
-// unreachable server fails the run at once with one line rather than with
-// a report of every connection failing.
-func probe(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: probeTimeout}
+// probe opens one connection to addr and, with hello, sends it and waits
+// for any byte back, or the server's close, so that a server that refuses,
+// is unreachable, or never accepts (its listener's backlog completes the
+// handshake, but no byte ever comes back) fails the run within
+// probeTimeout with one line rather than with a report of every
+// connection failing.
+func probe(ctx context.Context, addr string, hello []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%w at %s: %v", errUnreachable, addr, err)
 	}
-	return c.Close()
+	defer c.Close()
+	if hello == nil {
+		return nil
+	}
+	deadline, _ := ctx.Deadline()
+	_ = c.SetDeadline(deadline)
+	if _, err := c.Write(hello); err != nil {
+		return nil // closed at once (a refusal, say): the run reports it
+	}
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w at %s: it answered nothing within %s: it may not accept connections, or speak another protocol (say what it answers with -preset, or -payload and -expect; -expect none if it never answers)", errUnreachable, addr, probeTimeout)
+	}
+	return nil
 }
 
 // settleRunning is how long the embedded server is given to get back to

@@ -420,13 +420,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	}
 	r := &run{cfg: cfg, ctr: ctr, start: time.Now(), dialSem: make(chan struct{}, cfg.DialConcurrency),
 		outcome: Outcome{Latency: map[string]*hist.Histogram{}, Elapsed: map[string]time.Duration{}}}
-	r.payload = cfg.Payload
-	if len(r.payload) == 0 {
-		r.payload = make([]byte, cfg.Size)
-		for i := range r.payload {
-			r.payload[i] = byte('a' + i%26)
-		}
-	}
+	r.payload = Payload(cfg.Payload, cfg.Size)
 	var mu sync.Mutex
 	r.emit = func(cr report.ConnResult) { mu.Lock(); emit(cr); mu.Unlock() }
 	for _, s := range cfg.Scenarios {
@@ -490,6 +484,28 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		b.mu.Unlock()
 	}
 	return r.outcome, nil
+}
+
+// Payload returns each message's payload: p, or, if empty, size bytes of
+// a letter pattern, for an echo server.
+func Payload(p []byte, size int) []byte {
+	if len(p) > 0 {
+		return p
+	}
+	p = make([]byte, size)
+	for i := range p {
+		p[i] = byte('a' + i%26)
+	}
+	return p
+}
+
+// Hello returns the bytes of a first message over protocol p: framed, a
+// DATA frame; raw, the payload. A probe sends it to see the server answer.
+func Hello(p Proto, payload []byte) []byte {
+	if p == Framed {
+		return frame.AppendData(nil, 1, payload)
+	}
+	return payload
 }
 
 // recorder batches latency samples into a shared histogram.
