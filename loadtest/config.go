@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
@@ -211,7 +212,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
 	fs.StringVar(&o.metrics, "metrics", "", "with -addr: the server's Prometheus endpoint `URL`: http://HOST:PORT/PATH, or HOST:PORT for http://HOST:PORT/metrics;\n"+
 		"read before and after the run to check that no connection, timer, open file or goroutine leaked (loopback or -addr's host only)")
-	fs.StringVar(&o.metricsNS, "metrics-namespace", defaultMetricsNamespace, "with -metrics: the `prefix` of the server's own metrics (netserver's Config.MetricsNamespace), as in PREFIX_connections_open")
+	fs.StringVar(&o.metricsNS, "metrics-namespace", observe.DefaultNamespace, "with -metrics: the `prefix` of the server's own metrics (netserver's Config.MetricsNamespace), as in PREFIX_connections_open")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded server) to `FILE`")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
@@ -266,14 +267,17 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.spread, t.Idle)
 	}
 	if set["metrics"] {
-		if o.metrics, err = metricsTarget(o.metrics, o.addr); err != nil {
-			return nil, err
+		if o.addr == "" {
+			return nil, fmt.Errorf("%w: -metrics reads an external server's endpoint and needs -addr (embedded runs check their server directly)", errUsage)
+		}
+		if o.metrics, err = observe.Target(o.metrics, o.addr); err != nil {
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
 		}
 	}
 	switch {
 	case set["metrics-namespace"] && !set["metrics"]:
 		return nil, fmt.Errorf("%w: -metrics-namespace names the metrics read from -metrics, and needs it", errUsage)
-	case !metricName.MatchString(o.metricsNS):
+	case !observe.ValidNamespace(o.metricsNS):
 		return nil, fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
 	}
 	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])

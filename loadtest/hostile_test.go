@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"maps"
 	"os"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,62 +71,6 @@ func TestMemoryBound(t *testing.T) {
 	assert.Equal(t, 1100, b.Other, "connflood runs alone: its own count")
 	assert.Equal(t, int64(4*(1<<20)+1100*perOtherConn+(8<<20)), b.Total())
 	assert.Equal(t, 1100, p.conns[scenario.Connflood])
-}
-
-func TestMemSampler(t *testing.T) {
-	var rss atomic.Int64
-	rss.Store(100 << 20)
-	reads := make(chan struct{}, 1000)
-	read := func(context.Context) (int64, error) {
-		v := rss.Load()
-		select {
-		case reads <- struct{}{}:
-		default:
-		}
-		return v, nil
-	}
-	m := &report.Memory{Bound: report.MemoryBound{Fixed: 10 << 20}}
-	s := startSampler(context.Background(), read, m, time.Millisecond)
-	rss.Store(105 << 20)
-	for len(reads) > 0 {
-		<-reads
-	}
-	for range 3 { // three samples since the store: the bound is not passed
-		select {
-		case <-reads:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the sampler took no samples")
-		}
-	}
-	select {
-	case <-s.exceeded:
-		t.Fatal("exceeded within the bound")
-	default:
-	}
-	rss.Store(111 << 20)
-	select {
-	case <-s.exceeded:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the growth passed the bound and nobody was told")
-	}
-	rss.Store(90 << 20)
-	got := s.stop()
-	assert.Equal(t, int64(100<<20), got.Before)
-	assert.Equal(t, int64(111<<20), got.Peak)
-	assert.Equal(t, int64(90<<20), got.End, "stop takes a last reading")
-	assert.True(t, got.Stopped)
-	assert.Len(t, (&report.Result{Memory: got}).Judge().Memory, 1)
-
-	failing := func(context.Context) (int64, error) { return 0, errors.New("gone") }
-	m = &report.Memory{}
-	got = startSampler(context.Background(), failing, m, time.Millisecond).stop()
-	assert.Contains(t, got.Err, "could not be read: gone")
-	assert.Empty(t, (&report.Result{Memory: got}).Judge().Memory, "nothing to judge")
-
-	o, err := parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "nonreader"}, io.Discard)
-	require.NoError(t, err)
-	got = startMemSampler(context.Background(), o, report.MemoryBound{}).stop()
-	assert.Contains(t, got.Err, "-server-pid")
 }
 
 // TestEndToEnd_HostileAgainstPlainEcho: plainEcho has no output limit, so

@@ -18,6 +18,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/lag"
+	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
@@ -141,17 +142,7 @@ func hasScenario(o *options, s string) bool {
 
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	return err == nil && isLoopbackHost(host)
-}
-
-// isLoopbackHost reports whether host (no port) is localhost or a loopback
-// IP address.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && report.LoopbackHost(host)
 }
 
 // hardBound is the longest a run may take: the duration plus the longest
@@ -261,9 +252,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		}
 	}
 
-	var rc *remoteCheck
+	var rc *observe.LeakCheck
 	if o.metrics != "" {
-		if rc, err = startRemoteCheck(ctx, o.metrics, o.metricsNS); err != nil {
+		if rc, err = observe.StartLeakCheck(ctx, o.metrics, o.metricsNS); err != nil {
 			return nil, err
 		}
 		if o.shardN > 1 {
@@ -274,10 +265,10 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	}
 
 	figs := newFigures(o)
-	var ms *memSampler
+	var ms *observe.MemorySampler
 	if anyHostile(o) {
-		ms = startMemSampler(ctx, o, memoryBound(o, p))
-		cfg.Stop = ms.exceeded
+		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.addr == "", PID: o.serverPID, Metrics: o.metrics}, memoryBound(o, p))
+		cfg.Stop = ms.Exceeded()
 	}
 	var ctr attack.Counters
 	var srvPeak int64
@@ -297,7 +288,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	cancel()
 	stopProgress()
 	if ms != nil {
-		res.Memory = ms.stop()
+		res.Memory = ms.Stop()
 		if nr := figs[scenario.Nonreader]; nr != nil && res.Memory.Stopped {
 			nr.FloodStoppedOpen = nr.FloodCut // their floods ended at the memory verdict, not with the window
 		}
@@ -340,7 +331,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		for _, f := range res.Scenarios {
 			opened += f.Opened
 		}
-		rc.finish(res, opened)
+		rc.Finish(res, opened)
 	}
 	if srv != nil {
 		// Every client has closed: the server must get back to nothing,
@@ -355,7 +346,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		if st.Open > 0 || st.TimersPending > 0 {
 			res.Leaks = append(res.Leaks, fmt.Sprintf("the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
 		}
-		if res.CloseDelay, err = handlerCloseDelay(srv.MetricsHandler()); err != nil {
+		if res.CloseDelay, err = observe.HandlerCloseDelay(srv.MetricsHandler()); err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
 		}
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
