@@ -5,18 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/lag"
 	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
@@ -32,159 +28,6 @@ type embeddedServer interface {
 	// its own close delay (report.CloseDelayMetric).
 	MetricsHandler() http.Handler
 	Shutdown(ctx context.Context) error
-}
-
-// plan is this process's share of the connections, after the shard split and
-// the file-descriptor and port limits.
-type plan struct {
-	conns   map[string]int
-	churn   float64
-	sources []net.IP
-	limits  []string
-	notes   []string
-}
-
-// makePlan splits the requested connections by shard and fits them into
-// fdLimit open files (embedded: client and server share them) and ports
-// ephemeral ports per source address.
-func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
-	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
-	total := 0
-	for _, s := range o.scenarios {
-		if s == scenario.Churn || s == scenario.Connflood {
-			continue
-		}
-		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
-		total += p.conns[s]
-	}
-	if hasScenario(o, scenario.Churn) {
-		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
-	}
-	perConn, reserve := 1, 100
-	if o.addr == "" {
-		perConn = 2 // the server's end is in this process too
-	}
-	budget := (int(min(fdLimit, math.MaxInt32)) - reserve) / perConn
-	way := "drive a server in another process with -addr, or split the test with -shard i/n over several processes"
-	if o.addr != "" {
-		way = "split the test with -shard i/n over several processes or hosts"
-	}
-	if total > budget && total > 0 {
-		scale := float64(budget) / float64(total)
-		got := 0
-		for s, n := range p.conns {
-			p.conns[s] = int(float64(n) * scale)
-			got += p.conns[s]
-		}
-		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
-			fdLimit, perConn, got, total, way))
-	}
-	if hasScenario(o, scenario.Connflood) {
-		// connflood runs alone, after the others: its own budget.
-		n := shareOf(requested(o, scenario.Connflood), o.shardI, o.shardN)
-		if n > budget {
-			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); connflood opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
-				fdLimit, perConn, budget, n, way))
-			n = budget
-		}
-		p.conns[scenario.Connflood] = n
-	}
-	total = 0
-	for s, n := range p.conns {
-		if s != scenario.Connflood {
-			total += n
-		}
-	}
-	total = max(total, p.conns[scenario.Connflood])
-	if usable := ports * 9 / 10; total > usable {
-		if loopback {
-			k := (total + usable - 1) / usable
-			for i := range k {
-				p.sources = append(p.sources, net.IPv4(127, 0, 0, byte(1+i)))
-			}
-			p.notes = append(p.notes, fmt.Sprintf("%d connections exceed the %d ephemeral ports of one source address: dialing from 127.0.0.1-%d", total, ports, k))
-		} else {
-			p.limits = append(p.limits, fmt.Sprintf("ephemeral ports: %d connections to one address exceed the %d ports of one source address; expect dial errors; split the test with -shard over hosts", total, ports))
-		}
-	}
-	return p
-}
-
-// requested returns the connections asked for scenario s, all shards
-// together: -conns for the polite scenarios, the hostile ones' own flags.
-func requested(o *options, s string) int {
-	if notApplicable(o, s) != "" {
-		return 0
-	}
-	switch s {
-	case scenario.Nonreader:
-		return o.nonreaders
-	case scenario.Splitter:
-		return o.splitters
-	case scenario.Pingflood:
-		return o.pingflooders
-	case scenario.Garbage:
-		return o.garbageConns
-	case scenario.Connflood:
-		return o.floodConns
-	}
-	return o.conns
-}
-
-func hasScenario(o *options, s string) bool {
-	for _, x := range o.scenarios {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	return err == nil && report.LoopbackHost(host)
-}
-
-// hardBound is the longest a run may take: the duration plus the longest
-// timer under test, the slack and a margin. The attack stops by itself
-// well before; this only bounds a broken server.
-func hardBound(o *options) time.Duration {
-	t := o.timeouts
-	_, giveUp, _ := attack.Ladder(t)
-	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, t.Handshake, giveUp)
-	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
-	if hasScenario(o, scenario.Connflood) {
-		d += o.barrier + o.floodHold // after the others: its dials, then the hold
-	}
-	return d
-}
-
-// newFigures returns the empty figures of each scenario of o, as the
-// scenario table describes them.
-func newFigures(o *options) map[string]*report.Scenario {
-	figs := map[string]*report.Scenario{}
-	ladder, giveUp, _ := attack.Ladder(o.timeouts)
-	for _, s := range o.scenarios {
-		sp := scenario.Lookup(s)
-		f := report.NewScenario(s, sp.Expect)
-		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.proto.String(), notApplicable(o, s), o.horizon
-		f.AnswerWait, f.DialWait = attack.DefaultAnswerWait, attack.DialTimeout
-		switch s {
-		case scenario.Retransmit:
-			f.Ladder, f.GiveUpAt = ladder, giveUp
-		case scenario.Connflood:
-			f.Limit = o.maxConns
-		case scenario.Nonreader:
-			f.FloodBytes = o.hostileBytes
-		}
-		if sp.FillsOutput {
-			// The floods' sending window, and the drain after it, in which
-			// a close may first be seen.
-			f.CloseWithin = o.duration + attack.HostileDrain
-		}
-		figs[s] = f
-	}
-	return figs
 }
 
 func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
@@ -449,81 +292,4 @@ func waitRunning(d, bound time.Duration, done func() bool) bool {
 		}
 	}
 	return true
-}
-
-// progress prints a live line every second when stdout is a terminal and
-// -q is not set; the returned function stops it and clears the line.
-func progress(o *options, ctr *attack.Counters, srv embeddedServer, srvPeak *int64, stdout io.Writer) func() {
-	f, ok := stdout.(*os.File)
-	tty := ok && isTerminal(f)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tk := time.NewTicker(time.Second)
-		defer tk.Stop()
-		start := time.Now()
-		var lastRecv int64
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-			}
-			if srv != nil {
-				*srvPeak = max(*srvPeak, srv.Stats().Open)
-			}
-			if !tty || o.quiet {
-				continue
-			}
-			recv := ctr.Recv.Load()
-			fmt.Fprintf(stdout, "\r\033[K%3.0fs  open %d  msgs/s %d  dial errors %d  errors %d  ended: %s",
-				time.Since(start).Seconds(), ctr.Open.Load(), recv-lastRecv, ctr.DialErrors.Load(), ctr.Errors.Load(), endsLine(ctr.Ends()))
-			lastRecv = recv
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-		if tty && !o.quiet {
-			fmt.Fprint(stdout, "\r\033[K")
-		}
-	}
-}
-
-func endsLine(m map[string]int64) string {
-	s := ""
-	for _, k := range []string{"idle", "dead_peer", "frame_deadline", "retransmit_give_up", "output_limit", "unacked_limit", "overload",
-		"protocol_error", "frame_too_large", "write_stall", "eof", "reset", report.EndBadServerFrame, "client"} {
-		if m[k] > 0 {
-			s += fmt.Sprintf("%s=%d ", k, m[k])
-		}
-	}
-	return s
-}
-
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// openFINs starts the capture of the FINs the server at target sends on
-// the loopback; without the privilege or a loopback target it returns a
-// note saying why there is none.
-func openFINs(target string) (*fincap.Capture, string, error) {
-	host, port, err := net.SplitHostPort(target)
-	if err != nil {
-		return nil, "", fmt.Errorf("loadtest: -fins: %w", err)
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
-		return nil, "-fins: not done: the server is not at an IPv4 loopback address", nil
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return nil, "", fmt.Errorf("loadtest: -fins: port %q: %w", port, err)
-	}
-	c, err := fincap.Open(uint16(n))
-	if err != nil { // best effort: a note, not a failed run
-		return nil, "-fins: not done: " + err.Error(), nil
-	}
-	return c, "", nil
 }
