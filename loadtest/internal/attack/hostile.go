@@ -243,34 +243,10 @@ func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder,
 	if err != nil {
 		res.Err = "write"
 	}
-	// Wait for the outstanding echoes (the reader still acknowledges them).
-	for drainEnd := time.Now().Add(r.cfg.AnswerWait); e.recv.Load() < sent && time.Now().Before(drainEnd); {
-		select {
-		case <-e.got:
-		case <-cl.done:
-			drainEnd = time.Now()
-		case <-ctx.Done():
-			drainEnd = time.Now()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if cl.closedByServerYet() && res.Err == "" {
-		res.Err = "closed_by_server"
-	}
-	cl.shut() // the reader is done: the checkers and the batch are ours
-	e.flush()
+	// The reader still acknowledges the outstanding echoes.
+	r.finishEchoes(ctx, cl, e, sent, checked, res)
 	res.Bytes, res.Writes = cut.counts()
-	res.Sent, res.Recv, res.Mismatch = sent, checked(), mismatched()
-	if res.Err == "write" && res.Recv > res.Sent {
-		// Framed, a failed batch's frames that went out are not known
-		// (sendAll): those echoed were evidently sent.
-		r.ctr.Sent.Add(int64(res.Recv - res.Sent))
-		res.Sent = res.Recv
-	}
-	if res.Recv < res.Sent {
-		res.Lost = res.Sent - res.Recv
-		r.ctr.Errors.Add(int64(res.Lost))
-	}
+	res.Mismatch = mismatched()
 }
 
 // garbage sends bytes of its role and waits, reading, for the server to

@@ -74,9 +74,15 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 			}
 		}
 	}
-	// Wait for the outstanding echoes.
-	drainEnd := time.Now().Add(r.cfg.AnswerWait)
-	for e.recv.Load() < sent && time.Now().Before(drainEnd) {
+	r.finishEchoes(ctx, cl, e, sent, func() uint64 { return e.recv.Load() }, res)
+}
+
+// finishEchoes waits up to AnswerWait for the echoes of the sent messages
+// still outstanding, shuts the connection (the reader is then done: the
+// batch and the checkers are the role's) and records what was sent,
+// answered (recv, read once the reader is done) and lost.
+func (r *run) finishEchoes(ctx context.Context, cl *client, e *echoes, sent uint64, recv func() uint64, res *report.ConnResult) {
+	for drainEnd := time.Now().Add(r.cfg.AnswerWait); e.recv.Load() < sent && time.Now().Before(drainEnd); {
 		select {
 		case <-e.got:
 		case <-cl.done:
@@ -89,9 +95,9 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	if cl.closedByServerYet() && res.Err == "" {
 		res.Err = "closed_by_server"
 	}
-	cl.shut() // the reader is done: the batch is ours
+	cl.shut()
 	e.flush()
-	res.Sent, res.Recv = sent, e.recv.Load()
+	res.Sent, res.Recv = sent, recv()
 	if res.Err == "write" && res.Recv > res.Sent {
 		// Framed, a failed batch's frames that went out are not known
 		// (sendAll): those echoed were evidently sent.

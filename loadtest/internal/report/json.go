@@ -2,11 +2,11 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,48 +16,40 @@ import (
 
 // JSON writes r as indented JSON with its judgement j (docs/results.md):
 // every time.Duration as a Go duration string ("1.5s"), histograms of
-// nanoseconds in fields named _ns. r is not modified.
+// nanoseconds in fields named _ns, object keys in alphabetical order. r
+// is not modified.
 func JSON(w io.Writer, r *Result, j *Judgement) error {
 	out := *r
 	out.Judgement = j
-	var buf bytes.Buffer
-	if err := encode(&buf, reflect.ValueOf(&out)); err != nil {
+	v, err := generic(&out)
+	if err == nil {
+		v, err = durations(reflect.TypeFor[Result](), v, true)
+	}
+	if err != nil {
 		return fmt.Errorf("report: writing result: %w", err)
 	}
-	var ind bytes.Buffer
-	if err := json.Indent(&ind, buf.Bytes(), "", "  "); err != nil {
-		return fmt.Errorf("report: writing result: %w", err)
-	}
-	ind.WriteByte('\n')
-	_, err := w.Write(ind.Bytes())
-	return err
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // ReadJSON reads a result written by JSON, of this Version only.
 func ReadJSON(rd io.Reader) (*Result, error) {
-	var v struct {
-		Version int `json:"version"`
+	var v any
+	dec := json.NewDecoder(rd)
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("report: reading result: %w", err)
 	}
-	raw, err := io.ReadAll(rd)
-	if err == nil {
-		err = json.Unmarshal(raw, &v)
+	m, _ := v.(map[string]any)
+	if ver := fmt.Sprint(m["version"]); ver != strconv.Itoa(Version) {
+		return nil, fmt.Errorf("report: result format version %s, want %d (docs/results.md)", ver, Version)
 	}
+	v, err := durations(reflect.TypeFor[Result](), v, false)
 	if err != nil {
 		return nil, fmt.Errorf("report: reading result: %w", err)
 	}
-	if v.Version != Version {
-		return nil, fmt.Errorf("report: result format version %d, want %d (docs/results.md)", v.Version, Version)
-	}
-	var generic any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&generic); err != nil {
-		return nil, fmt.Errorf("report: reading result: %w", err)
-	}
-	if generic, err = durations(reflect.TypeFor[Result](), generic); err != nil {
-		return nil, fmt.Errorf("report: reading result: %w", err)
-	}
-	b, _ := json.Marshal(generic)
+	b, _ := json.Marshal(v)
 	var r Result
 	dr := json.NewDecoder(bytes.NewReader(b))
 	dr.DisallowUnknownFields()
@@ -72,6 +64,19 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 	r.Judgement = nil // the figures say it again
 	fillRead(&r)
 	return &r, nil
+}
+
+// generic returns v as encoding/json writes it, decoded into maps, lists
+// and json.Numbers.
+func generic(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out any
+	return out, dec.Decode(&out)
 }
 
 // fillRead gives a read result the maps and histograms JSON may omit.
@@ -120,118 +125,21 @@ var (
 	marshalerType = reflect.TypeFor[json.Marshaler]()
 )
 
-// encode appends v as encoding/json writes it, but for a time.Duration,
-// which it writes as a Go duration string. It knows the kinds the result's
-// types use: structs (json tags, omitempty, omitzero), pointers, slices,
-// arrays, maps, and values that marshal themselves.
-func encode(buf *bytes.Buffer, v reflect.Value) error {
-	if v.Type() == durationType {
-		buf.WriteString(strconv.Quote(time.Duration(v.Int()).String()))
-		return nil
-	}
-	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.IsNil() {
-		buf.WriteString("null")
-		return nil
-	}
-	if v.Type().Implements(marshalerType) || v.Kind() != reflect.Pointer && reflect.PointerTo(v.Type()).Implements(marshalerType) && v.CanAddr() {
-		b, err := json.Marshal(v.Interface())
-		buf.Write(b)
-		return err
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		return encode(buf, v.Elem())
-	case reflect.Struct:
-		buf.WriteByte('{')
-		first := true
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			fv := v.Field(i)
-			if !f.IsExported() || name == "-" || strings.Contains(opts, "omitempty") && empty(fv) || strings.Contains(opts, "omitzero") && fv.IsZero() {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			if !first {
-				buf.WriteByte(',')
-			}
-			first = false
-			buf.WriteString(strconv.Quote(name) + ":")
-			if err := encode(buf, fv); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	case reflect.Slice, reflect.Array:
-		buf.WriteByte('[')
-		for i := range v.Len() {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := encode(buf, v.Index(i)); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
-	case reflect.Map:
-		keys := v.MapKeys()
-		names := make([]string, len(keys))
-		for i, k := range keys {
-			names[i] = fmt.Sprint(k.Interface())
-		}
-		order := make([]int, len(keys))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
-		buf.WriteByte('{')
-		for n, i := range order {
-			if n > 0 {
-				buf.WriteByte(',')
-			}
-			buf.WriteString(strconv.Quote(names[i]) + ":")
-			if err := encode(buf, v.MapIndex(keys[i])); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	default:
-		b, err := json.Marshal(v.Interface())
-		buf.Write(b)
-		return err
-	}
-	return nil
-}
-
-// empty is encoding/json's omitempty test.
-func empty(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
-		return v.Len() == 0
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64,
-		reflect.Interface, reflect.Pointer:
-		return v.IsZero()
-	}
-	return false
-}
-
-// durations returns v, decoded JSON of type t, with every Go duration
-// string where t has a time.Duration turned into its nanoseconds, as
-// encoding/json reads a Duration.
-func durations(t reflect.Type, v any) (any, error) {
+// durations returns v, decoded JSON of type t, with every value where t
+// has a time.Duration turned from nanoseconds into a Go duration string
+// (toString), or back.
+func durations(t reflect.Type, v any, toString bool) (any, error) {
 	if t == durationType {
+		if toString {
+			n, err := v.(json.Number).Int64()
+			return time.Duration(n).String(), err
+		}
 		s, ok := v.(string)
 		if !ok {
 			return nil, fmt.Errorf("want a Go duration string, got %v", v)
 		}
 		d, err := time.ParseDuration(s)
-		if err != nil {
-			return nil, err
-		}
-		return json.Number(strconv.FormatInt(int64(d), 10)), nil
+		return json.Number(strconv.FormatInt(int64(d), 10)), err
 	}
 	if t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) {
 		return v, nil
@@ -239,20 +147,14 @@ func durations(t reflect.Type, v any) (any, error) {
 	var err error
 	switch t.Kind() {
 	case reflect.Pointer:
-		return durations(t.Elem(), v)
+		return durations(t.Elem(), v, toString)
 	case reflect.Struct:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return v, nil
-		}
+		m, _ := v.(map[string]any)
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" {
-				name = f.Name
-			}
-			if x, ok := m[name]; ok && x != nil {
-				if m[name], err = durations(f.Type, x); err != nil {
+			if x, ok := m[cmp.Or(name, f.Name)]; ok && x != nil {
+				if m[cmp.Or(name, f.Name)], err = durations(f.Type, x, toString); err != nil {
 					return nil, fmt.Errorf("%s: %w", name, err)
 				}
 			}
@@ -260,14 +162,14 @@ func durations(t reflect.Type, v any) (any, error) {
 	case reflect.Slice, reflect.Array:
 		a, _ := v.([]any)
 		for i := range a {
-			if a[i], err = durations(t.Elem(), a[i]); err != nil {
+			if a[i], err = durations(t.Elem(), a[i], toString); err != nil {
 				return nil, err
 			}
 		}
 	case reflect.Map:
 		m, _ := v.(map[string]any)
 		for k := range m {
-			if m[k], err = durations(t.Elem(), m[k]); err != nil {
+			if m[k], err = durations(t.Elem(), m[k], toString); err != nil {
 				return nil, err
 			}
 		}
