@@ -3,15 +3,16 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
-	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
 // progress prints a live line every second when stdout is a terminal and
@@ -53,13 +54,11 @@ func progress(o *options, ctr *attack.Counters, srv embeddedServer, srvPeak *int
 	}
 }
 
+// endsLine is how connections ended so far, by reason in name order.
 func endsLine(m map[string]int64) string {
 	s := ""
-	for _, k := range []string{"idle", "dead_peer", "frame_deadline", "retransmit_give_up", "output_limit", "unacked_limit", "overload",
-		"protocol_error", "frame_too_large", "write_stall", "eof", "reset", report.EndBadServerFrame, "client"} {
-		if m[k] > 0 {
-			s += fmt.Sprintf("%s=%d ", k, m[k])
-		}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		s += fmt.Sprintf("%s=%d ", k, m[k])
 	}
 	return s
 }
