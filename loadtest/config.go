@@ -145,9 +145,14 @@ func env(o *options) scenario.Env {
 		CountedAnswers: o.expect.Counted(), OtherProtocol: o.payload != nil || o.expect.Kind != attack.AnswerEcho,
 		Expect: o.expect.String(), Size: o.size, Handshake: o.timeouts.Handshake, Frame: o.timeouts.Frame, MaxConns: o.maxConns,
 		HostileBytes: o.hostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
+	t, known := o.timeouts, o.timeouts
 	if o.known != nil {
-		e.Frame = o.known.Frame // an external server's request deadline: only if given
+		known = *o.known
+		e.Frame = known.Frame // an external server's request deadline: only if given
 	}
+	e.Idle, e.KnownIdle, e.KeepaliveTime, e.KeepaliveTimeout = t.Idle, known.Idle, t.KeepaliveTime, t.KeepaliveTimeout
+	e.DeadPeerAfter, e.KnownDeadPeerAfter, e.Rate, e.Closed = t.DeadPeerAfter(), known.DeadPeerAfter(), o.rate, o.closed
+	_, e.GiveUp, e.LadderErr = attack.Ladder(t)
 	return e
 }
 
@@ -189,65 +194,18 @@ func parseScenarios(s string, e scenario.Env) ([]string, error) {
 	return out, nil
 }
 
-// checkTimeouts rejects timeout flags the chosen scenarios cannot work with.
+// checkTimeouts rejects timeout and rate flags a chosen scenario that
+// applies cannot work with (scenario.Spec.CheckFlags).
 func checkTimeouts(o *options) error {
-	t := o.timeouts
-	for _, d := range []time.Duration{t.Idle, t.KeepaliveTime, t.KeepaliveTimeout, t.Frame, t.Handshake, t.InitialRTO, t.MinRTO, t.MaxRTO, t.GiveUpAfter} {
-		if d < 0 {
-			return fmt.Errorf("%w: timeouts must not be negative", errUsage)
-		}
-	}
-	has := func(s string) bool {
-		return slices.Contains(o.scenarios, s) && notApplicable(o, s) == ""
-	}
-	// What is known of the server's other timeouts: an external server's
-	// only as far as the flags gave them.
-	known := t
-	if o.known != nil {
-		known = *o.known
-	}
-	switch {
-	case has(scenario.Handshake) && t.Handshake == 0:
-		return fmt.Errorf("%w: the handshake scenario needs -handshake > 0, the server's handshake timeout", errUsage)
-	case has(scenario.Handshake) && known.Idle > 0 && t.Handshake >= known.Idle:
-		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below -idle (%s), or its silent connections die idle", errUsage, t.Handshake, known.Idle)
-	case has(scenario.Handshake) && o.proto == attack.Framed && known.DeadPeerAfter() > 0 && t.Handshake >= known.DeadPeerAfter():
-		// A PONG is a frame, which would complete the handshake: the
-		// silent connections do not answer PINGs.
-		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below keepalive + count x timeout (%s), or its silent connections die as dead peers", errUsage, t.Handshake, known.DeadPeerAfter())
-	case has(scenario.Idle) && t.Idle == 0:
-		return fmt.Errorf("%w: the idle scenario needs -idle > 0", errUsage)
-	case has(scenario.Keepalive) && (t.KeepaliveTime == 0 || t.KeepaliveTimeout == 0):
-		return fmt.Errorf("%w: the keepalive scenario needs -keepalive and -keepalive-timeout > 0", errUsage)
-	case has(scenario.Keepalive) && t.Idle > 0 && t.DeadPeerAfter() >= t.Idle:
-		return fmt.Errorf("%w: the keepalive scenario needs keepalive + count x timeout (%s) below -idle (%s), or silent peers die idle", errUsage, t.DeadPeerAfter(), t.Idle)
-	case t.Handshake > 0 && has(scenario.Echo) && !o.closed && firstSend(o.rate, 1) >= t.Handshake:
-		return fmt.Errorf("%w: echo's connections send their first message up to 1/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
-			errUsage, firstSend(o.rate, 1), t.Handshake)
-	case t.Handshake > 0 && has(scenario.Splitter) && firstSend(o.rate, 3) >= t.Handshake:
-		return fmt.Errorf("%w: splitter's connections send their first write up to 3/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
-			errUsage, firstSend(o.rate, 3), t.Handshake)
-	case has(scenario.Slowloris) && t.Frame == 0:
-		return fmt.Errorf("%w: the slowloris scenario needs -frame-timeout > 0", errUsage)
-	}
-	if has(scenario.Retransmit) {
-		_, giveUp, err := attack.Ladder(t)
-		if err != nil {
-			return fmt.Errorf("%w: retransmit flags: %v", errUsage, err)
-		}
-		if t.Idle > 0 && giveUp >= t.Idle {
-			return fmt.Errorf("%w: the retransmit scenario needs the give-up (%s) before -idle (%s)", errUsage, giveUp, t.Idle)
+	e := env(o)
+	for _, s := range o.scenarios {
+		if sp := scenario.Lookup(s); sp.NotApplicable(e) == "" {
+			if why := sp.CheckFlags(e); why != "" {
+				return fmt.Errorf("%w: %s", errUsage, why)
+			}
 		}
 	}
 	return nil
-}
-
-// firstSend is how long after it opens a paced connection sends its first
-// write at most: its phase in the pacer's interval (1/rate), and for a
-// splitter, which joins up to 3 messages in a write, two intervals more
-// (intervals: 3).
-func firstSend(rate float64, intervals int) time.Duration {
-	return time.Duration(float64(intervals) * float64(time.Second) / rate)
 }
 
 // Defaults of the server limits the memory bound is derived from: those

@@ -79,6 +79,19 @@ type Env struct {
 	// Nonreader's flood per connection and the server's output limits it
 	// must exceed to be judged.
 	HostileBytes, OutputLimit, UnackedLimit int64
+
+	// The timeouts the scenarios are judged against (the flags, or the
+	// harness's defaults), and what is known of the server's own
+	// (Known*: an external server's only as far as the flags gave them):
+	// each scenario's flag check reads them.
+	Idle, KnownIdle, KeepaliveTime, KeepaliveTimeout time.Duration
+	DeadPeerAfter, KnownDeadPeerAfter                time.Duration
+	// GiveUp is the retransmission give-up offset the flags give, or
+	// LadderErr why they give none.
+	GiveUp    time.Duration
+	LadderErr error
+	Rate      float64 // messages/s per connection
+	Closed    bool    // closed loop
 }
 
 // MustClose says, for a hostile scenario whose every connection the
@@ -131,6 +144,8 @@ type Spec struct {
 	// byDefault reports whether the default set includes it, when it
 	// applies (nil: always).
 	byDefault func(e Env) bool
+	// flags returns why the flags in e cannot run it ("": they can).
+	flags func(e Env) string
 }
 
 // Role returns connection i's role in scenario s over protocol p.
@@ -156,6 +171,33 @@ func (s *Spec) NotApplicable(e Env) string {
 	}
 	if s.notApplicable != nil {
 		return s.notApplicable(e)
+	}
+	return ""
+}
+
+// CheckFlags returns why the timeout and rate flags in e cannot run s,
+// a usage error, or "" if they can. Call it only when s applies.
+func (s *Spec) CheckFlags(e Env) string {
+	if s.flags == nil {
+		return ""
+	}
+	return s.flags(e)
+}
+
+// firstSend is how long after it opens a paced connection sends its first
+// write at most: its phase in the pacer's interval (1/rate), and for a
+// splitter, which joins up to 3 messages in a write, two intervals more.
+func firstSend(rate float64, intervals int) time.Duration {
+	return time.Duration(float64(intervals) * float64(time.Second) / rate)
+}
+
+// sendsBeforeHandshake says why paced connections that send their first
+// write up to intervals/-rate after they open would be closed by the
+// handshake timeout first, or "".
+func sendsBeforeHandshake(name string, e Env, intervals int) string {
+	if e.Handshake > 0 && !e.Closed && firstSend(e.Rate, intervals) >= e.Handshake {
+		return fmt.Sprintf("%s's connections send their first write up to %d/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
+			name, intervals, firstSend(e.Rate, intervals), e.Handshake)
 	}
 	return ""
 }

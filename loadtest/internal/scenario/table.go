@@ -14,6 +14,7 @@ const kernelBuffering = 8 << 20
 // and the reports read the row.
 var All = []Spec{
 	{Name: Echo, Answered: true, Doc: "open-loop paced messages (-rate, -size) for -duration; latency and lost messages",
+		flags: func(e Env) string { return sendsBeforeHandshake(Echo, e, 1) },
 		notApplicable: func(e Env) string {
 			if e.Proto == Raw && !e.CountedAnswers {
 				return fmt.Sprintf("echo counts and times each message's answer, and with -expect %s answers cannot be told apart", e.Expect)
@@ -21,7 +22,13 @@ var All = []Spec{
 			return ""
 		}},
 	{Name: Idle, Expect: "idle", Answered: true, Doc: "one message, then silence: the idle timeout (-idle) must close it",
-		quiet: func(int) bool { return true }},
+		quiet: func(int) bool { return true },
+		flags: func(e Env) string {
+			if e.Idle == 0 {
+				return "the idle scenario needs -idle > 0"
+			}
+			return ""
+		}},
 	{Name: Handshake, Expect: "handshake", Doc: "sends nothing: the handshake timeout (-handshake) must close it",
 		notApplicable: func(e Env) string {
 			if e.External && e.Handshake == 0 {
@@ -29,7 +36,21 @@ var All = []Spec{
 			}
 			return ""
 		},
-		byDefault: func(e Env) bool { return e.Handshake > 0 }},
+		byDefault: func(e Env) bool { return e.Handshake > 0 },
+		flags: func(e Env) string {
+			switch {
+			case e.Handshake == 0:
+				return "the handshake scenario needs -handshake > 0, the server's handshake timeout"
+			case e.KnownIdle > 0 && e.Handshake >= e.KnownIdle:
+				return fmt.Sprintf("the handshake scenario needs -handshake (%s) below -idle (%s), or its silent connections die idle", e.Handshake, e.KnownIdle)
+			case e.Proto == Framed && e.KnownDeadPeerAfter > 0 && e.Handshake >= e.KnownDeadPeerAfter:
+				// A PONG is a frame, which would complete the handshake:
+				// the silent connections do not answer PINGs.
+				return fmt.Sprintf("the handshake scenario needs -handshake (%s) below keepalive + count x timeout (%s), or its silent connections die as dead peers",
+					e.Handshake, e.KnownDeadPeerAfter)
+			}
+			return ""
+		}},
 	{Name: Keepalive, Framed: true, Expect: "dead_peer", ExpectRole: RoleSilent, Answered: true,
 		Doc: "half answer PINGs and must survive, half go silent and must be closed as dead peers",
 		role: func(_ Proto, i int) string {
@@ -38,9 +59,27 @@ var All = []Spec{
 			}
 			return RoleSurvivor
 		},
-		quiet: func(i int) bool { return i%2 == 1 }},
+		quiet: func(i int) bool { return i%2 == 1 },
+		flags: func(e Env) string {
+			switch {
+			case e.KeepaliveTime == 0 || e.KeepaliveTimeout == 0:
+				return "the keepalive scenario needs -keepalive and -keepalive-timeout > 0"
+			case e.Idle > 0 && e.DeadPeerAfter >= e.Idle:
+				return fmt.Sprintf("the keepalive scenario needs keepalive + count x timeout (%s) below -idle (%s), or silent peers die idle", e.DeadPeerAfter, e.Idle)
+			}
+			return ""
+		}},
 	{Name: Retransmit, Framed: true, Expect: "retransmit_give_up", Answered: true,
-		Doc: "never acknowledges: the server must resend on the RFC 6298 ladder and give up"},
+		Doc: "never acknowledges: the server must resend on the RFC 6298 ladder and give up",
+		flags: func(e Env) string {
+			switch {
+			case e.LadderErr != nil:
+				return fmt.Sprintf("retransmit flags: %v", e.LadderErr)
+			case e.Idle > 0 && e.GiveUp >= e.Idle:
+				return fmt.Sprintf("the retransmit scenario needs the give-up (%s) before -idle (%s)", e.GiveUp, e.Idle)
+			}
+			return ""
+		}},
 	{Name: Slowloris, Expect: "frame_deadline", Doc: "trickles a message a byte at a time: the frame (request) deadline (-frame-timeout) must close it",
 		notApplicable: func(e Env) string {
 			switch {
@@ -55,7 +94,13 @@ var All = []Spec{
 			}
 			return ""
 		},
-		byDefault: func(e Env) bool { return e.Proto == Framed }},
+		byDefault: func(e Env) bool { return e.Proto == Framed },
+		flags: func(e Env) string {
+			if e.Frame == 0 {
+				return "the slowloris scenario needs -frame-timeout > 0"
+			}
+			return ""
+		}},
 	{Name: Churn, Answered: true, Doc: "connections opened at -churn-rate, each sends one message, waits for its answer and closes"},
 
 	{Name: Nonreader, Hostile: true, FillsOutput: true, Doc: "floods messages and never reads: an output limit must close it",
@@ -77,6 +122,10 @@ var All = []Spec{
 				MiB(e.HostileBytes), MiB(limit), flag, buffers)
 		}},
 	{Name: Splitter, Hostile: true, Answered: true, Doc: "polite messages written cut at random byte boundaries, every echo checked byte for byte",
+		flags: func(e Env) string {
+			e.Closed = false // the splitter is always open loop
+			return sendsBeforeHandshake(Splitter, e, 3)
+		},
 		notApplicable: func(e Env) string {
 			if e.Proto == Raw && !e.EchoAnswers {
 				return fmt.Sprintf("the splitter checks echoes byte for byte, and the server's answers are not echoes (-expect %s)", e.Expect)
