@@ -115,19 +115,13 @@ func knownTimeouts(t report.Timeouts, set map[string]bool) *report.Timeouts {
 // scenario is judged against that no flag gave: the harness's default is
 // assumed.
 func assumedTimeouts(o *options, set map[string]bool) []string {
-	need := map[string][]string{
-		scenario.Idle:       {"idle"},
-		scenario.Keepalive:  {"keepalive", "keepalive-timeout", "keepalive-count"},
-		scenario.Retransmit: {"rto", "min-rto", "max-rto", "max-retransmits", "give-up"},
-		scenario.Slowloris:  {"frame-timeout"},
-	}
 	var notes []string
 	for _, s := range o.scenarios {
 		if notApplicable(o, s) != "" {
 			continue
 		}
 		var missing []string
-		for _, name := range need[s] {
+		for _, name := range scenario.Lookup(s).Timeouts {
 			if !set[name] {
 				missing = append(missing, "-"+name)
 			}

@@ -121,6 +121,9 @@ type Spec struct {
 	// from a server timeout ("" none); ExpectRole says which roles expect
 	// it ("" every role).
 	Expect, ExpectRole string
+	// Timeouts are the flags of the server's timeouts it is judged
+	// against (an external server's default is assumed when not given).
+	Timeouts []string
 	// Answered: its connections count the server's answers (polite
 	// traffic, judged by lost messages).
 	Answered bool

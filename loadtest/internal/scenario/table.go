@@ -21,7 +21,7 @@ var All = []Spec{
 			}
 			return ""
 		}},
-	{Name: Idle, Expect: "idle", Answered: true, Doc: "one message, then silence: the idle timeout (-idle) must close it",
+	{Name: Idle, Expect: "idle", Answered: true, Timeouts: []string{"idle"}, Doc: "one message, then silence: the idle timeout (-idle) must close it",
 		quiet: func(int) bool { return true },
 		flags: func(e Env) string {
 			if e.Idle == 0 {
@@ -52,7 +52,8 @@ var All = []Spec{
 			return ""
 		}},
 	{Name: Keepalive, Framed: true, Expect: "dead_peer", ExpectRole: RoleSilent, Answered: true,
-		Doc: "half answer PINGs and must survive, half go silent and must be closed as dead peers",
+		Timeouts: []string{"keepalive", "keepalive-timeout", "keepalive-count"},
+		Doc:      "half answer PINGs and must survive, half go silent and must be closed as dead peers",
 		role: func(_ Proto, i int) string {
 			if i%2 == 1 {
 				return RoleSilent
@@ -70,7 +71,8 @@ var All = []Spec{
 			return ""
 		}},
 	{Name: Retransmit, Framed: true, Expect: "retransmit_give_up", Answered: true,
-		Doc: "never acknowledges: the server must resend on the RFC 6298 ladder and give up",
+		Timeouts: []string{"rto", "min-rto", "max-rto", "max-retransmits", "give-up"},
+		Doc:      "never acknowledges: the server must resend on the RFC 6298 ladder and give up",
 		flags: func(e Env) string {
 			switch {
 			case e.LadderErr != nil:
@@ -80,7 +82,7 @@ var All = []Spec{
 			}
 			return ""
 		}},
-	{Name: Slowloris, Expect: "frame_deadline", Doc: "trickles a message a byte at a time: the frame (request) deadline (-frame-timeout) must close it",
+	{Name: Slowloris, Expect: "frame_deadline", Timeouts: []string{"frame-timeout"}, Doc: "trickles a message a byte at a time: the frame (request) deadline (-frame-timeout) must close it",
 		notApplicable: func(e Env) string {
 			switch {
 			case e.Proto == Framed:
