@@ -16,8 +16,8 @@ import (
 
 // JSON writes r as indented JSON with its judgement j (docs/results.md):
 // every time.Duration as a Go duration string ("1.5s"), histograms of
-// nanoseconds in fields named _ns, object keys in alphabetical order. r
-// is not modified.
+// nanoseconds in fields named _ns; the top level in field order, objects
+// below it with their keys in alphabetical order. r is not modified.
 func JSON(w io.Writer, r *Result, j *Judgement) error {
 	out := *r
 	out.Judgement = j
@@ -28,9 +28,30 @@ func JSON(w io.Writer, r *Result, j *Judgement) error {
 	if err != nil {
 		return fmt.Errorf("report: writing result: %w", err)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	// The top level in the order of Result's fields (version first);
+	// objects below it in alphabetical order.
+	m, _ := v.(map[string]any)
+	var b bytes.Buffer
+	b.WriteString("{")
+	t := reflect.TypeFor[Result]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		x, ok := m[name]
+		if !ok {
+			continue
+		}
+		val, err := json.MarshalIndent(x, "  ", "  ")
+		if err != nil {
+			return fmt.Errorf("report: writing result: %w", err)
+		}
+		if b.Len() > 1 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "\n  %q: %s", name, val)
+	}
+	b.WriteString("\n}\n")
+	_, err = w.Write(b.Bytes())
+	return err
 }
 
 // ReadJSON reads a result written by JSON, of this Version only.
