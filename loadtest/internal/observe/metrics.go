@@ -1,3 +1,7 @@
+// Package observe reads a server under test from outside the harness's
+// connections: the leak check of -addr runs (its Prometheus endpoint read
+// before and after the run) and its resident memory while hostile
+// scenarios run.
 package observe
 
 import (
@@ -21,11 +25,6 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
-// Package observe reads a server under test from outside the harness's
-// connections: the leak check of -addr runs (its Prometheus endpoint read
-// before and after the run) and its resident memory while hostile
-// scenarios run.
-//
 // This file is the leak check of -addr runs: the external server's own
 // gauges, read from its Prometheus endpoint (-metrics) before the run and
 // after it, as embedded runs read netserver's Stats directly. The same
