@@ -364,7 +364,7 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	checkReaped(t, r, "idle", 200*time.Millisecond, 200*time.Millisecond)
 	cd := r.CloseDelay
 	require.NotNil(t, cd, out)
-	assert.Equal(t, report.CloseDelayMetric, cd.Metric)
+	assert.Equal(t, "netwheel_timeout_close_delay_seconds", cd.Metric)
 	assert.Equal(t, uint64(idle.Closes.OnTime), cd.Count, "one close delay per idle reap")
 	p99, ok := cd.Quantile(0.99)
 	require.True(t, ok)

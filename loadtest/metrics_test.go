@@ -130,7 +130,7 @@ func TestParseFlags_MetricsNamespace(t *testing.T) {
 		_, err := parseFlags(args, io.Discard)
 		assert.ErrorIs(t, err, errUsage, "%v", args)
 	}
-	assert.Equal(t, report.CloseDelayMetric, observe.CloseDelayMetric(observe.DefaultNamespace))
+	assert.Equal(t, "netwheel_timeout_close_delay_seconds", observe.CloseDelayMetric(observe.DefaultNamespace))
 }
 
 // TestEndToEnd_ExternalMetricsLeak drives a real server but reads a fake

@@ -25,7 +25,7 @@ type embeddedServer interface {
 	Addr() net.Addr
 	Stats() report.Server
 	// MetricsHandler serves the server's Prometheus metrics, which hold
-	// its own close delay (report.CloseDelayMetric).
+	// its own close delay (observe.CloseDelayMetric).
 	MetricsHandler() http.Handler
 	Shutdown(ctx context.Context) error
 }
@@ -190,7 +190,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 			res.Leaks = append(res.Leaks, fmt.Sprintf("the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
 		}
 		if res.CloseDelay, err = observe.HandlerCloseDelay(srv.MetricsHandler()); err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
+			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", observe.CloseDelayMetric(observe.DefaultNamespace), err))
 		}
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := srv.Shutdown(sctx); err != nil {

@@ -23,12 +23,13 @@ import (
 
 	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver"
 )
 
 // This file is the leak check of -addr runs: the external server's own
 // gauges, read from its Prometheus endpoint (-metrics) before the run and
 // after it, as embedded runs read netserver's Stats directly. The same
-// readings give the server's own close delay (report.CloseDelayMetric),
+// readings give the server's own close delay (CloseDelayMetric),
 // which embedded netwheel runs read from the server's handler.
 
 // Tolerances of the leak check. Connections and timers are exact counts
@@ -55,7 +56,7 @@ type leakMetric struct {
 
 // DefaultNamespace is the prefix of netserver's own metrics unless
 // its Config.MetricsNamespace says otherwise (-metrics-namespace).
-const DefaultNamespace = "netwheel"
+const DefaultNamespace = netserver.DefaultMetricsNamespace
 
 // leakMetrics returns the metrics checked, in report order, for a server
 // whose own metrics are prefixed ns; netserver exposes all four (the last
@@ -77,12 +78,10 @@ var metricName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 // ValidNamespace reports whether ns can prefix a Prometheus metric name.
 func ValidNamespace(ns string) bool { return metricName.MatchString(ns) }
 
-// CloseDelayMetric is the name of the close-delay histogram of a server
-// whose own metrics are prefixed ns (report.CloseDelayMetric for
-// netserver's default).
-func CloseDelayMetric(ns string) string {
-	return strings.Replace(report.CloseDelayMetric, DefaultNamespace, ns, 1)
-}
+// CloseDelayMetric is the name of the histogram netserver keeps of how
+// late, on its own clock, its event loops closed connections whose
+// timeout had expired, for a server whose own metrics are prefixed ns.
+func CloseDelayMetric(ns string) string { return ns + "_timeout_close_delay_seconds" }
 
 // Bounds of the leak check's reads: each request, and the pause between
 // readings.
@@ -280,7 +279,7 @@ func HandlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: server metrics: %w", err)
 	}
-	return closeDelayOf(v, report.CloseDelayMetric)
+	return closeDelayOf(v, CloseDelayMetric(DefaultNamespace))
 }
 
 // closeDelayDiff is this run's part of an external server's close delay

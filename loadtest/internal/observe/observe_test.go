@@ -126,9 +126,9 @@ func TestCloseDelayDiff(t *testing.T) {
 		wantNote      string // "" : none
 	}{
 		{name: "after minus before, bucket-wise", before: expo(3, 5, 6), after: expo(10, 15, 20),
-			want: &report.ServerHistogram{Metric: report.CloseDelayMetric, Bounds: []float64{0.001, 0.005}, Counts: []uint64{7, 10}, Count: 14, Sum: 7}},
+			want: &report.ServerHistogram{Metric: CloseDelayMetric(DefaultNamespace), Bounds: []float64{0.001, 0.005}, Counts: []uint64{7, 10}, Count: 14, Sum: 7}},
 		{name: "no close in between", before: expo(3, 5, 6), after: expo(3, 5, 6),
-			want: &report.ServerHistogram{Metric: report.CloseDelayMetric, Bounds: []float64{0.001, 0.005}, Counts: []uint64{0, 0}, Count: 0, Sum: 0}},
+			want: &report.ServerHistogram{Metric: CloseDelayMetric(DefaultNamespace), Bounds: []float64{0.001, 0.005}, Counts: []uint64{0, 0}, Count: 0, Sum: 0}},
 		{name: "not exported: nothing said", before: "netwheel_connections_open 0\n", after: "netwheel_connections_open 0\n"},
 		{name: "server restarted", before: expo(3, 5, 6), after: expo(1, 1, 1), wantNote: "fell from 6 to 1 (did the server restart?)"},
 		{name: "only after", before: "netwheel_connections_open 0\n", after: expo(1, 1, 1), wantNote: "only one of the readings"},
@@ -140,7 +140,7 @@ func TestCloseDelayDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, note := closeDelayDiff(report.CloseDelayMetric, read(t, tt.before), read(t, tt.after))
+			got, note := closeDelayDiff(CloseDelayMetric(DefaultNamespace), read(t, tt.before), read(t, tt.after))
 			if tt.wantNote != "" {
 				assert.Nil(t, got)
 				assert.Contains(t, note, "server's own close delay (netwheel_timeout_close_delay_seconds) not reported: ")
@@ -160,7 +160,7 @@ func TestHandlerCloseDelay(t *testing.T) {
 			"netwheel_timeout_close_delay_seconds_sum 0.25\nnetwheel_timeout_close_delay_seconds_count 3\n")
 	}))
 	require.NoError(t, err)
-	assert.Equal(t, &report.ServerHistogram{Metric: report.CloseDelayMetric, Bounds: []float64{0.001}, Counts: []uint64{2}, Count: 3, Sum: 0.25}, h)
+	assert.Equal(t, &report.ServerHistogram{Metric: CloseDelayMetric(DefaultNamespace), Bounds: []float64{0.001}, Counts: []uint64{2}, Count: 3, Sum: 0.25}, h)
 
 	h, err = HandlerCloseDelay(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other 1\n") }))
 	assert.NoError(t, err)

@@ -310,7 +310,7 @@ type Result struct {
 	// computed from the figures and ignored when read.
 	Judgement *Judgement `json:"judgement,omitempty"`
 	// CloseDelay is the server's own account of its timeout closes
-	// (CloseDelayMetric); nil if the server does not export it.
+	// (netserver's timeout_close_delay_seconds); nil if the server does not export it.
 	CloseDelay *ServerHistogram `json:"close_delay,omitempty"`
 }
 

@@ -15,7 +15,7 @@ import (
 // (0.5ms, 1ms, 2.5ms, 5ms, seconds) and the given cumulative counts,
 // count and sum.
 func delay(counts []uint64, count uint64, sum float64) *ServerHistogram {
-	return &ServerHistogram{Metric: CloseDelayMetric, Bounds: []float64{0.0005, 0.001, 0.0025, 0.005}, Counts: counts, Count: count, Sum: sum}
+	return &ServerHistogram{Metric: "netwheel_timeout_close_delay_seconds", Bounds: []float64{0.0005, 0.001, 0.0025, 0.005}, Counts: counts, Count: count, Sum: sum}
 }
 
 func TestServerHistogram_Quantile(t *testing.T) {
@@ -115,7 +115,7 @@ func withDelay(name, server, target string, h *ServerHistogram) *Result {
 func TestMerge_CloseDelay(t *testing.T) {
 	a := delay([]uint64{1, 2, 3, 4}, 4, 0.01)
 	b := delay([]uint64{0, 5, 5, 6}, 7, 2)
-	otherBounds := &ServerHistogram{Metric: CloseDelayMetric, Bounds: []float64{0.001}, Counts: []uint64{1}, Count: 1}
+	otherBounds := &ServerHistogram{Metric: "netwheel_timeout_close_delay_seconds", Bounds: []float64{0.001}, Counts: []uint64{1}, Count: 1}
 	tests := []struct {
 		name     string
 		rs       []*Result
