@@ -100,7 +100,7 @@ func (c *Closes) add(r ConnResult, proto string, t Timeouts) {
 	c.FromEnd.Record(int64(fromEnd))
 	c.Window.Record(int64(by.Sub(r.ExpectedAt)))
 	if !r.WireFinAt.IsZero() {
-		c.Wire.Record(int64(r.WireFinAt.Sub(by)))
+		c.Wire.Record(int64(r.WireFinAt.Sub(r.ExpectedAt)))
 	}
 	switch {
 	case fromStart < -max(t.Tick, time.Millisecond):

@@ -164,7 +164,7 @@ type Closes struct {
 	// the window's width (the answer's delay). LateBy and EarlyBy hold the
 	// late ones' lateness and the early ones' earliness only. Wire is the
 	// close error from the kernel's timestamp of the server's FIN (-fins),
-	// from the window's end.
+	// from the window's start.
 	FromStart *hist.Histogram `json:"close_error_from_start_ns"`
 	FromEnd   *hist.Histogram `json:"close_error_from_end_ns"`
 	Window    *hist.Histogram `json:"window_ns"`

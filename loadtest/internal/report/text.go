@@ -157,7 +157,7 @@ func closesText(p func(string, ...any), c *Closes, horizon time.Duration) {
 		p("  close error (observed - deadline): %s", errText(c.FromStart))
 	}
 	if c.Wire.Count() > 0 {
-		p("  close error on the wire (the server's FIN, kernel timestamp): %s", errText(c.Wire))
+		p("  close error on the wire (the server's FIN, kernel timestamp, from the last byte sent): %s", errText(c.Wire))
 	}
 }
 
