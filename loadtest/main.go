@@ -17,9 +17,14 @@
 // The exit status is 0 when every judgement passed, 1 when one failed, 3
 // when none failed but some checks of timing were not judged because the
 // harness itself was starved of the CPU (the report gives its lag and the
-// CPU other processes took), 2 for bad flags or result files that cannot
-// be merged, and 1 for a run that could not be made (a server at -addr
-// that refuses or does not accept, a file that cannot be written).
+// CPU other processes took), 2 for bad flags (numbers no run can use, a
+// -json or -plot path that cannot be written, found before the run) or
+// result files that cannot be read or merged, and 1 for a run that could
+// not be made (a server at -addr that refuses, does not accept or answers
+// nothing within 3 s). `go run` reports any failure as 1: build the
+// binary where the status matters. The results file is documented in
+// docs/results.md; the judgement is computed once (report.Judge) and
+// rendered by the text, the JSON and the exit status.
 //
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags, README.md ("Load-test any server") for driving a server
