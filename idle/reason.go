@@ -38,6 +38,12 @@ const (
 	ReasonPingFlood    // PINGs faster than their limit
 	ReasonApplication  // the handler closed it with a code of its protocol's own
 
+	ReasonSourceLimit    // its source holds as many connections as one source may
+	ReasonProxyUntrusted // the PROXY protocol is required and the peer is not a trusted proxy
+	ReasonProxyMissing   // the PROXY protocol is required and the first bytes are not a PROXY header
+	ReasonProxyInvalid   // a malformed PROXY header, or one of a version, command or family its specification does not define
+	ReasonProxyTooLarge  // a PROXY header longer than the server accepts
+
 	numReasons
 )
 
@@ -67,6 +73,12 @@ var reasonNames = [numReasons]string{
 	ReasonUnackedLimit:  "unacked_limit",
 	ReasonPingFlood:     "ping_flood",
 	ReasonApplication:   "application",
+
+	ReasonSourceLimit:    "source_limit",
+	ReasonProxyUntrusted: "proxy_untrusted",
+	ReasonProxyMissing:   "proxy_missing",
+	ReasonProxyInvalid:   "proxy_invalid",
+	ReasonProxyTooLarge:  "proxy_too_large",
 }
 
 // Timeout reports whether r is a timeout: a deadline passed without the

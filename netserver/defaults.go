@@ -67,6 +67,7 @@ func (c Config) WithDefaults() (Config, error) {
 		c.Timeouts.FrameTimeout = 0
 	}
 	c.Tick = cmp.Or(c.Tick, wheel.DefaultTick)
+	c.withEdgeDefaults()
 	c.MaxFrame = cmp.Or(c.MaxFrame, frame.DefaultMax)
 	l := &c.Limits
 	or := func(v, def int) int {

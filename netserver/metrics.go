@@ -94,6 +94,14 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		counter(name("retransmit_giveups_total"), "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())
 		}),
+		gauge(name("connection_sources"), "Sources (client addresses cut to Config.SourceIPv4Bits or SourceIPv6Bits, loopback aside) holding connections now; "+
+			"0 without a per-source bound. Refusals over the bound are connections_closed_total{reason=\"source_limit\"}.",
+			func() float64 {
+				if s.sources == nil {
+					return 0
+				}
+				return float64(s.sources.Sources())
+			}),
 		counter(name("shutdown_cuts_total"), "Connections Shutdown cut at its deadline, unfinished (also counted as closed with reason shutdown).",
 			func() float64 { return float64(s.cuts.Load()) }),
 	}

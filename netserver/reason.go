@@ -33,6 +33,12 @@ const (
 	ReasonUnackedLimit  = idle.ReasonUnackedLimit
 	ReasonPingFlood     = idle.ReasonPingFlood
 	ReasonApplication   = idle.ReasonApplication
+	ReasonSourceLimit   = idle.ReasonSourceLimit
+	// The PROXY protocol's refusals (Config.ProxyProtocol).
+	ReasonProxyUntrusted = idle.ReasonProxyUntrusted
+	ReasonProxyMissing   = idle.ReasonProxyMissing
+	ReasonProxyInvalid   = idle.ReasonProxyInvalid
+	ReasonProxyTooLarge  = idle.ReasonProxyTooLarge
 )
 
 // numReasons sizes arrays indexed by Reason.
@@ -84,6 +90,10 @@ func closeCode(r Reason) frame.Code {
 		return frame.CodeUnackedLimit
 	case ReasonPingFlood:
 		return frame.CodePingFlood
+	case ReasonSourceLimit:
+		return frame.CodeSourceLimit
+	case ReasonProxyUntrusted, ReasonProxyMissing, ReasonProxyInvalid, ReasonProxyTooLarge:
+		return frame.CodeProxyHeader
 	}
 	return 0
 }
