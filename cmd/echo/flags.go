@@ -146,6 +146,7 @@ func parseFlagsLimit(args []string, help io.Writer, openFiles uint64, cores int)
 
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "on SIGINT or SIGTERM, the grace period for connections to finish (framed: they are told\nGOAWAY); those left are then cut, and echo exits 1 (a second signal kills at once)")
 	fs.BoolVar(&cfg.SilentShutdown, "silent-shutdown", false, "framed: close without sending peers a CLOSE frame first")
+	edgeFlags(fs, &cfg)
 	fs.StringVar(&o.metricsAddr, "metrics", "", "serve /metrics (Prometheus) on this `address`; keep it private")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof/ on -metrics")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info, warn or error")
