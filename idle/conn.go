@@ -106,7 +106,7 @@ func checkConnConfig(cfg *Config) error {
 	if cfg.FrameTimeout > 0 {
 		return fmt.Errorf("%w: FrameTimeout on a wrapped net.Conn, which knows no frames", ErrNoEffect)
 	}
-	r, err := cfg.run(uses{})
+	r, err := cfg.run(Uses{})
 	if err != nil {
 		return err
 	}

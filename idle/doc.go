@@ -42,8 +42,8 @@
 //
 // Zero values follow one rule, as everywhere in netwheel: a zero Config
 // field means the default it documents (the Default* constants, which keep
-// any peer from holding a connection for ever), and a negative one, Off,
-// turns the setting off. Config.WithDefaults shows what a Config resolves
+// any peer from holding a connection for ever), Off (exactly -1) turns the
+// setting off, and any other negative value is an error naming the field. Config.WithDefaults shows what a Config resolves
 // to.
 //
 // Package idle is pure logic over wheel timers: it reads no system clock of

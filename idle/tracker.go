@@ -112,8 +112,9 @@ const never = math.MaxInt64
 
 // New validates cfg and hooks and starts tracking a connection that opens
 // now (the wheel's clock), with cfg's defaults filled in (see Config and
-// Config.WithDefaults, whose probe is Hooks.Probe != nil). It returns an error wrapping ErrNegative,
-// ErrKeepalive, ErrMaxAge, ErrNoEffect or ErrHook. New allocates the Tracker
+// Config.WithDefaults, whose Uses.Probe is Hooks.Probe != nil). It returns an error wrapping ErrNegative,
+// ErrKeepalive, ErrMaxAge, ErrNoEffect, ErrTooShort (a timeout shorter than
+// the wheel's tick) or ErrHook. New allocates the Tracker
 // and arms at most one timer; it may be called from any goroutine.
 func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 	if w == nil {
@@ -128,7 +129,7 @@ func NewAt(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) (*Tracker
 	if w == nil {
 		panic("idle: New with nil wheel")
 	}
-	cfg, err := cfg.run(uses{probe: hooks.Probe != nil, frames: true, handshake: true})
+	cfg, err := cfg.run(Uses{Probe: hooks.Probe != nil, Frames: true, Handshake: true, Tick: w.Tick()})
 	if err != nil {
 		return nil, err
 	}

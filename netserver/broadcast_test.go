@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 )
 
@@ -81,7 +82,7 @@ func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
 	)
 	h := &fanout{opened: make(chan *netserver.Conn, clients)}
 	s := start(t, netserver.Config{EventLoops: loops}, h)
-	cs := make([]*client, clients)
+	cs := make([]*testpeer.Peer, clients)
 	conns := make([]*netserver.Conn, 0, clients)
 	onLoop := map[any]bool{}
 	for i := range cs {
@@ -119,8 +120,8 @@ func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
 			for _, n := range want {
 				left += n
 			}
-			r := bufio.NewReader(c.c)
-			_ = c.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+			r := bufio.NewReader(c)
+			_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 			for left > 0 {
 				line, err := r.ReadString('\n')
 				if err != nil {
@@ -150,7 +151,7 @@ func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
 			}
 			for len(out) > 0 {
 				n := min(len(out), 1000+i*100)
-				if _, err := c.c.Write(out[:n]); err != nil {
+				if _, err := c.Write(out[:n]); err != nil {
 					problems <- fmt.Sprintf("%s: write: %v", name(i), err)
 					return
 				}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/netwheel/netwheel/internal/proxyproto"
+	"github.com/netwheel/netwheel/internal/setting"
 	"github.com/netwheel/netwheel/internal/sources"
 )
 
@@ -53,9 +54,9 @@ const (
 	DefaultSourceIPv6Bits = 64
 )
 
-// checkEdge checks the PROXY protocol and per-source settings: one rule
-// for all, zero the default, Off (exactly -1) off where a setting can be,
-// any other negative an error.
+// checkEdge checks the PROXY protocol and per-source settings under the
+// one rule (internal/setting): zero the default, Off (exactly -1) off
+// where a setting can be, any other negative an error.
 func (c *Config) checkEdge() error {
 	switch c.ProxyProtocol {
 	case ProxyOff:
@@ -74,14 +75,23 @@ func (c *Config) checkEdge() error {
 	default:
 		return fmt.Errorf("%w: ProxyProtocol %v: want ProxyOff or ProxyRequired", ErrConfig, c.ProxyProtocol)
 	}
-	if c.MaxConnsPerSource < Off || c.MaxConnsPerSource > 1<<30 {
-		return fmt.Errorf("%w: MaxConnsPerSource %d: want a count up to 2^30, 0 for the default or Off (-1) for no bound", ErrConfig, c.MaxConnsPerSource)
+	for _, err := range []error{
+		setting.Check("MaxConnsPerSource", c.MaxConnsPerSource),
+		setting.CheckOn("SourceIPv4Bits", c.SourceIPv4Bits),
+		setting.CheckOn("SourceIPv6Bits", c.SourceIPv6Bits),
+	} {
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
-	if c.SourceIPv4Bits < 0 || c.SourceIPv4Bits > 32 {
-		return fmt.Errorf("%w: SourceIPv4Bits %d: want 1 to 32, or 0 for the default %d (it cannot be off)", ErrConfig, c.SourceIPv4Bits, DefaultSourceIPv4Bits)
+	if c.MaxConnsPerSource > 1<<30 {
+		return fmt.Errorf("%w: MaxConnsPerSource %d is above 2^30", ErrConfig, c.MaxConnsPerSource)
 	}
-	if c.SourceIPv6Bits < 0 || c.SourceIPv6Bits > 128 {
-		return fmt.Errorf("%w: SourceIPv6Bits %d: want 1 to 128, or 0 for the default %d (it cannot be off)", ErrConfig, c.SourceIPv6Bits, DefaultSourceIPv6Bits)
+	if c.SourceIPv4Bits > 32 {
+		return fmt.Errorf("%w: SourceIPv4Bits %d: want 1 to 32, or 0 for the default %d", ErrConfig, c.SourceIPv4Bits, DefaultSourceIPv4Bits)
+	}
+	if c.SourceIPv6Bits > 128 {
+		return fmt.Errorf("%w: SourceIPv6Bits %d: want 1 to 128, or 0 for the default %d", ErrConfig, c.SourceIPv6Bits, DefaultSourceIPv6Bits)
 	}
 	return nil
 }
@@ -89,12 +99,8 @@ func (c *Config) checkEdge() error {
 // withEdgeDefaults fills in the source prefixes' defaults.
 // MaxConnsPerSource's stays 0: it is decided at Start, from MaxConns.
 func (c *Config) withEdgeDefaults() {
-	if c.SourceIPv4Bits == 0 {
-		c.SourceIPv4Bits = DefaultSourceIPv4Bits
-	}
-	if c.SourceIPv6Bits == 0 {
-		c.SourceIPv6Bits = DefaultSourceIPv6Bits
-	}
+	c.SourceIPv4Bits = setting.Or(c.SourceIPv4Bits, DefaultSourceIPv4Bits)
+	c.SourceIPv6Bits = setting.Or(c.SourceIPv6Bits, DefaultSourceIPv6Bits)
 }
 
 // maxConnsPerSource resolves MaxConnsPerSource for a bound of maxConns
@@ -118,14 +124,8 @@ func (s *Server) startSources() error {
 	if limit == 0 {
 		return nil
 	}
-	v4, v6 := s.cfg.SourceIPv4Bits, s.cfg.SourceIPv6Bits
-	if v4 == 0 {
-		v4 = DefaultSourceIPv4Bits
-	}
-	if v6 == 0 {
-		v6 = DefaultSourceIPv6Bits
-	}
-	c, err := sources.New(limit, v4, v6)
+	c, err := sources.New(limit, setting.Or(s.cfg.SourceIPv4Bits, DefaultSourceIPv4Bits),
+		setting.Or(s.cfg.SourceIPv6Bits, DefaultSourceIPv6Bits))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/internal/proxyproto"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -210,19 +211,19 @@ func TestProxy_Refusals(t *testing.T) {
 				cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(tt.trusted)}
 				s := start(t, cfg, h)
 				c := dial(t, s)
-				_, _ = c.c.Write(tt.send) // the server may have closed already (untrusted)
+				_, _ = c.Write(tt.send) // the server may have closed already (untrusted)
 				if p == netserver.Framed {
-					require.NoError(t, c.c.SetReadDeadline(time.Now().Add(waitFor)))
-					f, err := c.fc.Next()
+					require.NoError(t, c.SetReadDeadline(time.Now().Add(waitFor)))
+					f, err := c.Frames.Next()
 					require.NoError(t, err)
 					assert.Equal(t, frame.TypeClose, f.Type)
 					assert.Equal(t, frame.CodeProxyHeader, f.Code)
 					assert.Equal(t, tt.want.String(), string(f.Reason))
 				}
-				require.NoError(t, c.c.SetReadDeadline(time.Now().Add(waitFor)))
-				_, err := io.ReadAll(c.c)
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(waitFor)))
+				_, err := io.ReadAll(c.Conn)
 				if err != nil {
-					require.True(t, isReset(err), "%v", err)
+					require.True(t, testpeer.Closed(err), "%v", err)
 				}
 				require.Eventually(t, func() bool { return s.Stats().Closed[tt.want.String()] == 1 }, waitFor, time.Millisecond)
 				assert.Equal(t, 1.0, closedMetric(t, s, tt.want.String()))
@@ -243,14 +244,14 @@ func TestProxy_HandshakeDeadlineCoversTheHeader(t *testing.T) {
 	h := newWho()
 	s := start(t, cfg, h)
 	c := dial(t, s)
-	c.write([]byte("PROXY TCP4 192.0.2.1"))
-	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(waitFor)))
-	_, err := io.ReadAll(c.c)
+	c.Push([]byte("PROXY TCP4 192.0.2.1"))
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(waitFor)))
+	_, err := io.ReadAll(c.Conn)
 	ended := time.Now()
 	if err != nil {
-		require.True(t, isReset(err), "%v", err)
+		require.True(t, testpeer.Closed(err), "%v", err)
 	}
-	assert.GreaterOrEqual(t, ended.Sub(c.start), handshake, "closed before the handshake timeout")
+	assert.GreaterOrEqual(t, ended.Sub(c.Dialed), handshake, "closed before the handshake timeout")
 	require.Eventually(t, func() bool { return s.Stats().Closed["handshake"] == 1 }, waitFor, time.Millisecond)
 	assert.Empty(t, h.opened)
 	assert.Empty(t, h.closed)
@@ -266,10 +267,10 @@ func TestProxy_LocalAndUnknownKeepThePeer(t *testing.T) {
 		proxyproto.AppendV1(nil, netip.AddrPort{}, netip.AddrPort{}),
 	} {
 		c := dial(t, s)
-		c.write(append(hdr, "ping"...))
-		assert.Equal(t, []byte("ping"), readEcho(t, c.c, netserver.Raw, 4))
+		c.Push(append(hdr, "ping"...))
+		assert.Equal(t, []byte("ping"), readEcho(t, c.Conn, netserver.Raw, 4))
 		o := <-h.opened
-		assert.Equal(t, c.c.LocalAddr().(*net.TCPAddr).AddrPort(), o[0], "ClientAddr is the peer")
+		assert.Equal(t, c.LocalAddr().(*net.TCPAddr).AddrPort(), o[0], "ClientAddr is the peer")
 		assert.Equal(t, o[0], o[1])
 	}
 }
@@ -284,14 +285,14 @@ func TestProxy_LogsTheClient(t *testing.T) {
 	s := start(t, cfg, h)
 	c := dial(t, s)
 	client := netip.MustParseAddrPort("192.0.2.9:1234")
-	c.write(append(header(2, client, s.Addr()), "hi"...))
-	assert.Equal(t, []byte("hi"), readEcho(t, c.c, netserver.Raw, 2))
-	require.NoError(t, c.c.Close())
+	c.Push(append(header(2, client, s.Addr()), "hi"...))
+	assert.Equal(t, []byte("hi"), readEcho(t, c.Conn, netserver.Raw, 2))
+	require.NoError(t, c.Close())
 	assert.Equal(t, netserver.ReasonPeerClosed, <-h.closed)
 	closes := logs.attrsOf("netserver: connection closed")
 	require.Len(t, closes, 1)
 	assert.Equal(t, client.String(), closes[0]["remote"].String())
-	assert.Equal(t, c.c.LocalAddr().String(), closes[0]["peer"].String())
+	assert.Equal(t, c.LocalAddr().String(), closes[0]["peer"].String())
 }
 
 // TestSourceLimit_ByHeader: the per-source limit counts the header's
@@ -306,21 +307,21 @@ func TestSourceLimit_ByHeader(t *testing.T) {
 			cfg.MaxConnsPerSource = 2
 			h := newWho()
 			s := start(t, cfg, h)
-			open := func(client string) (*client, bool) {
+			open := func(client string) (*testpeer.Peer, bool) {
 				c := dial(t, s)
 				msg := []byte("hi")
 				if p == netserver.Framed {
 					msg = frame.AppendData(nil, 1, msg)
 				}
-				c.write(append(header(2, netip.MustParseAddrPort(client), s.Addr()), msg...))
-				require.NoError(t, c.c.SetReadDeadline(time.Now().Add(waitFor)))
+				c.Push(append(header(2, netip.MustParseAddrPort(client), s.Addr()), msg...))
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(waitFor)))
 				if p == netserver.Raw {
 					got := make([]byte, 2)
-					_, err := io.ReadFull(c.c, got)
+					_, err := io.ReadFull(c.Conn, got)
 					return c, err == nil
 				}
 				for {
-					f, err := c.fc.Next()
+					f, err := c.Frames.Next()
 					require.NoError(t, err)
 					switch f.Type {
 					case frame.TypeData:
@@ -348,7 +349,7 @@ func TestSourceLimit_ByHeader(t *testing.T) {
 			assert.False(t, ok, "a third connection from 2001:db8::/64")
 			_, ok = open("[2001:db8:0:1::1]:1")
 			assert.True(t, ok, "another /64")
-			require.NoError(t, a1.c.Close())
+			require.NoError(t, a1.Close())
 			require.Eventually(t, func() bool { return s.Stats().Closed["peer_closed"] == 1 }, waitFor, time.Millisecond)
 			_, ok = open("192.0.2.1:4")
 			assert.True(t, ok, "the place 192.0.2.1 freed")
@@ -373,24 +374,24 @@ func TestSourceLimit_ByPeer(t *testing.T) {
 	s.CountLoopback()
 	require.NoError(t, s.Start())
 	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
-	var cs []*client
+	var cs []*testpeer.Peer
 	for range 2 {
 		c := dial(t, s)
-		c.write(frame.AppendData(nil, 1, []byte("x")))
-		f, err := c.next(waitFor)
+		c.Push(frame.AppendData(nil, 1, []byte("x")))
+		f, err := c.Next(waitFor)
 		require.NoError(t, err)
 		require.NotEqual(t, frame.TypeClose, f.Type)
 		cs = append(cs, c)
 	}
 	c := dial(t, s)
-	code, _ := c.waitClose(waitFor)
+	code, _ := c.WaitClose(waitFor)
 	assert.Equal(t, frame.CodeSourceLimit, code)
 	assert.Equal(t, int64(1), s.Stats().Closed["source_limit"])
 
 	exempt := start(t, netserver.Config{Protocol: netserver.Raw, MaxConnsPerSource: 1}, nil)
 	for range 3 {
 		c := dial(t, exempt)
-		c.write([]byte("ok"))
-		assert.Equal(t, []byte("ok"), readEcho(t, c.c, netserver.Raw, 2), "loopback is not counted")
+		c.Push([]byte("ok"))
+		assert.Equal(t, []byte("ok"), readEcho(t, c.Conn, netserver.Raw, 2), "loopback is not counted")
 	}
 }

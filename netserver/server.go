@@ -32,7 +32,6 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/internal/sources"
-	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -104,14 +103,15 @@ type Server struct {
 // or, for the Raw protocol, a StreamHandler; anything else, and nil, is an
 // error wrapping ErrConfig. It starts nothing: call Start.
 func New(cfg Config, h ConnHandler) (*Server, error) {
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfg.resolve()
+	if err != nil {
 		return nil, err
 	}
 	messages, stream, err := handlerFor(cfg.Protocol, h)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Protocol == Raw && cfg.Timeouts.KeepaliveTime != 0 {
+	if cfg.Protocol == Raw && cfg.Timeouts.KeepaliveTime > 0 {
 		if _, ok := h.(Prober); !ok {
 			return nil, fmt.Errorf("%w: Timeouts.KeepaliveTime with the raw protocol needs a Handler that implements Prober (netserver has no probe of its own to send); or use Kernel.KeepaliveIdle", ErrConfig)
 		}
@@ -133,15 +133,17 @@ func New(cfg Config, h ConnHandler) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.maxFrame == 0 {
-		s.maxFrame = frame.DefaultMax
-	}
 	// The write-stall timeout is the server's own: only the event loop can
-	// tell whether output is still queued.
+	// tell whether output is still queued. A Raw connection without
+	// HandlerMarks has no frames, so its Tracker keeps no frame deadline
+	// (WithDefaults leaves FrameTimeout zero for HandlerMarks).
 	s.idleCfg = cfg.Timeouts
 	s.stallTimeout = s.idleCfg.WriteStallTimeout
 	s.idleCfg.WriteStallTimeout = idle.Off
-	s.lim = cfg.Limits.resolve()
+	if cfg.Protocol == Raw && !cfg.HandlerMarks {
+		s.idleCfg.FrameTimeout = idle.Off
+	}
+	s.lim = cfg.Limits.run()
 	s.outputLook = outputLook(s.stallTimeout, s.lim.outputSoftFor)
 	s.loops.Store(&[]*loop{})
 	m, err := newMetrics(s, cfg.Registerer)

@@ -18,18 +18,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // busyConn opens a framed connection whose echo stays unacknowledged, so a
 // graceful shutdown must wait for it.
-func busyConn(t *testing.T, s *netserver.Server) *client {
+func busyConn(t *testing.T, s *netserver.Server) *testpeer.Peer {
 	t.Helper()
 	busy := dial(t, s)
-	busy.write(frame.AppendData(nil, 1, []byte("unacked")))
+	busy.Push(frame.AppendData(nil, 1, []byte("unacked")))
 	for {
-		f, err := busy.next(waitFor)
+		f, err := busy.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type == frame.TypeData {
 			return busy
@@ -84,8 +85,8 @@ func TestShutdown_DeadlineCutsBusyConnections(t *testing.T) {
 	var types []frame.Type
 	var code frame.Code
 	for {
-		f, err := busy.next(2 * time.Second)
-		if errors.Is(err, io.EOF) || isReset(err) {
+		f, err := busy.Next(2 * time.Second)
+		if testpeer.Closed(err) {
 			break
 		}
 		require.NoError(t, err)
@@ -146,9 +147,9 @@ func TestShutdown_StopsAcceptingFirst(t *testing.T) {
 
 	// The busy connection is still served: a ping is answered (after the
 	// server's GOAWAY and its PING).
-	busy.write(frame.AppendPing(nil, 42))
+	busy.Push(frame.AppendPing(nil, 42))
 	for {
-		f, err := busy.next(waitFor)
+		f, err := busy.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type != frame.TypeAck && f.Type != frame.TypeGoAway && f.Type != frame.TypePing {
 			assert.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 42}, f)
@@ -160,8 +161,8 @@ func TestShutdown_StopsAcceptingFirst(t *testing.T) {
 		t.Fatalf("Shutdown returned (%v) while a connection had unacknowledged data", err)
 	default:
 	}
-	busy.write(append(frame.AppendAck(nil, 1), frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, "")...))
-	code, _ := busy.waitClose(waitFor)
+	busy.Push(append(frame.AppendAck(nil, 1), frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, "")...))
+	code, _ := busy.WaitClose(waitFor)
 	assert.Equal(t, frame.CodeShutdown, code)
 	require.NoError(t, <-done)
 }
@@ -284,7 +285,7 @@ func TestMetricsHandler_WithCustomRegisterer(t *testing.T) {
 	cfg := framedCfg()
 	cfg.Registerer = reg
 	s := start(t, cfg, nil)
-	dial(t, s).write(frame.AppendPing(nil, 1))
+	dial(t, s).Push(frame.AppendPing(nil, 1))
 	rec := httptest.NewRecorder()
 	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	assert.Contains(t, rec.Body.String(), "netwheel_connections_accepted_total")
@@ -338,7 +339,7 @@ func TestMetrics_NamespaceAndLabelsShareARegistry(t *testing.T) {
 		cfg.MetricsLabels = prometheus.Labels{"server": name}
 		s := start(t, cfg, nil)
 		if name == "api" {
-			dial(t, s).write(frame.AppendPing(nil, 1))
+			dial(t, s).Push(frame.AppendPing(nil, 1))
 			require.Eventually(t, func() bool { return s.Stats().Accepted == 1 }, waitFor, time.Millisecond)
 		}
 	}
@@ -377,7 +378,7 @@ func TestShutdown_ClosesEveryConnectionOfALoop(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
 	const busy, idle = 6, 3
-	var conns []*client
+	var conns []*testpeer.Peer
 	for i := range busy + idle {
 		if i%3 == 2 {
 			conns = append(conns, dial(t, s)) // idle: nothing unacknowledged
@@ -398,8 +399,8 @@ func TestShutdown_ClosesEveryConnectionOfALoop(t *testing.T) {
 	assert.Zero(t, s.Stats().Open)
 	assert.Equal(t, int64(busy+idle), s.Stats().Closed["shutdown"], "closes by reason: %v", s.Stats().Closed)
 	for i, c := range conns {
-		_ = c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, err := io.Copy(io.Discard, c.c)
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := io.Copy(io.Discard, c)
 		assert.NoError(t, err, "connection %d: read until the server closed it", i)
 	}
 }

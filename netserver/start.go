@@ -68,13 +68,8 @@ func (s *Server) Start() error {
 	}
 }
 
-// tick returns the wheel's tick: Config.Tick or its default.
-func (s *Server) tick() time.Duration {
-	if s.cfg.Tick == 0 {
-		return wheel.DefaultTick
-	}
-	return s.cfg.Tick
-}
+// tick returns the wheel's tick, resolved by New.
+func (s *Server) tick() time.Duration { return s.cfg.Tick }
 
 // size returns the number of event loops to run, resolves the bound on
 // open connections (s.maxConns) for it, and warns if the loops leave the

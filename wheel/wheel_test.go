@@ -23,11 +23,18 @@ func TestNew_RejectsBadTick(t *testing.T) {
 	for _, tick := range []time.Duration{wheel.MinTick, wheel.DefaultTick, wheel.MaxTick} {
 		assert.NoError(t, wheel.Validate(wheel.WithTick(tick)), "tick %v", tick)
 	}
+	// Zero is the default, as Config.Tick 0 is in netserver.
+	assert.NoError(t, wheel.Validate(wheel.WithTick(0)))
+	got, err := wheel.ResolveTick(0)
+	require.NoError(t, err)
+	assert.Equal(t, wheel.DefaultTick, got)
+	w := wheel.New(wheel.WithTick(0), wheel.WithClock(wheel.NewManualClock()))
+	assert.Equal(t, wheel.DefaultTick, w.Tick())
+	w.Stop()
 	for _, tc := range []struct {
 		name string
 		tick time.Duration
 	}{
-		{name: "zero", tick: 0},
 		{name: "negative", tick: -time.Millisecond},
 		{name: "below minimum", tick: wheel.MinTick - 1},
 		{name: "above maximum", tick: wheel.MaxTick + 1},
@@ -36,6 +43,8 @@ func TestNew_RejectsBadTick(t *testing.T) {
 			want := "wheel: tick out of range: " + tc.tick.String() + " not in [100µs, 1h0m0s]"
 			err := wheel.Validate(wheel.WithTick(tc.tick))
 			require.ErrorIs(t, err, wheel.ErrTick)
+			assert.EqualError(t, err, want)
+			_, err = wheel.ResolveTick(tc.tick)
 			assert.EqualError(t, err, want)
 			assert.PanicsWithValue(t, want, func() { wheel.New(wheel.WithTick(tc.tick)) })
 		})
