@@ -201,13 +201,16 @@ type Config struct {
 	// counted across every event loop; a connection beyond it is closed at
 	// once with ReasonSourceLimit (Framed: a CLOSE frame saying so). A
 	// source is the client's address (the PROXY header's, or the peer's)
-	// cut to SourceIPv4Bits or SourceIPv6Bits; loopback clients are not
-	// counted (the host's own proxies and tests). 0, the default, is a
-	// tenth of MaxConns as Start resolves it (DefaultMaxConnsPerSource
-	// where MaxConns has no bound), at least 1: ten sources are needed to
-	// fill the server, while an office or carrier NAT behind one address
-	// still gets thousands of connections at the derived MaxConns. Off
-	// turns the bound off.
+	// cut to SourceIPv4Bits or SourceIPv6Bits. A loopback peer without a
+	// PROXY header is not counted (the host's own proxy or load test, with
+	// any number of clients behind it); a client a header names is. 0, the
+	// default, is a tenth of MaxConns as Start resolves it, at least 1
+	// (DefaultMaxConnsPerSource where MaxConns has no bound): ten sources
+	// are needed to fill the server, while an office or carrier NAT behind
+	// one address still gets thousands of connections at the MaxConns an
+	// open-file limit of a few tens of thousands gives. Off turns the bound
+	// off. The counts cost O(1) per open and close, and memory per source
+	// present.
 	MaxConnsPerSource int
 	// SourceIPv4Bits and SourceIPv6Bits are how much of a client's address
 	// names its source: 0 means 32 (the address) and 64 (the site's /64,

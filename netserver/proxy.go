@@ -189,15 +189,18 @@ func (c *Conn) proxyAdmit() Reason {
 	return ReasonNone
 }
 
-// countSource counts c against its source's limit, if there is one and
-// the source is not loopback, and reports whether c may stay.
+// countSource counts c against its source's limit, if there is one, and
+// reports whether c may stay. A loopback peer with no PROXY header's
+// client is not counted: it is the host's own proxy or harness, behind
+// which any number of clients may be. A client that a header names is
+// counted, loopback or not.
 func (c *Conn) countSource() bool {
 	s := c.s
 	if s.sources == nil {
 		return true
 	}
 	key := s.sources.Key(c.ClientAddr().Addr())
-	if (key.IsLoopback() && !s.countLoopback) || !key.IsValid() {
+	if (key.IsLoopback() && c.client == nil && !s.countLoopback) || !key.IsValid() {
 		return true
 	}
 	if !s.sources.Acquire(key) {
