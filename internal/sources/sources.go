@@ -38,7 +38,7 @@ type Counter struct {
 // shard is a part of a Counter's sources. Every field is guarded by mu.
 type shard struct {
 	mu sync.Mutex
-	m  map[netip.Addr]int32
+	m  map[netip.Addr]int32 // nil until a source of the shard's is counted
 	// peak is the most entries m has held since it was made: a map keeps
 	// its buckets when entries go, so m is rebuilt when len(m) falls to
 	// peak/8.
@@ -62,11 +62,7 @@ func New(limit, v4Bits, v6Bits int) (*Counter, error) {
 	case v6Bits < 1 || v6Bits > 128:
 		return nil, fmt.Errorf("sources: IPv6 prefix /%d outside [/1, /128]", v6Bits)
 	}
-	c := &Counter{limit: int32(limit), v4Bits: v4Bits, v6Bits: v6Bits}
-	for i := range c.shards {
-		c.shards[i].m = make(map[netip.Addr]int32)
-	}
-	return c, nil
+	return &Counter{limit: int32(limit), v4Bits: v4Bits, v6Bits: v6Bits}, nil
 }
 
 // Key returns the source of a client at a: a without its zone, an
@@ -96,6 +92,9 @@ func (c *Counter) Acquire(key netip.Addr) bool {
 	if n >= c.limit {
 		s.mu.Unlock()
 		return false
+	}
+	if s.m == nil {
+		s.m = make(map[netip.Addr]int32) // a shard no source has used costs no map
 	}
 	s.m[key] = n + 1
 	if n == 0 {
