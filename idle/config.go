@@ -93,7 +93,7 @@ type Config struct {
 	// KeepaliveTime sends a probe through Hooks.Probe after this long
 	// without an inbound byte. A probe is never sent while bytes arrive.
 	// 0 means DefaultKeepaliveTime (30 s) where there is a probe to send
-	// (Hooks.Probe; WithDefaults' probe), none otherwise; Off turns it off.
+	// (Hooks.Probe; Uses.Probe), none otherwise; Off turns it off.
 	KeepaliveTime time.Duration
 	// KeepaliveTimeout is how long to wait for any inbound byte after each
 	// probe (0: DefaultKeepaliveTimeout, 10 s). It may not be off while

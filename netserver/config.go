@@ -57,6 +57,10 @@ var ErrConfig = errors.New("netserver: invalid config")
 // a count and a duration alike; any other negative value is an error.
 const Off = setting.Off
 
+// DefaultMetricsNamespace is the prefix of the metrics' names when
+// Config.MetricsNamespace is empty.
+const DefaultMetricsNamespace = "netwheel"
+
 // MaxEventLoopsPerCore bounds Config.EventLoops: each loop is a thread that
 // holds a P while it waits, so loops beyond a few per core only add threads
 // and wake-ups, and push the timer wheel off the CPUs.
@@ -174,8 +178,8 @@ type Config struct {
 	// Registerer, if not nil, also receives the server's Prometheus
 	// metrics (MetricsHandler serves them either way).
 	Registerer prometheus.Registerer
-	// MetricsNamespace prefixes every metric's name; "" means "netwheel"
-	// (netwheel_connections_open). MetricsLabels are constant labels put on
+	// MetricsNamespace prefixes every metric's name; "" means
+	// DefaultMetricsNamespace (netwheel_connections_open). MetricsLabels are constant labels put on
 	// every metric, so that several servers can share one Registerer
 	// (say {"server": "api"} and {"server": "admin"}); a label named
 	// "reason" is taken by the close counters.

@@ -2,10 +2,8 @@ package netserver
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/internal/fdlimit"
 	"github.com/netwheel/netwheel/internal/setting"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/wheel"
@@ -46,18 +44,7 @@ func DefaultConfig(p Protocol) Config {
 // itself. It reads the open-file limit and the number of CPUs, and may be
 // called from any goroutine.
 func (c Config) WithDefaults() (Config, error) {
-	return c.withDefaults(host{openFiles: fdlimit.OpenFiles(), cores: runtime.NumCPU()})
-}
-
-// host is what the bounds on EventLoops and MaxConns depend on: the
-// open-file limit (0: unknown) and the CPUs.
-type host struct {
-	openFiles uint64
-	cores     int
-}
-
-func (c Config) withDefaults(h host) (Config, error) {
-	if err := c.check(h); err != nil {
+	if err := c.check(); err != nil {
 		return c, err
 	}
 	var err error
@@ -74,6 +61,7 @@ func (c Config) withDefaults(h host) (Config, error) {
 	}
 	c.MaxFrame = setting.Or(c.MaxFrame, frame.DefaultMax)
 	c.withEdgeDefaults()
+	c.MetricsNamespace = setting.Or(c.MetricsNamespace, DefaultMetricsNamespace)
 	c.Limits = c.Limits.withDefaults(framed)
 	if framed {
 		if c.Retransmit, err = c.Retransmit.WithDefaults(c.Tick); err != nil {

@@ -1,7 +1,6 @@
 package netserver
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"net/http"
@@ -30,7 +29,7 @@ var closeDelayBuckets = []float64{
 }
 
 func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
-	ns := cmp.Or(s.cfg.MetricsNamespace, "netwheel")
+	ns := s.cfg.MetricsNamespace // resolved by New
 	labels := s.cfg.MetricsLabels
 	name := func(n string) string { return ns + "_" + n }
 	m := &metrics{
@@ -97,10 +96,10 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		gauge(name("connection_sources"), "Sources (client addresses cut to Config.SourceIPv4Bits or SourceIPv6Bits, loopback aside) holding connections now; "+
 			"0 without a per-source bound. Refusals over the bound are connections_closed_total{reason=\"source_limit\"}.",
 			func() float64 {
-				if s.sources == nil {
-					return 0
+				if c := s.sourcesPub.Load(); c != nil {
+					return float64(c.Sources())
 				}
-				return float64(s.sources.Sources())
+				return 0
 			}),
 		counter(name("shutdown_cuts_total"), "Connections Shutdown cut at its deadline, unfinished (also counted as closed with reason shutdown).",
 			func() float64 { return float64(s.cuts.Load()) }),

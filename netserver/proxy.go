@@ -130,6 +130,7 @@ func (s *Server) startSources() error {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.sources = c
+	s.sourcesPub.Store(c)
 	return nil
 }
 

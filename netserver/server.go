@@ -61,7 +61,10 @@ type Server struct {
 	wheel    *wheel.Wheel
 	wheelPub atomic.Pointer[wheel.Wheel]
 	maxConns int64            // the bound in force; 0: none
-	sources  *sources.Counter // per-source counts (Config.MaxConnsPerSource); nil: no bound
+	sources  *sources.Counter // per-source counts (Config.MaxConnsPerSource); nil: no bound; the loops' (see sourcesPub)
+	// sourcesPub is sources for other goroutines (the metrics), as
+	// wheelPub is wheel.
+	sourcesPub atomic.Pointer[sources.Counter]
 	// countLoopback counts loopback sources too: for tests, which have no
 	// other address to connect from; set before Start.
 	countLoopback bool

@@ -61,11 +61,20 @@ func (s *Server) Start() error {
 		}
 		s.listeners = s.ownListeners(foreign, want)
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", s.maxConns)
+			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", maxConnsAttr(s.maxConns))
 		return nil
 	case <-s.done:
 		return fmt.Errorf("netserver: listen on %s: %w", addr, s.runErr)
 	}
+}
+
+// maxConnsAttr is the bound on open connections as logged: "none" for
+// none (MaxConns Off, or an open-file limit unknown).
+func maxConnsAttr(n int64) any {
+	if n == 0 {
+		return "none"
+	}
+	return n
 }
 
 // tick returns the wheel's tick, resolved by New.

@@ -3,8 +3,10 @@ package netserver
 import (
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 
+	"github.com/netwheel/netwheel/internal/fdlimit"
 	"github.com/netwheel/netwheel/internal/setting"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -25,11 +27,11 @@ func (c Config) resolve() (Config, error) {
 	return c.WithDefaults()
 }
 
-// check validates the fields of c one by one, as given, on host h: the
-// rule for negative values, and what each field allows alone or with the
-// protocol. The layers below (wheel, idle, retransmit) check their own
-// fields when WithDefaults resolves them.
-func (c Config) check(h host) error {
+// check validates the fields of c one by one, as given: the rule for
+// negative values, and what each field allows alone, with the protocol or
+// on this machine (CPUs, open-file limit). The layers below (wheel, idle,
+// retransmit) check their own fields when WithDefaults resolves them.
+func (c Config) check() error {
 	if c.Protocol != Raw && c.Protocol != Framed {
 		return fmt.Errorf("%w: %v: want Raw or Framed", ErrConfig, c.Protocol)
 	}
@@ -54,13 +56,13 @@ func (c Config) check(h host) error {
 			return fmt.Errorf("%w: %s%w", ErrConfig, f.name, f.err)
 		}
 	}
-	if lim := MaxEventLoopsPerCore * h.cores; c.EventLoops > lim {
+	if lim := MaxEventLoopsPerCore * runtime.NumCPU(); c.EventLoops > lim {
 		return fmt.Errorf("%w: EventLoops %d is beyond %d per core (%d here): more loops only add threads",
 			ErrConfig, c.EventLoops, MaxEventLoopsPerCore, lim)
 	}
-	if h.openFiles > 0 && c.MaxConns > 0 && uint64(c.MaxConns) > h.openFiles {
+	if files := fdlimit.OpenFiles(); files > 0 && c.MaxConns > 0 && uint64(c.MaxConns) > files {
 		return fmt.Errorf("%w: MaxConns %d is above the open-file limit %d: the server would run out of descriptors before the bound (raise the limit, ulimit -n, first)",
-			ErrConfig, c.MaxConns, h.openFiles)
+			ErrConfig, c.MaxConns, files)
 	}
 	if c.Protocol == Raw && c.Timeouts.FrameTimeout > 0 && !c.HandlerMarks {
 		return fmt.Errorf("%w: Timeouts.FrameTimeout needs the framed protocol, or HandlerMarks (raw has no frames; a handler marks its requests)", ErrConfig)

@@ -11,8 +11,8 @@ import (
 )
 
 // edgeFlags declares the flags of the server's edge: the PROXY protocol and
-// the per-source limit.
-func edgeFlags(fs *flag.FlagSet, cfg *netserver.Config) {
+// the per-source limit; num declares a count under the one rule.
+func edgeFlags(fs *flag.FlagSet, cfg *netserver.Config, num func(p *int, name string, def int, usage string)) {
 	fs.Func("proxy-protocol", "off, or required: every connection comes from -trusted-proxies and starts\nwith a PROXY header, v1 or v2 (HAProxy's send-proxy-v2), naming the client (default off)",
 		func(s string) error {
 			m, err := netserver.ParseProxyMode(s)
@@ -23,9 +23,9 @@ func edgeFlags(fs *flag.FlagSet, cfg *netserver.Config) {
 			return nil
 		})
 	fs.Var((*prefixes)(&cfg.TrustedProxies), "trusted-proxies", "the balancers' `prefixes`, comma-separated (10.0.0.0/8,2001:db8::/32; an address\nalone is itself), that a PROXY header is accepted from; needs -proxy-protocol required")
-	fs.IntVar(&cfg.MaxConnsPerSource, "max-conns-per-source", 0, "most open `connections` per source, the client's address (IPv6 by /64); more\nare closed on arrival, loopback aside. 0 is a tenth of -max-conns; -1 is no limit")
-	fs.IntVar(&cfg.SourceIPv4Bits, "source-ipv4-bits", netserver.DefaultSourceIPv4Bits, "leading `bits` of an IPv4 client address that name its source")
-	fs.IntVar(&cfg.SourceIPv6Bits, "source-ipv6-bits", netserver.DefaultSourceIPv6Bits, "leading `bits` of an IPv6 client address that name its source")
+	num(&cfg.MaxConnsPerSource, "max-conns-per-source", 0, "most open `connections` per source, the client's address (IPv6 by /64); more\nare closed on arrival (a loopback peer without a PROXY header is not counted).\n0 is a tenth of -max-conns; off is no limit")
+	num(&cfg.SourceIPv4Bits, "source-ipv4-bits", netserver.DefaultSourceIPv4Bits, "leading `bits` of an IPv4 client address that name its source")
+	num(&cfg.SourceIPv6Bits, "source-ipv6-bits", netserver.DefaultSourceIPv6Bits, "leading `bits` of an IPv6 client address that name its source")
 }
 
 // prefixes is a flag.Value for a comma-separated list of netip.Prefix; a

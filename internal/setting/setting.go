@@ -22,8 +22,9 @@ type Number interface{ ~int | ~int64 }
 
 // Or returns def for a zero v and v otherwise, Off included: the default
 // resolved once, by the package whose field it is.
-func Or[T Number](v, def T) T {
-	if v == 0 {
+func Or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
 		return def
 	}
 	return v
