@@ -153,7 +153,7 @@ func (c *Conn) ClientAddr() netip.AddrPort {
 
 // PeerAddr reports the address of the peer that connected: with the
 // PROXY protocol, the balancer. An IPv4-mapped IPv6 address is given as
-// IPv4. It may be called from any goroutine.
+// IPv4. Call it on the connection's event loop, as RemoteAddr.
 func (c *Conn) PeerAddr() netip.AddrPort {
 	return addrPort(c.gc.RemoteAddr())
 }
