@@ -87,7 +87,7 @@ func (n netwheelServer) Addr() net.Addr                     { return n.s.Addr() 
 func (n netwheelServer) Shutdown(ctx context.Context) error { return n.s.Shutdown(ctx) }
 
 // MetricsHandler serves the server's Prometheus metrics, which hold its
-// own close delay (report.CloseDelayMetric).
+// own close delay (observe.CloseDelayMetric).
 func (n netwheelServer) MetricsHandler() http.Handler { return n.s.MetricsHandler() }
 
 func (n netwheelServer) Stats() report.Server {

@@ -78,46 +78,23 @@ func Reasons() []Reason {
 	return rs
 }
 
-// closeCode is the CLOSE frame code the server sends for r, or 0 for none
-// (the peer closed, or the socket failed: nobody to tell).
+// closeCodes holds the CLOSE frame code the server sends for each reason,
+// or 0 for none (the peer closed, or the socket failed: nobody to tell).
+var closeCodes = [numReasons]frame.Code{
+	ReasonServerClosed: frame.CodeNormal, ReasonShutdown: frame.CodeShutdown, ReasonIdle: frame.CodeIdle,
+	ReasonDeadPeer: frame.CodeDeadPeer, ReasonKeepalive: frame.CodeDeadPeer, ReasonFrameDeadline: frame.CodeFrameDeadline,
+	ReasonHandshake: frame.CodeHandshake, ReasonMaxAge: frame.CodeMaxAge, ReasonWriteStall: frame.CodeWriteStall,
+	ReasonGiveUp: frame.CodeGiveUp, ReasonProtocol: frame.CodeProtocol, ReasonTooLarge: frame.CodeTooLarge,
+	ReasonOverload: frame.CodeOverload, ReasonPanic: frame.CodeInternal, ReasonOutputLimit: frame.CodeOutputLimit,
+	ReasonUnackedLimit: frame.CodeUnackedLimit, ReasonPingFlood: frame.CodePingFlood,
+	ReasonSourceLimit: frame.CodeSourceLimit, ReasonProxyUntrusted: frame.CodeProxyHeader, ReasonProxyMissing: frame.CodeProxyHeader,
+	ReasonProxyInvalid: frame.CodeProxyHeader, ReasonProxyTooLarge: frame.CodeProxyHeader,
+}
+
+// closeCode is the CLOSE frame code the server sends for r (closeCodes).
 func closeCode(r Reason) frame.Code {
-	switch r {
-	case ReasonServerClosed:
-		return frame.CodeNormal
-	case ReasonShutdown:
-		return frame.CodeShutdown
-	case ReasonIdle:
-		return frame.CodeIdle
-	case ReasonDeadPeer, ReasonKeepalive:
-		return frame.CodeDeadPeer
-	case ReasonFrameDeadline:
-		return frame.CodeFrameDeadline
-	case ReasonHandshake:
-		return frame.CodeHandshake
-	case ReasonMaxAge:
-		return frame.CodeMaxAge
-	case ReasonWriteStall:
-		return frame.CodeWriteStall
-	case ReasonGiveUp:
-		return frame.CodeGiveUp
-	case ReasonProtocol:
-		return frame.CodeProtocol
-	case ReasonTooLarge:
-		return frame.CodeTooLarge
-	case ReasonOverload:
-		return frame.CodeOverload
-	case ReasonPanic:
-		return frame.CodeInternal
-	case ReasonOutputLimit:
-		return frame.CodeOutputLimit
-	case ReasonUnackedLimit:
-		return frame.CodeUnackedLimit
-	case ReasonPingFlood:
-		return frame.CodePingFlood
-	case ReasonSourceLimit:
-		return frame.CodeSourceLimit
-	case ReasonProxyUntrusted, ReasonProxyMissing, ReasonProxyInvalid, ReasonProxyTooLarge:
-		return frame.CodeProxyHeader
+	if r < numReasons {
+		return closeCodes[r]
 	}
 	return 0
 }
