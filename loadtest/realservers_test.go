@@ -50,11 +50,11 @@ func TestRealServers_Redis(t *testing.T) {
 	assert.Equal(t, realConns, s.Opened, "every connection opened\n%s", out)
 	assert.Empty(t, s.Errors, "no connection failed before its idle time began (no_echo: the answer was not read)\n%s", out)
 	assert.Zero(t, s.Lost, out)
-	assert.Equal(t, realConns, s.Expected, "every connection was driven to its idle timeout\n%s", out)
-	assert.GreaterOrEqual(t, time.Duration(s.ReapError.Quantile(0.5)), 500*time.Millisecond,
+	assert.Equal(t, realConns, s.Closes.Expected, "every connection was driven to its idle timeout\n%s", out)
+	assert.GreaterOrEqual(t, time.Duration(s.Closes.FromStart.Quantile(0.5)), 500*time.Millisecond,
 		"Redis closes idle clients in a periodic sweep: late by at least 0.5 s at the median\n%s", out)
 	assert.True(t, errors.Is(err, errJudged), "Redis's late closes fail the judgement: %v\n%s", err, out)
-	assert.Contains(t, strings.ToLower(strings.Join(s.Verdict(), "\n")), "late", "the verdict says the closes were late\n%s", out)
+	assert.Contains(t, strings.ToLower(strings.Join(verdict(s), "\n")), "late", "the verdict says the closes were late\n%s", out)
 }
 
 // TestRealServers_HAProxy: HAProxy closes on time; the run is judged ok.
@@ -87,9 +87,9 @@ backend be
 	s := res.Scenario("idle")
 	require.NotNil(t, s, out)
 	assert.Equal(t, realConns, s.Opened, out)
-	assert.Equal(t, realConns, s.Expected, out)
-	assert.Equal(t, realConns, s.Reaped, "closed on time\n%s", out)
-	assert.Empty(t, s.Verdict(), out)
+	assert.Equal(t, realConns, s.Closes.Expected, out)
+	assert.Equal(t, realConns, s.Closes.OnTime, "closed on time\n%s", out)
+	assert.Empty(t, verdict(s), out)
 }
 
 // runIdle runs the idle scenario (idle 2s) against addr with extra flags,
