@@ -8,14 +8,14 @@ import (
 	"github.com/netwheel/netwheel/internal/setting"
 )
 
-// Errors returned by Config.Validate, New, WrapConn and WrapListener, always
-// wrapped with the name of the offending field; test them with errors.Is.
+// Errors returned by Config.Validate, NewTracker and idleconn's wrappers,
+// always wrapped with the name of the offending field; test them with errors.Is.
 var (
 	// ErrNegative: a setting is negative but not Off (exactly -1), or
 	// negative at all where it cannot be off (KeepaliveCount).
 	ErrNegative = errors.New("idle: negative setting")
 	// ErrTooShort: a timeout is shorter than the wheel's tick, the finest
-	// deadline the wheel keeps (New, WrapConn).
+	// deadline the wheel keeps (NewTracker, idleconn.WrapConn).
 	ErrTooShort = errors.New("idle: timeout shorter than the tick")
 	// ErrKeepalive: the keepalive settings cannot work together.
 	ErrKeepalive = errors.New("idle: keepalive settings cannot work")
@@ -76,7 +76,7 @@ const (
 // wheel.ManualClock and whole-tick durations). A deadline beyond
 // the wheel's range (Wheel.MaxDuration after it started: 69 years at the
 // default tick) is never enforced. A Config is a plain value: copy it
-// freely; New keeps its own copy.
+// freely; NewTracker keeps its own copy.
 type Config struct {
 	// IdleTimeout closes the connection (ReasonIdle) after no application
 	// activity, as reported by Tracker.Activity, for this long. What counts
@@ -114,10 +114,10 @@ type Config struct {
 	FrameTimeout time.Duration
 
 	// HandshakeTimeout closes the connection (ReasonHandshake) unless
-	// Tracker.HandshakeDone is called within this long of New: a TLS
+	// Tracker.HandshakeDone is called within this long of NewTracker: a TLS
 	// handshake or first-frame deadline. 0 means DefaultHandshakeTimeout
-	// (10 s) for a Tracker from New, so call HandshakeDone when the
-	// connection has proven itself, or set Off; a wrapped Conn (WrapConn),
+	// (10 s) for a Tracker from NewTracker, so call HandshakeDone when the
+	// connection has proven itself, or set Off; a wrapped Conn (idleconn.WrapConn),
 	// whose handshake nothing marks done unless the caller does, has none
 	// unless it is set. Off turns it off.
 	HandshakeTimeout time.Duration
@@ -126,7 +126,7 @@ type Config struct {
 	// drawn once per connection, uniformly from [MaxAge-MaxAgeJitter,
 	// MaxAge+MaxAgeJitter] (its upper end saturating at the largest
 	// Duration), so that connections opened together do not all reconnect
-	// together. When it is reached, Hooks.Drain is called (send a
+	// together. When it is reached, Hooks.GoAway is called (send a
 	// GOAWAY, stop taking requests) and the connection is closed
 	// MaxAgeGrace later with ReasonMaxAge; with no grace it closes at once.
 	// MaxAge 0 means DefaultMaxAge (1 h) with, if MaxAgeJitter is 0 too,
@@ -166,7 +166,7 @@ type Config struct {
 //   - any timeout set at least as long as the longest possible lifetime
 //     (MaxAge+MaxAgeJitter+MaxAgeGrace), which therefore could never fire.
 //
-// New also rejects a timeout shorter than the wheel's tick. Validate is
+// NewTracker also rejects a timeout shorter than the wheel's tick. Validate is
 // cheap and may be called from any goroutine.
 func (c Config) Validate() error {
 	_, err := c.WithDefaults(UsesAll)
@@ -175,8 +175,8 @@ func (c Config) Validate() error {
 
 // Uses says which of the events that some defaults depend on the caller
 // reports: a default applies only where it can take effect. A Tracker
-// from New uses frames and the handshake, and a probe when Hooks.Probe is
-// set; a wrapped Conn (WrapConn) uses none of them.
+// from NewTracker uses frames and the handshake, and a probe when Hooks.Probe is
+// set; a wrapped Conn (idleconn.WrapConn) uses none of them.
 type Uses struct {
 	// Probe: the caller has a keepalive probe to send (Hooks.Probe), so
 	// KeepaliveTime's default applies.
@@ -197,7 +197,7 @@ type Uses struct {
 var UsesAll = Uses{Probe: true, Frames: true, Handshake: true}
 
 // WithDefaults returns c as a Tracker of a caller that reports the events
-// u runs it, or the error New would return: every zero field replaced by
+// u runs it, or the error NewTracker would return: every zero field replaced by
 // its default, and every setting that is off set to Off (KeepaliveCount,
 // MaxAgeJitter and MaxAgeGrace to 0 when unused). A zero setting whose
 // default does not apply to u (KeepaliveTime without a probe, FrameTimeout

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -169,10 +170,10 @@ func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
 	var events []string
 	record := func(what string) { events = append(events, clk.Now().String()+" "+what) }
 
-	silent, err := idle.New(w, idle.Config{}, idle.Hooks{Close: func(r idle.Reason) { record("silent closed: " + r.String()) }})
+	silent, err := idle.NewTracker(w, idle.Config{}, idle.Hooks{Close: func(r idle.Reason) { record("silent closed: " + r.String()) }})
 	require.NoError(t, err)
 	defer silent.Stop()
-	talking, err := idle.New(w, idle.Config{}, idle.Hooks{
+	talking, err := idle.NewTracker(w, idle.Config{}, idle.Hooks{
 		Close: func(r idle.Reason) { record("talking closed: " + r.String()) },
 		Probe: func() { record("probe") },
 	})
@@ -181,7 +182,7 @@ func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
 	talking.HandshakeDone()
 	client, server := net.Pipe()
 	defer client.Close()
-	wrapped, err := idle.WrapConn(server, w, idle.Config{})
+	wrapped, err := idleconn.WrapConn(server, w, idle.Config{})
 	require.NoError(t, err)
 	defer wrapped.Close()
 
@@ -208,10 +209,10 @@ func TestNew_TimeoutBelowTick(t *testing.T) {
 	defer w.Stop()
 	cfg := idle.Config{FrameTimeout: time.Nanosecond}
 	require.NoError(t, cfg.Validate())
-	_, err := idle.New(w, cfg, idle.Hooks{Close: func(idle.Reason) {}})
+	_, err := idle.NewTracker(w, cfg, idle.Hooks{Close: func(idle.Reason) {}})
 	require.ErrorIs(t, err, idle.ErrTooShort)
 	assert.EqualError(t, err, "idle: timeout shorter than the tick: FrameTimeout 1ns is shorter than the timer wheel's tick 1ms, the finest deadline it can keep")
-	tr, err := idle.New(w, idle.Config{FrameTimeout: wheel.DefaultTick}, idle.Hooks{Close: func(idle.Reason) {}})
+	tr, err := idle.NewTracker(w, idle.Config{FrameTimeout: wheel.DefaultTick}, idle.Hooks{Close: func(idle.Reason) {}})
 	require.NoError(t, err, "one tick is a deadline the wheel keeps")
 	tr.Stop()
 }

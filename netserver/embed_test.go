@@ -182,12 +182,10 @@ func (h *hello) reason(c *testpeer.Peer) netserver.Reason {
 func awaitEOF(t *testing.T, c *testpeer.Peer, r io.Reader, timeout time.Duration) time.Time {
 	t.Helper()
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(timeout)))
-	_, err := io.Copy(io.Discard, r)
-	at := time.Now()
-	if err != nil && !testpeer.Closed(err) {
+	if _, err := io.Copy(io.Discard, r); err != nil && !testpeer.Closed(err) {
 		t.Fatalf("waiting for the server to close: %v", err)
 	}
-	return at
+	return time.Now()
 }
 
 // TestRaw_HandshakeWithHandlerMarks: with HandlerMarks, a Raw connection's

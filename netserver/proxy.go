@@ -254,6 +254,6 @@ func (c *Conn) readHeader() bool {
 		return false
 	}
 	c.flags.And(^uint32(flagNoHandler))
-	c.s.safely(c, func() { c.s.h.OnOpen(c) })
+	c.s.safely(c, func() { c.s.handler.OnOpen(c) })
 	return !c.closing && c.gc.InboundBuffered() > 0
 }

@@ -41,12 +41,12 @@ import (
 type Server struct {
 	// Set by New, read-only after.
 	cfg          Config
-	h            ConnHandler
+	handler      ConnHandler
 	messages     Handler       // h as a Handler, if it is one; nil if stream is used
 	stream       StreamHandler // h, for a Raw server whose handler implements OnStream; else nil
 	proto        protocol
 	log          *slog.Logger
-	m            *metrics
+	metrics      *metrics
 	idleCfg      idle.Config
 	maxFrame     int
 	stallTimeout time.Duration
@@ -121,7 +121,7 @@ func New(cfg Config, h ConnHandler) (*Server, error) {
 	}
 	s := &Server{
 		cfg:       cfg,
-		h:         h,
+		handler:   h,
 		messages:  messages,
 		stream:    stream,
 		log:       cfg.Logger,
@@ -153,7 +153,7 @@ func New(cfg Config, h ConnHandler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.m = m
+	s.metrics = m
 	return s, nil
 }
 
@@ -237,7 +237,7 @@ func (s *Server) Stats() Stats {
 	if w := s.wheelPub.Load(); w != nil {
 		st.TimersPending = w.Len()
 	}
-	for r := ReasonNone + 1; int(r) < numReasons; r++ {
+	for r := ReasonNone + 1; r < numReasons; r++ {
 		if n := s.closed[r].Load(); n != 0 {
 			st.Closed[r.String()] = n
 		}
@@ -249,7 +249,7 @@ func (s *Server) Stats() Stats {
 // process metrics, in the Prometheus text format, from a registry of the
 // server's own: the same whether or not Config.Registerer also receives
 // them. Any goroutine.
-func (s *Server) MetricsHandler() http.Handler { return s.m.handler }
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
 
 // stopped reports whether the server has stopped, its engine ended. Any
 // goroutine.

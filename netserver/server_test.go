@@ -375,34 +375,3 @@ func withAddr(cfg netserver.Config) netserver.Config {
 	cfg.EventLoops = 2
 	return cfg
 }
-
-// broadcast sends every message to every connection of the server (one event
-// loop, so the handler may touch them all).
-type broadcast struct{ conns map[*netserver.Conn]bool }
-
-func (b *broadcast) OnOpen(c *netserver.Conn) { b.conns[c] = true }
-func (b *broadcast) OnMessage(_ *netserver.Conn, msg []byte) {
-	for c := range b.conns {
-		_ = c.Send(msg)
-	}
-}
-func (b *broadcast) OnClose(c *netserver.Conn, _ netserver.Reason) { delete(b.conns, c) }
-
-// TestSendToOtherConnections: output a handler queues for several
-// connections in one event reaches each of them, and only them.
-func TestSendToOtherConnections(t *testing.T) {
-	s := start(t, netserver.Config{EventLoops: 1}, &broadcast{conns: map[*netserver.Conn]bool{}})
-	a, b := dial(t, s), dial(t, s)
-	require.Eventually(t, func() bool { return s.Stats().Open == 2 }, waitFor, time.Millisecond)
-	a.Push([]byte("hi"))
-	for _, c := range []*testpeer.Peer{a, b} {
-		got := make([]byte, 2)
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
-		_, err := io.ReadFull(c, got)
-		require.NoError(t, err)
-		assert.Equal(t, "hi", string(got))
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
-		n, _ := c.Read(got)
-		assert.Zero(t, n, "nothing more for this connection")
-	}
-}

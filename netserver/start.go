@@ -157,7 +157,7 @@ func (s *Server) gnetOptions(loops int, reusePort bool) []gnet.Option {
 // s.done when both have.
 func (s *Server) run(addr string, opts []gnet.Option) {
 	defer close(s.done)
-	s.runErr = gnet.Run(&events{s: s}, "tcp://"+addr, opts...)
+	s.runErr = gnet.Run(&gnetHandler{s: s}, "tcp://"+addr, opts...)
 	// Every loop has returned: no connection is left to arm a timer.
 	s.wheel.Stop()
 }

@@ -114,9 +114,9 @@ var (
 	// ErrSequence is returned by Tracker.Sent when seq is not one more than
 	// the previous seq.
 	ErrSequence = errors.New("retransmit: sequence out of order")
-	// ErrClosed is returned by Tracker.Sent after the tracker gave up or
-	// was closed.
-	ErrClosed = errors.New("retransmit: tracker closed")
+	// ErrStopped is returned by Tracker.Sent after the tracker gave up or
+	// was stopped.
+	ErrStopped = errors.New("retransmit: tracker stopped")
 
 	// ErrGiveUp is matched by every *GiveUpError.
 	ErrGiveUp = errors.New("retransmit: give up")
@@ -128,7 +128,7 @@ var (
 	ErrUnackedTimeout = errors.New("retransmit: unacknowledged too long")
 )
 
-// GiveUpError is the close reason a Tracker delivers to Handlers.GiveUp.
+// GiveUpError is the close reason a Tracker delivers to Hooks.GiveUp.
 // errors.Is matches it against ErrGiveUp and against Limit.
 type GiveUpError struct {
 	// Limit is ErrMaxRetransmits or ErrUnackedTimeout: which limit was hit.

@@ -35,7 +35,7 @@ func TestConfig_Invalid(t *testing.T) {
 	}
 	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
 	defer w.Stop()
-	h := retransmit.Handlers{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
+	h := retransmit.Hooks{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := retransmit.NewEstimator(tt.cfg)
@@ -86,12 +86,12 @@ func TestConfig_WithDefaults(t *testing.T) {
 func TestNewTracker_Invalid(t *testing.T) {
 	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
 	defer w.Stop()
-	ok := retransmit.Handlers{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
+	ok := retransmit.Hooks{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
 	_, err := retransmit.NewTracker(nil, retransmit.Config{}, ok)
 	assert.ErrorIs(t, err, retransmit.ErrInvalidConfig)
-	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Handlers{GiveUp: ok.GiveUp})
+	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Hooks{GiveUp: ok.GiveUp})
 	assert.ErrorIs(t, err, retransmit.ErrInvalidConfig)
-	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Handlers{Retransmit: ok.Retransmit})
+	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Hooks{Retransmit: ok.Retransmit})
 	assert.ErrorIs(t, err, retransmit.ErrInvalidConfig)
 }
 
@@ -165,12 +165,12 @@ func TestTracker_GiveUpLimitsOff(t *testing.T) {
 	defer w.Stop()
 	retx := 0
 	tr, err := retransmit.NewTracker(w, retransmit.Config{MaxRetransmits: retransmit.Off, GiveUpAfter: retransmit.Off,
-		MaxRTO: time.Second}, retransmit.Handlers{
+		MaxRTO: time.Second}, retransmit.Hooks{
 		Retransmit: func(uint64, int) { retx++ },
 		GiveUp:     func(err error) { t.Errorf("gave up: %v", err) },
 	})
 	require.NoError(t, err)
-	defer tr.Close()
+	defer tr.Stop()
 	require.NoError(t, tr.Sent(1, w.Now()))
 	for range 4 * retransmit.DefaultMaxRetransmits {
 		clk.Advance(time.Second)
@@ -196,12 +196,12 @@ func TestTracker_OneGiveUpLimitOff(t *testing.T) {
 			w := wheel.New(wheel.WithClock(clk))
 			defer w.Stop()
 			var gaveUp error
-			tr, err := retransmit.NewTracker(w, tc.cfg, retransmit.Handlers{
+			tr, err := retransmit.NewTracker(w, tc.cfg, retransmit.Hooks{
 				Retransmit: func(uint64, int) {},
 				GiveUp:     func(err error) { gaveUp = err },
 			})
 			require.NoError(t, err)
-			defer tr.Close()
+			defer tr.Stop()
 			require.NoError(t, tr.Sent(1, w.Now()))
 			for range 60 {
 				clk.Advance(time.Second)

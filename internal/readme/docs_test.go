@@ -1,9 +1,12 @@
 package readme
 
 import (
+	"cmp"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,22 +64,28 @@ func TestDocs_LinksResolve(t *testing.T) {
 	}
 }
 
-// anchors returns the anchors GitHub gives the headings of a Markdown text
-// (code blocks skipped): lower case, punctuation but '-' and '_' dropped,
-// spaces made '-'.
-func anchors(md string) []string {
+// headingsOf returns the headings of a Markdown text, code blocks skipped.
+func headingsOf(md string) []string {
 	var out []string
 	code := false
 	for _, line := range strings.Split(md, "\n") {
 		if strings.HasPrefix(line, "```") {
 			code = !code
 		}
-		if code || !strings.HasPrefix(line, "#") {
-			continue
+		if !code && strings.HasPrefix(line, "#") {
+			out = append(out, strings.TrimSpace(strings.TrimLeft(line, "#")))
 		}
-		h := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+	}
+	return out
+}
+
+// anchors returns the anchors GitHub gives the headings of a Markdown text:
+// lower case, punctuation but '-' and '_' dropped, spaces made '-'.
+func anchors(md string) []string {
+	var out []string
+	for _, h := range headingsOf(md) {
 		var b strings.Builder
-		for _, r := range h {
+		for _, r := range strings.ToLower(h) {
 			switch {
 			case r == ' ':
 				b.WriteRune('-')
@@ -131,4 +140,39 @@ func TestDeploy_JobTestsTheDeployedServer(t *testing.T) {
 		assert.Contains(t, docker, "-o /out/"+filepath.Base(bin)+" ", "the Dockerfile builds %s", bin)
 	}
 	assert.Contains(t, docker, "/usr/local/bin/")
+}
+
+// TestDocs_SectionsNamedExist: a section named in prose or a comment, as
+// docs/perf.md, "Memory per connection", is the start of a heading of that
+// file, in every Markdown and Go file of the tree.
+func TestDocs_SectionsNamedExist(t *testing.T) {
+	ref := regexp.MustCompile(`(?:docs/)?([a-z]+)\.md, "([^"]+)"`)
+	joinComments := regexp.MustCompile(`\n\s*(//)?\s*`)
+	headings := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && strings.HasPrefix(d.Name(), ".") && d.Name() != "." && d.Name() != ".." {
+			return cmp.Or(err, filepath.SkipDir)
+		}
+		if ext := filepath.Ext(path); d.IsDir() || ext != ".go" && ext != ".md" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, m := range ref.FindAllStringSubmatch(joinComments.ReplaceAllString(string(b), " "), -1) {
+			doc := "docs/" + m[1] + ".md"
+			if m[1] == "readme" || m[1] == "README" {
+				doc = "README.md"
+			}
+			if headings[doc] == nil {
+				headings[doc] = headingsOf(read(t, doc))
+			}
+			assert.True(t, slices.ContainsFunc(headings[doc], func(h string) bool { return strings.HasPrefix(h, m[2]) }),
+				"%s names the section %q of %s, which has no such heading", rel, m[2], doc)
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }

@@ -47,8 +47,7 @@ func startFramed(t *testing.T) *netserver.Server {
 	return srv
 }
 
-// dial connects a testpeer to srv and returns its frame.Conn, the Conn
-// under test, with every reply on (the protocol's due).
+// dial returns the frame.Conn, every reply on, of a testpeer dialed to srv.
 func dial(t *testing.T, srv *netserver.Server) *frame.Conn {
 	t.Helper()
 	p, err := testpeer.Dial(t, srv.Addr().String(), 0)

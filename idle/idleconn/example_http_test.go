@@ -1,4 +1,4 @@
-package idle_test
+package idleconn_test
 
 import (
 	"crypto/ecdsa"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -32,7 +33,7 @@ func ExampleWrapListener() {
 		panic(err)
 	}
 	const timeout = 200 * time.Millisecond // short, to keep the example quick
-	ln, err := idle.WrapListener(raw, w, idle.Config{IdleTimeout: timeout})
+	ln, err := idleconn.WrapListener(raw, w, idle.Config{IdleTimeout: timeout})
 	if err != nil {
 		panic(err)
 	}
@@ -43,7 +44,7 @@ func ExampleWrapListener() {
 		}),
 		ConnState: func(c net.Conn, s http.ConnState) {
 			if s == http.StateClosed {
-				closed <- c.(*idle.Conn).Tracker().Reason()
+				closed <- c.(*idleconn.Conn).Tracker().Reason()
 			}
 		},
 	}
@@ -85,7 +86,7 @@ func ExampleNewTLSListener() {
 	if err != nil {
 		panic(err)
 	}
-	ln, err := idle.WrapListener(raw, w, idle.Config{
+	ln, err := idleconn.WrapListener(raw, w, idle.Config{
 		HandshakeTimeout: time.Second, // from accept to the TLS handshake
 		IdleTimeout:      time.Second, // no byte either way
 	})
@@ -96,7 +97,7 @@ func ExampleNewTLSListener() {
 	if err != nil {
 		panic(err)
 	}
-	tlsLn := idle.NewTLSListener(ln, &tls.Config{
+	tlsLn := idleconn.NewTLSListener(ln, &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{"h2", "http/1.1"}, // HTTP/2 when the client offers it
 	})
@@ -109,7 +110,7 @@ func ExampleNewTLSListener() {
 		ConnState: func(c net.Conn, s http.ConnState) {
 			if s == http.StateClosed {
 				// Under net/http's *tls.Conn is the wrapper.
-				closed <- c.(*tls.Conn).NetConn().(*idle.Conn).Tracker().Reason()
+				closed <- c.(*tls.Conn).NetConn().(*idleconn.Conn).Tracker().Reason()
 			}
 		},
 		ErrorLog: log.New(io.Discard, "", 0),
