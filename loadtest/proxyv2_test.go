@@ -107,12 +107,12 @@ backend be
 	s := res.Scenario("idle")
 	require.NotNil(t, s, out)
 	assert.Equal(t, realConns, s.Opened, out)
-	assert.Equal(t, realConns, s.Reaped, "closed on time\n%s", out)
-	assert.Empty(t, s.Verdict(), out)
+	assert.Equal(t, realConns, s.Closes.OnTime, "closed on time\n%s", out)
+	assert.Empty(t, verdict(s), out)
 	t.Logf("per-source limit %d: %d held from 127.0.0.1, the next refused (source_limit=%v), 127.0.0.2 served; straight to echo: proxy_untrusted=%v proxy_missing=%v; idle through HAProxy: %d opened, %d reaped on time",
 		limit, len(held), scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="source_limit"}`],
 		scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="proxy_untrusted"}`],
-		scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="proxy_missing"}`], s.Opened, s.Reaped)
+		scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="proxy_missing"}`], s.Opened, s.Closes.OnTime)
 }
 
 // dialFrom connects to addr from the loopback address from.
