@@ -92,9 +92,10 @@ func (r *run) conn(ctx context.Context, name, role string, i, n int, rec *record
 	}
 	res.Connect = dt
 	cl := r.client(c)
-	// Whatever every connection sends before its role (a PROXY protocol
-	// header, say) goes here; a new role is a case below and a row of
-	// scenario.All.
+	// Whatever every connection sends before its role goes here (the
+	// PROXY header is part of the dial, dialAs, so that connflood's and
+	// churn's connections send it too); a new role is a case below and a
+	// row of scenario.All.
 	switch role {
 	case scenario.Echo:
 		r.echo(ctx, cl, i, n, rec, &res)
