@@ -32,7 +32,7 @@ type edgeOptions struct {
 const defaultProxyClients = "198.18.0.0/15"
 
 func edgeFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.edge.proxyVersion, "proxy", "", "`v1 or v2`: start every connection with a PROXY protocol header naming a client of its own from\n"+
+	fs.StringVar(&o.edge.proxyVersion, "proxy", "", "the PROXY protocol `version`, v1 or v2: start every connection with a PROXY protocol header naming a client of its own from\n"+
 		"-proxy-clients, as a balancer would (the server must require the PROXY protocol from this host)")
 	fs.StringVar(&o.edge.proxyClients, "proxy-clients", defaultProxyClients, "the `prefix` -proxy's clients come from: an IPv4 address each, or an IPv6 /64 each; the first is\n"+
 		"sourceflood's flooding source")

@@ -146,8 +146,8 @@ var All = []Spec{
 		Doc:       "opens connections beyond -max-conns and holds them: no more than the limit may stay open",
 		byDefault: func(e Env) bool { return e.MaxConns > 0 }},
 	{Name: Sourceflood, Hostile: true, Alone: true, RefusalsExpected: true, LimitRole: RoleFlooder, ServedRole: RoleNeighbour,
-		Doc: "one source (-proxy's first client) opens connections beyond -max-conns-per-source and holds them while -conns other sources\n" +
-			"connect, echo a message and stay: the flooder may hold no more than its limit, and every other source must be served",
+		Doc: "one source (-proxy's first client) holds connections beyond -max-conns-per-source while -conns other sources connect and echo: " +
+			"the flooder may hold no more than its limit, every other source must be served",
 		notApplicable: func(e Env) string {
 			switch {
 			case !e.Proxy:
