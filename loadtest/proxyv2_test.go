@@ -109,10 +109,20 @@ backend be
 	assert.Equal(t, realConns, s.Opened, out)
 	assert.Equal(t, realConns, s.Closes.OnTime, "closed on time\n%s", out)
 	assert.Empty(t, verdict(s), out)
-	t.Logf("per-source limit %d: %d held from 127.0.0.1, the next refused (source_limit=%v), 127.0.0.2 served; straight to echo: proxy_untrusted=%v proxy_missing=%v; idle through HAProxy: %d opened, %d reaped on time",
+	// Echo logged the harness's connections by the harness's address,
+	// with HAProxy's beside it as the peer.
+	byHarness := 0
+	for _, l := range logs.lines() {
+		if l["msg"] == "netserver: connection closed" && strings.HasPrefix(fmt.Sprint(l["remote"]), "127.0.0.1:") &&
+			strings.HasPrefix(fmt.Sprint(l["peer"]), "127.0.0.3:") {
+			byHarness++
+		}
+	}
+	assert.GreaterOrEqual(t, byHarness, limit+realConns, "the held connections' and the idle run's closes, each logged by its client")
+	t.Logf("per-source limit %d: %d held from 127.0.0.1, the next refused (source_limit=%v), 127.0.0.2 served; straight to echo: proxy_untrusted=%v proxy_missing=%v; idle through HAProxy: %d opened, %d reaped on time; %d closes logged with the client as remote and HAProxy as peer",
 		limit, len(held), scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="source_limit"}`],
 		scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="proxy_untrusted"}`],
-		scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="proxy_missing"}`], s.Opened, s.Closes.OnTime)
+		scrapeEcho(t, metrics)[`netwheel_connections_closed_total{reason="proxy_missing"}`], s.Opened, s.Closes.OnTime, byHarness)
 }
 
 // dialFrom connects to addr from the loopback address from.
