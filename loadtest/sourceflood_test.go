@@ -20,9 +20,11 @@ import (
 // without a per-source limit lets the flooder take what it asks and, at
 // its MaxConns, refuses the other sources, which fails both checks.
 func TestEndToEnd_Sourceflood(t *testing.T) {
+	// The server's idle timeout is far beyond the scenario's hold, so that
+	// a machine that slows the dials cannot let connections die idle.
 	for _, v := range []string{"v1", "v2"} {
 		r, out := e2e(t, "-proxy", v, "-scenario", "sourceflood", "-max-conns-per-source", "20", "-sourceflood-conns", "40",
-			"-conns", "30", "-idle", "400ms")
+			"-conns", "30", "-idle", "10s")
 		s := r.Scenario(scenario.Sourceflood)
 		require.NotNil(t, s, out)
 		assert.Equal(t, 20, s.Limit)

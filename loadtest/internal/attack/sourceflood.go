@@ -19,7 +19,10 @@ import (
 // neighbours are held until every neighbour has been answered or has
 // given up, and FloodHold after, then closed: the judge counts how many
 // of the flooder's the server held (at most its per-source limit) and
-// whether every neighbour got in, was answered and stayed.
+// whether every neighbour got in, was answered and stayed. Its
+// connections send one message each, at the start: the whole scenario
+// (the flood's dials, the neighbours' answers, the hold) must fit within
+// the server's idle timeout, or the server rightly closes them idle.
 func (r *run) sourceflood(ctx context.Context) {
 	n, m := r.cfg.Conns[scenario.Sourceflood], r.cfg.Neighbours
 	if n <= 0 {
