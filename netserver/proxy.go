@@ -175,19 +175,28 @@ func addrPort(a net.Addr) netip.AddrPort {
 func (c *Conn) proxyAdmit() Reason {
 	s := c.s
 	if s.cfg.ProxyProtocol == ProxyRequired {
-		peer := c.PeerAddr().Addr()
-		for _, p := range s.cfg.TrustedProxies {
-			if p.Contains(peer) {
-				c.client = &awaitingHeader
-				return ReasonNone
-			}
+		if !s.trusted(c.PeerAddr().Addr()) {
+			return ReasonProxyUntrusted
 		}
-		return ReasonProxyUntrusted
+		c.client = &awaitingHeader
+		return ReasonNone
 	}
 	if !c.countSource() {
 		return ReasonSourceLimit
 	}
 	return ReasonNone
+}
+
+// trusted reports whether peer, IPv4 as IPv4, is in Config.TrustedProxies.
+// An IPv4 peer also matches a prefix written as IPv4-mapped IPv6
+// (::ffff:10.0.0.0/104), the form a dual-stack socket shows it in.
+func (s *Server) trusted(peer netip.Addr) bool {
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(peer) || (peer.Is4() && p.Contains(netip.AddrFrom16(peer.As16()))) {
+			return true
+		}
+	}
+	return false
 }
 
 // countSource counts c against its source's limit, if there is one, and
