@@ -209,10 +209,12 @@ func (c *Conn) countSource() bool {
 	if s.sources == nil {
 		return true
 	}
-	key := s.sources.Key(c.ClientAddr().Addr())
-	if (key.IsLoopback() && c.client == nil && !s.countLoopback) || !key.IsValid() {
+	client := c.ClientAddr().Addr()
+	// Loopback is the address's, not its source's: ::1's /64 is ::/64.
+	if (client.IsLoopback() && c.client == nil && !s.countLoopback) || !client.IsValid() {
 		return true
 	}
+	key := s.sources.Key(client)
 	if !s.sources.Acquire(key) {
 		return false
 	}
