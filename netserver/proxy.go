@@ -134,6 +134,14 @@ func (s *Server) startSources() error {
 	return nil
 }
 
+// perSource is the per-source bound in force, 0 for none; after Start.
+func (s *Server) perSource() int {
+	if s.sources == nil {
+		return 0
+	}
+	return s.sources.Limit()
+}
+
 // awaitingHeader is what Conn.client points to while the connection's
 // PROXY header has not arrived.
 var awaitingHeader netip.AddrPort
