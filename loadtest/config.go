@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -73,42 +72,6 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 		o.payload, o.size = b, len(b)
 	}
 	return nil
-}
-
-// timeoutFlags maps each server timeout flag to the field of
-// report.Timeouts it sets, for knownTimeouts.
-var timeoutFlags = map[string]func(t *report.Timeouts) any{
-	"idle":              func(t *report.Timeouts) any { return &t.Idle },
-	"keepalive":         func(t *report.Timeouts) any { return &t.KeepaliveTime },
-	"keepalive-timeout": func(t *report.Timeouts) any { return &t.KeepaliveTimeout },
-	"keepalive-count":   func(t *report.Timeouts) any { return &t.KeepaliveCount },
-	"frame-timeout":     func(t *report.Timeouts) any { return &t.Frame },
-	"handshake":         func(t *report.Timeouts) any { return &t.Handshake },
-	"rto":               func(t *report.Timeouts) any { return &t.InitialRTO },
-	"min-rto":           func(t *report.Timeouts) any { return &t.MinRTO },
-	"max-rto":           func(t *report.Timeouts) any { return &t.MaxRTO },
-	"max-retransmits":   func(t *report.Timeouts) any { return &t.MaxRetransmits },
-	"give-up":           func(t *report.Timeouts) any { return &t.GiveUpAfter },
-	"tick":              func(t *report.Timeouts) any { return &t.Tick },
-}
-
-// knownTimeouts returns what is known of an external server's timeouts:
-// t with the server's fields that no flag gave zeroed (the harness's own,
-// the slack, kept).
-func knownTimeouts(t report.Timeouts, set map[string]bool) *report.Timeouts {
-	k := t
-	for name, field := range timeoutFlags {
-		if set[name] {
-			continue
-		}
-		switch f := field(&k).(type) {
-		case *time.Duration:
-			*f = 0
-		case *int:
-			*f = 0
-		}
-	}
-	return &k
 }
 
 // assumedTimeouts returns a note for each timeout an external server's
@@ -216,10 +179,16 @@ const (
 // checkHostile validates the hostile scenarios' flags and fills in the
 // defaults that depend on others (set: the flags given).
 func checkHostile(o *options, set map[string]bool) error {
-	for name, n := range map[string]int{"nonreader-conns": o.nonreaders, "splitter-conns": o.splitters, "pingflood-conns": o.pingflooders,
-		"garbage-conns": o.garbageConns, "flood-conns": o.floodConns, "max-conns": o.maxConns} {
-		if n < 0 {
-			return fmt.Errorf("%w: -%s %d is negative", errUsage, name, n)
+	if o.maxConns < 0 {
+		return fmt.Errorf("%w: -max-conns %d is negative", errUsage, o.maxConns)
+	}
+	for s, n := range o.hostileConns {
+		flag := "-" + s + "-conns"
+		if s == scenario.Connflood {
+			flag = "-flood-conns"
+		}
+		if *n < 0 || (*n == 0 && s != scenario.Connflood && slices.Contains(o.scenarios, s)) {
+			return fmt.Errorf("%w: %s %d: want at least 1 connection, or leave the %s scenario out", errUsage, flag, *n, s)
 		}
 	}
 	switch {
@@ -232,20 +201,16 @@ func checkHostile(o *options, set map[string]bool) error {
 	case o.serverPID > 0 && o.addr == "":
 		return fmt.Errorf("%w: -server-pid names an external server's process and needs -addr (an embedded server is this process)", errUsage)
 	}
-	for s, n := range map[string]int{scenario.Nonreader: o.nonreaders, scenario.Splitter: o.splitters, scenario.Pingflood: o.pingflooders, scenario.Garbage: o.garbageConns} {
-		if n == 0 && slices.Contains(o.scenarios, s) {
-			return fmt.Errorf("%w: -%s-conns 0: the %s scenario needs at least 1 connection (leave it out with -scenario)", errUsage, s, s)
-		}
-	}
 	if slices.Contains(o.scenarios, scenario.Connflood) {
 		if o.maxConns == 0 {
 			return fmt.Errorf("%w: the connflood scenario needs -max-conns, the server's connection limit", errUsage)
 		}
+		flood := o.hostileConns[scenario.Connflood]
 		if !set["flood-conns"] {
-			o.floodConns = o.maxConns + floodMargin
+			*flood = o.maxConns + floodMargin
 		}
-		if o.floodConns <= o.maxConns {
-			return fmt.Errorf("%w: -flood-conns %d: want more than -max-conns (%d), or the flood stays within the limit", errUsage, o.floodConns, o.maxConns)
+		if *flood <= o.maxConns {
+			return fmt.Errorf("%w: -flood-conns %d: want more than -max-conns (%d), or the flood stays within the limit", errUsage, *flood, o.maxConns)
 		}
 	}
 	// connflood holds its connections at most half the idle timeout, so
@@ -277,6 +242,8 @@ func (b *byteSize) String() string {
 	}
 	return strconv.FormatInt(v, 10)
 }
+
+func (b *byteSize) Get() any { return int64(*b) }
 
 func (b *byteSize) Set(s string) error {
 	num, mult := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i"), int64(1)

@@ -57,14 +57,14 @@ type options struct {
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
 	metricsNS string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
 
-	// Hostile scenarios (attack/hostile.go): connections per scenario, what
-	// a flooder sends at most, how long connflood holds, and the server's
-	// limits and allowance its memory growth is judged against.
-	nonreaders, splitters, pingflooders, garbageConns, floodConns int
-	hostileBytes                                                  int64
-	floodHold                                                     time.Duration
-	outputLimit, unackedLimit, memAllowance                       int64
-	serverPID                                                     int // -addr: the server's pid, for its RSS (0: none)
+	// Hostile scenarios: connections per scenario (hostileConns, by
+	// scenario name), what a flooder sends at most, how long connflood
+	// holds, and the server's limits its memory growth is judged against.
+	hostileConns                            map[string]*int
+	hostileBytes                            int64
+	floodHold                               time.Duration
+	outputLimit, unackedLimit, memAllowance int64
+	serverPID                               int // -addr: the server's pid, for its RSS (0: none)
 
 	notes []string
 }
@@ -169,19 +169,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "echo and churn sending time; the run lasts until the timer scenarios finish too")
 	fs.BoolVar(&o.closed, "closed", false, "echo: closed loop (each connection sends when its previous echo arrived) instead of open loop")
 	fs.Float64Var(&o.churnRate, "churn-rate", 100, "churn: connections opened (and closed) per second")
-	fs.DurationVar(&t.Idle, "idle", 2*time.Second, "server idle timeout (0: off)")
-	fs.DurationVar(&t.KeepaliveTime, "keepalive", 500*time.Millisecond, "server keepalive time: read silence before a ping (0: off)")
-	fs.DurationVar(&t.KeepaliveTimeout, "keepalive-timeout", 500*time.Millisecond, "server keepalive timeout: wait for an answer to each ping")
-	fs.IntVar(&t.KeepaliveCount, "keepalive-count", 1, "server keepalive pings before giving up")
-	fs.DurationVar(&t.Frame, "frame-timeout", time.Second, "server frame deadline, first byte to last (0: off); raw, with -addr: the server's request deadline, which slowloris is judged against only when given")
-	fs.DurationVar(&t.Handshake, "handshake", 0, "server handshake timeout: a connection that sends nothing is closed this long after it opened (0: none known). The handshake scenario needs it;\n"+
-		"the embedded netwheel server gets it as its HandshakeTimeout (raw: until the first byte; framed: the first frame), and the run's other connections then prove themselves at once")
-	fs.DurationVar(&t.InitialRTO, "rto", 100*time.Millisecond, "server initial retransmission timeout")
-	fs.DurationVar(&t.MinRTO, "min-rto", 50*time.Millisecond, "server minimum retransmission timeout")
-	fs.DurationVar(&t.MaxRTO, "max-rto", 10*time.Second, "server maximum retransmission timeout")
-	fs.IntVar(&t.MaxRetransmits, "max-retransmits", 3, "server retransmissions before giving up")
-	fs.DurationVar(&t.GiveUpAfter, "give-up", 5*time.Second, "server give-up time for an unacknowledged message")
-	fs.DurationVar(&t.Tick, "tick", time.Millisecond, "server timer tick: closes earlier than this count as early")
+	timeoutFlags(fs, t)
 	fs.DurationVar(&t.Slack, "slack", 500*time.Millisecond, "how late after its deadline a close still counts as on time")
 	fs.DurationVar(&o.horizon, "close-horizon", defaultHorizon, "how long after its deadline a close is still waited for, and its lateness measured; later counts as never\n"+
 		"(a close on time ends the wait at once: only a late server makes the run longer)")
@@ -194,11 +182,13 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.BoolVar(&o.fins, "fins", false, "capture the server's FINs on the loopback interface and report the close error from their kernel timestamps too,\n"+
 		"which leaves out this client's delay to read the close (Linux; needs CAP_NET_RAW, else a note says it was not done)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "the server's connection limit (0: none): the embedded netwheel server's MaxConns, or what -addr's server enforces; connflood needs it")
-	fs.IntVar(&o.nonreaders, "nonreader-conns", 4, "nonreader: connections that send echo traffic as fast as the server takes it and never read")
-	fs.IntVar(&o.splitters, "splitter-conns", 20, "splitter: connections whose messages (at -rate, -size) are written cut at random byte boundaries and checked byte for byte")
-	fs.IntVar(&o.pingflooders, "pingflood-conns", 4, "pingflood: connections that send PINGs as fast as the server takes them (half read the PONGs, half never read)")
-	fs.IntVar(&o.garbageConns, "garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)")
-	fs.IntVar(&o.floodConns, "flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)")
+	o.hostileConns = map[string]*int{
+		scenario.Nonreader: fs.Int("nonreader-conns", 4, "nonreader: connections that send echo traffic as fast as the server takes it and never read"),
+		scenario.Splitter:  fs.Int("splitter-conns", 20, "splitter: connections whose messages (at -rate, -size) are written cut at random byte boundaries and checked byte for byte"),
+		scenario.Pingflood: fs.Int("pingflood-conns", 4, "pingflood: connections that send PINGs as fast as the server takes them (half read the PONGs, half never read)"),
+		scenario.Garbage:   fs.Int("garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)"),
+		scenario.Connflood: fs.Int("flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)"),
+	}
 	o.hostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
 	fs.Var((*byteSize)(&o.hostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
 		"nonreader is judged only above -output-limit plus 8 MiB of kernel buffers (framed: or above -unacked-limit)")
@@ -241,7 +231,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
 		}
 		o.server = "external"
-		o.known = knownTimeouts(*t, set)
+		o.known = knownTimeouts(fs, t.Slack)
 	}
 	if err := parseProto(o, proto, set); err != nil {
 		return nil, err
@@ -249,7 +239,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	if err := parseExchange(o, payload, expect, preset, set); err != nil {
 		return nil, err
 	}
-	if err := checkNumbers(o, set); err != nil {
+	if err := checkNumbers(o, fs); err != nil {
 		return nil, err
 	}
 	var err error
@@ -292,6 +282,39 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	return o, nil
 }
 
+// timeoutFlags declares the flags of the server's timeouts, into t.
+func timeoutFlags(fs *flag.FlagSet, t *report.Timeouts) {
+	fs.DurationVar(&t.Idle, "idle", 2*time.Second, "server idle timeout (0: off)")
+	fs.DurationVar(&t.KeepaliveTime, "keepalive", 500*time.Millisecond, "server keepalive time: read silence before a ping (0: off)")
+	fs.DurationVar(&t.KeepaliveTimeout, "keepalive-timeout", 500*time.Millisecond, "server keepalive timeout: wait for an answer to each ping")
+	fs.IntVar(&t.KeepaliveCount, "keepalive-count", 1, "server keepalive pings before giving up")
+	fs.DurationVar(&t.Frame, "frame-timeout", time.Second, "server frame deadline, first byte to last (0: off); raw, with -addr: the server's request deadline, which slowloris is judged against only when given")
+	fs.DurationVar(&t.Handshake, "handshake", 0, "server handshake timeout: a connection that sends nothing is closed this long after it opened (0: none known). The handshake scenario needs it;\n"+
+		"the embedded netwheel server gets it as its HandshakeTimeout (raw: until the first byte; framed: the first frame), and the run's other connections then prove themselves at once")
+	fs.DurationVar(&t.InitialRTO, "rto", 100*time.Millisecond, "server initial retransmission timeout")
+	fs.DurationVar(&t.MinRTO, "min-rto", 50*time.Millisecond, "server minimum retransmission timeout")
+	fs.DurationVar(&t.MaxRTO, "max-rto", 10*time.Second, "server maximum retransmission timeout")
+	fs.IntVar(&t.MaxRetransmits, "max-retransmits", 3, "server retransmissions before giving up")
+	fs.DurationVar(&t.GiveUpAfter, "give-up", 5*time.Second, "server give-up time for an unacknowledged message")
+	fs.DurationVar(&t.Tick, "tick", time.Millisecond, "server timer tick: closes earlier than this count as early")
+}
+
+// knownTimeouts returns what the flags fs parsed told of an external
+// server's timeouts: the ones given, the others zero, and the harness's
+// slack.
+func knownTimeouts(fs *flag.FlagSet, slack time.Duration) *report.Timeouts {
+	k := &report.Timeouts{}
+	kfs := flag.NewFlagSet("known", flag.ContinueOnError)
+	timeoutFlags(kfs, k)
+	*k = report.Timeouts{Slack: slack}
+	fs.Visit(func(f *flag.Flag) {
+		if kfs.Lookup(f.Name) != nil {
+			_ = kfs.Set(f.Name, f.Value.String()) // parsed once already
+		}
+	})
+	return k
+}
+
 // parseProto sets o.proto from -proto: by default framed for the embedded
 // server, raw with -addr or a raw protocol of the user's (-payload,
 // -expect, -preset).
@@ -318,15 +341,18 @@ func parseProto(o *options, proto string, set map[string]bool) error {
 const maxTimeout = time.Hour
 
 // checkNumbers rejects numbers no run can use: counts below 1, rates out
-// of range, negative or absurd durations (set: the flags given).
-func checkNumbers(o *options, set map[string]bool) error {
+// of range, negative or absurd durations (every duration flag of fs).
+func checkNumbers(o *options, fs *flag.FlagSet) error {
 	t := &o.timeouts
-	for name, d := range map[string]time.Duration{"idle": t.Idle, "keepalive": t.KeepaliveTime, "keepalive-timeout": t.KeepaliveTimeout,
-		"frame-timeout": t.Frame, "handshake": t.Handshake, "rto": t.InitialRTO, "min-rto": t.MinRTO, "max-rto": t.MaxRTO,
-		"give-up": t.GiveUpAfter, "tick": t.Tick, "slack": t.Slack, "idle-spread": o.spread} {
-		if d < 0 || d > maxTimeout {
-			return fmt.Errorf("%w: -%s %s: want 0 to %s (0: the server has none)", errUsage, name, d, maxTimeout)
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		d, ok := f.Value.(flag.Getter).Get().(time.Duration)
+		if ok && err == nil && f.Name != "duration" && f.Name != "close-horizon" && (d < 0 || d > maxTimeout) {
+			err = fmt.Errorf("%w: -%s %s: want 0 to %s (0: the server has none)", errUsage, f.Name, d, maxTimeout)
 		}
+	})
+	if err != nil {
+		return err
 	}
 	switch {
 	case o.conns < 1 || o.conns > 1_000_000:

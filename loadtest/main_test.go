@@ -72,7 +72,7 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "pingflood on raw", args: []string{"-proto", "raw", "-scenario", "pingflood"}, want: "needs -proto framed"},
 		{name: "connflood without a limit", args: []string{"-scenario", "connflood"}, want: "needs -max-conns"},
 		{name: "connflood within the limit", args: []string{"-scenario", "connflood", "-max-conns", "100", "-flood-conns", "100"}, want: "more than -max-conns"},
-		{name: "negative hostile count", args: []string{"-nonreader-conns", "-1"}, want: "-nonreader-conns -1 is negative"},
+		{name: "negative hostile count", args: []string{"-nonreader-conns", "-1"}, want: "-nonreader-conns -1: want at least 1"},
 		{name: "bad byte size", args: []string{"-output-limit", "4 lots"}, want: "byte count"},
 		{name: "no hostile bytes", args: []string{"-hostile-bytes", "0"}, want: "-hostile-bytes"},
 		{name: "server pid without addr", args: []string{"-server-pid", "1"}, want: "needs -addr"},
@@ -97,13 +97,16 @@ func TestParseFlags_Defaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake }), o.scenarios,
 		"with a limit, connflood too (handshake needs -handshake)")
-	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
+	assert.Equal(t, 3200, *o.hostileConns[scenario.Connflood], "200 beyond the limit")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, attack.Raw, o.proto)
 	assert.Equal(t, []string{"echo", "idle"}, o.scenarios, "report order")
 	assert.Equal(t, 1, o.shardI)
 	assert.Equal(t, 3, o.shardN)
+	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-idle", "3s", "-max-retransmits", "0"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, &report.Timeouts{Idle: 3 * time.Second, Slack: 500 * time.Millisecond}, o.known, "known: only what the flags gave, and the slack")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter"}, o.scenarios, "raw: only what applies (no framed-only scenarios, no garbage)")
@@ -396,24 +399,6 @@ func TestReportCmd_MergesShards(t *testing.T) {
 	assert.ErrorIs(t, err, report.ErrMerge)
 	err = realMain(context.Background(), []string{"report"}, &out, io.Discard)
 	assert.ErrorIs(t, err, errUsage)
-}
-
-// TestWaitRunning: the wait ends at once when done, never before d when
-// not; the extension for a late poll is the machine's business.
-func TestWaitRunning(t *testing.T) {
-	calls := 0
-	start := time.Now()
-	assert.True(t, waitRunning(time.Hour, time.Hour, func() bool { calls++; return calls == 3 }))
-	assert.Equal(t, 3, calls)
-	assert.Less(t, time.Since(start), time.Hour)
-
-	start = time.Now()
-	assert.False(t, waitRunning(60*time.Millisecond, time.Hour, func() bool { return false }))
-	assert.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond, "never early")
-
-	start = time.Now()
-	assert.False(t, waitRunning(time.Hour, 50*time.Millisecond, func() bool { return false }), "bounded")
-	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
 }
 
 // requireRan fails the test unless err is nil or errStarved: the run (or

@@ -97,17 +97,8 @@ func requested(o *options, s string) int {
 	if notApplicable(o, s) != "" {
 		return 0
 	}
-	switch s {
-	case scenario.Nonreader:
-		return o.nonreaders
-	case scenario.Splitter:
-		return o.splitters
-	case scenario.Pingflood:
-		return o.pingflooders
-	case scenario.Garbage:
-		return o.garbageConns
-	case scenario.Connflood:
-		return o.floodConns
+	if n := o.hostileConns[s]; n != nil {
+		return *n
 	}
 	return o.conns
 }

@@ -7,12 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/lag"
 	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
@@ -43,11 +43,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srv embeddedServer
 	target := o.addr
 	if o.addr != "" {
-		hello := attack.Hello(o.proto, attack.Payload(o.payload, o.size))
-		if o.proto == attack.Raw && o.expect.Kind == attack.AnswerNone {
-			hello = nil // the server answers nothing: an open connection is all a probe can see
-		}
-		if err := probe(ctx, o.addr, hello); err != nil {
+		if err := attack.Probe(ctx, o.addr, o.proto, attack.Payload(o.payload, o.size), o.expect); err != nil {
 			return nil, err
 		}
 	}
@@ -82,7 +78,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
 		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect, CloseHorizon: o.horizon}
 	if o.fins {
-		c, note, err := openFINs(target)
+		c, note, err := fincap.OpenLoopback(target)
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +176,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		// Every client has closed: the server must get back to nothing,
 		// within settleRunning of this process's running time.
 		st := srv.Stats()
-		waitRunning(settleRunning, settleBound, func() bool {
+		lag.WaitRunning(settleRunning, settleBound, func() bool {
 			st = srv.Stats()
 			return st.Open == 0 && st.TimersPending == 0
 		})
@@ -226,70 +222,11 @@ func notEchoNote(o *options, figs []*report.Scenario) string {
 	return ""
 }
 
-// errUnreachable is run's error when -addr cannot be connected to: the
-// exit status is 1, as for a failed judgement.
-var errUnreachable = errors.New("loadtest: cannot reach the server")
-
-// probeTimeout bounds the probe run makes of -addr before the scenarios
-// start: its dial, and the wait for the answer to its message.
-const probeTimeout = 3 * time.Second
-
-// probe opens one connection to addr and, with hello, sends it and waits
-// for any byte back, or the server's close, so that a server that refuses,
-// is unreachable, or never accepts (its listener's backlog completes the
-// handshake, but no byte ever comes back) fails the run within
-// probeTimeout with one line rather than with a report of every
-// connection failing.
-func probe(ctx context.Context, addr string, hello []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("%w at %s: %v", errUnreachable, addr, err)
-	}
-	defer c.Close()
-	if hello == nil {
-		return nil
-	}
-	deadline, _ := ctx.Deadline()
-	_ = c.SetDeadline(deadline)
-	if _, err := c.Write(hello); err != nil {
-		return nil // closed at once (a refusal, say): the run reports it
-	}
-	var b [1]byte
-	if _, err := c.Read(b[:]); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w at %s: it answered nothing within %s: it may not accept connections, or speak another protocol (say what it answers with -preset, or -payload and -expect; -expect none if it never answers)", errUnreachable, addr, probeTimeout)
-	}
-	return nil
-}
-
 // settleRunning is how long the embedded server is given to get back to
 // no connection and no timer once every client has closed, counted in
-// time this process was running (waitRunning); settleBound bounds the wait
+// time this process was running (lag.WaitRunning); settleBound bounds the wait
 // on a machine that starves it.
 const (
 	settleRunning = 2 * time.Second
 	settleBound   = 30 * time.Second
 )
-
-// waitRunning polls done every 20 ms until it reports true or this process
-// has had running time d, not counting the time it was kept waiting for
-// the CPU (a poll that comes late extends the wait by its lateness), or
-// bound has passed. It reports whether done did.
-func waitRunning(d, bound time.Duration, done func() bool) bool {
-	const every = 20 * time.Millisecond
-	start := time.Now()
-	deadline := start.Add(d)
-	for !done() {
-		now := time.Now()
-		if !now.Before(deadline) || now.Sub(start) >= bound {
-			return false
-		}
-		time.Sleep(every)
-		if late := time.Since(now) - every; late > time.Millisecond {
-			deadline = deadline.Add(late)
-		}
-	}
-	return true
-}

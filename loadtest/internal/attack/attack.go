@@ -24,7 +24,6 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
-	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
 
@@ -342,15 +341,6 @@ func Payload(p []byte, size int) []byte {
 		p[i] = byte('a' + i%26)
 	}
 	return p
-}
-
-// Hello returns the bytes of a first message over protocol p: framed, a
-// DATA frame; raw, the payload. A probe sends it to see the server answer.
-func Hello(p Proto, payload []byte) []byte {
-	if p == Framed {
-		return frame.AppendData(nil, 1, payload)
-	}
-	return payload
 }
 
 // recorder batches latency samples into a shared histogram.
