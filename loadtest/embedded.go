@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"net"
-	"net/http"
 	"runtime"
 	"time"
 
@@ -13,9 +10,6 @@ import (
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/retransmit"
 )
-
-// This file is the only one that knows netserver: it builds the embedded
-// netwheel server from the harness's timeout flags.
 
 // netwheelConfig translates the harness's description of the server's
 // timeouts into a netserver.Config. The server has the timeouts the
@@ -69,29 +63,18 @@ func orOff(d time.Duration) time.Duration {
 	return d
 }
 
-// netwheelServer adapts *netserver.Server to embeddedServer.
-type netwheelServer struct{ s *netserver.Server }
-
-func startNetserver(o *options) (embeddedServer, error) {
+// startNetserver starts the embedded netwheel server o describes.
+func startNetserver(o *options) (*netserver.Server, error) {
 	s, err := netserver.New(netwheelConfig(o), netserver.Echo{})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Start(); err != nil {
-		return nil, err
-	}
-	return netwheelServer{s}, nil
+	return s, s.Start()
 }
 
-func (n netwheelServer) Addr() net.Addr                     { return n.s.Addr() }
-func (n netwheelServer) Shutdown(ctx context.Context) error { return n.s.Shutdown(ctx) }
-
-// MetricsHandler serves the server's Prometheus metrics, which hold its
-// own close delay (observe.CloseDelayMetric).
-func (n netwheelServer) MetricsHandler() http.Handler { return n.s.MetricsHandler() }
-
-func (n netwheelServer) Stats() report.Server {
-	st := n.s.Stats()
+// serverStats is the embedded server's counters as a result holds them.
+func serverStats(s *netserver.Server) report.Server {
+	st := s.Stats()
 	return report.Server{Kind: kindNetwheel, Open: st.Open, Accepted: st.Accepted, Closes: st.Closed,
 		TimersPending: int64(st.TimersPending), Expiries: st.Expiries, Probes: st.Probes,
 		Retransmits: st.Retransmits, GiveUps: st.GiveUps}

@@ -233,53 +233,47 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		o.server = "external"
 		o.known = knownTimeouts(fs, t.Slack)
 	}
-	if err := parseProto(o, proto, set); err != nil {
-		return nil, err
-	}
-	if err := parseExchange(o, payload, expect, preset, set); err != nil {
-		return nil, err
-	}
-	if err := checkNumbers(o, fs); err != nil {
-		return nil, err
-	}
-	var err error
-	if o.scenarios, err = parseScenarios(scen, env(o)); err != nil {
-		return nil, err
-	}
-	if err := checkHostile(o, set); err != nil {
-		return nil, err
-	}
-	if o.shardI, o.shardN, err = parseShard(shard, os.Getenv); err != nil {
-		return nil, err
+	for _, check := range []func() error{ // in order: each may read what the ones before set
+		func() error { return parseProto(o, proto, set) },
+		func() error { return parseExchange(o, payload, expect, preset, set) },
+		func() error { return checkNumbers(o, fs) },
+		func() (err error) { o.scenarios, err = parseScenarios(scen, env(o)); return err },
+		func() error { return checkHostile(o, set) },
+		func() (err error) { o.shardI, o.shardN, err = parseShard(shard, os.Getenv); return err },
+		func() error { return checkMetrics(o, set) },
+		func() error { return checkPlot(o.plotPath) },
+		func() error { return checkTimeouts(o) },
+	} {
+		if err := check(); err != nil {
+			return nil, err
+		}
 	}
 	if set["idle-spread"] && t.Idle > 0 && o.spread > t.Idle/2 && (slices.Contains(o.scenarios, scenario.Idle) || slices.Contains(o.scenarios, scenario.Keepalive)) {
 		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.spread, t.Idle)
 	}
-	if set["metrics"] {
-		if o.addr == "" {
-			return nil, fmt.Errorf("%w: -metrics reads an external server's endpoint and needs -addr (embedded runs check their server directly)", errUsage)
-		}
-		if o.metrics, err = observe.Target(o.metrics, o.addr); err != nil {
-			return nil, fmt.Errorf("%w: %w", errUsage, err)
-		}
-	}
-	switch {
-	case set["metrics-namespace"] && !set["metrics"]:
-		return nil, fmt.Errorf("%w: -metrics-namespace names the metrics read from -metrics, and needs it", errUsage)
-	case !observe.ValidNamespace(o.metricsNS):
-		return nil, fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
-	}
 	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
-	if ext := filepath.Ext(o.plotPath); o.plotPath != "" && ext != ".svg" && ext != ".html" {
-		return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)
-	}
-	if err := checkTimeouts(o); err != nil {
-		return nil, err
-	}
 	if o.addr != "" {
 		o.notes = append(o.notes, assumedTimeouts(o, set)...)
 	}
 	return o, nil
+}
+
+// checkMetrics checks -metrics and -metrics-namespace (set: the flags
+// given) and resolves -metrics to the URL read.
+func checkMetrics(o *options, set map[string]bool) (err error) {
+	switch {
+	case set["metrics"] && o.addr == "":
+		return fmt.Errorf("%w: -metrics reads an external server's endpoint and needs -addr (embedded runs check their server directly)", errUsage)
+	case set["metrics-namespace"] && !set["metrics"]:
+		return fmt.Errorf("%w: -metrics-namespace names the metrics read from -metrics, and needs it", errUsage)
+	case !observe.ValidNamespace(o.metricsNS):
+		return fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
+	case set["metrics"]:
+		if o.metrics, err = observe.Target(o.metrics, o.addr); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+	}
+	return nil
 }
 
 // timeoutFlags declares the flags of the server's timeouts, into t.
@@ -379,10 +373,8 @@ func checkNumbers(o *options, fs *flag.FlagSet) error {
 // written: a run's figures are not lost to a typo in a path found after
 // it. A file that did not exist is left so.
 func checkOutputs(jsonPath, plotPath string) error {
-	if plotPath != "" {
-		if ext := filepath.Ext(plotPath); ext != ".svg" && ext != ".html" {
-			return fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, plotPath)
-		}
+	if err := checkPlot(plotPath); err != nil {
+		return err
 	}
 	for _, p := range []string{jsonPath, plotPath} {
 		if p == "" {
@@ -397,6 +389,14 @@ func checkOutputs(jsonPath, plotPath string) error {
 		if os.IsNotExist(statErr) {
 			os.Remove(p) // written after the run
 		}
+	}
+	return nil
+}
+
+// checkPlot checks -plot's file type.
+func checkPlot(path string) error {
+	if ext := filepath.Ext(path); path != "" && ext != ".svg" && ext != ".html" {
+		return fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, path)
 	}
 	return nil
 }

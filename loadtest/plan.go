@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
@@ -38,7 +39,7 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
 		total += p.conns[s]
 	}
-	if hasScenario(o, scenario.Churn) {
+	if slices.Contains(o.scenarios, scenario.Churn) {
 		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
 	}
 	perConn, reserve := 1, 100
@@ -60,7 +61,7 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
 			fdLimit, perConn, got, total, way))
 	}
-	if hasScenario(o, scenario.Connflood) {
+	if slices.Contains(o.scenarios, scenario.Connflood) {
 		// connflood runs alone, after the others: its own budget.
 		n := shareOf(requested(o, scenario.Connflood), o.shardI, o.shardN)
 		if n > budget {
@@ -103,15 +104,6 @@ func requested(o *options, s string) int {
 	return o.conns
 }
 
-func hasScenario(o *options, s string) bool {
-	for _, x := range o.scenarios {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	return err == nil && report.LoopbackHost(host)
@@ -125,7 +117,7 @@ func hardBound(o *options) time.Duration {
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, t.Handshake, giveUp)
 	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
-	if hasScenario(o, scenario.Connflood) {
+	if slices.Contains(o.scenarios, scenario.Connflood) {
 		d += o.barrier + o.floodHold // after the others: its dials, then the hold
 	}
 	return d
@@ -192,7 +184,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 			other += n
 		}
 	}
-	if hasScenario(o, scenario.Churn) {
+	if slices.Contains(o.scenarios, scenario.Churn) {
 		other += churnConns(p.churn)
 	}
 	b.Other = max(other, p.conns[scenario.Connflood])

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"runtime"
 	"time"
 
@@ -17,18 +15,8 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
+	"github.com/netwheel/netwheel/netserver"
 )
-
-// embeddedServer is the netwheel server a run without -addr drives
-// (embedded.go). Its methods may be called from any goroutine.
-type embeddedServer interface {
-	Addr() net.Addr
-	Stats() report.Server
-	// MetricsHandler serves the server's Prometheus metrics, which hold
-	// its own close delay (observe.CloseDelayMetric).
-	MetricsHandler() http.Handler
-	Shutdown(ctx context.Context) error
-}
 
 func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
 	fdLimit, err := limits.RaiseFiles()
@@ -40,7 +28,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	before.Goroutines[0], before.FDs[0] = runtime.NumGoroutine(), limits.OpenFiles()
 	cpu0 := limits.CPU()
 
-	var srv embeddedServer
+	var srv *netserver.Server
 	target := o.addr
 	if o.addr != "" {
 		if err := attack.Probe(ctx, o.addr, o.proto, attack.Payload(o.payload, o.size), o.expect); err != nil {
@@ -175,9 +163,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	if srv != nil {
 		// Every client has closed: the server must get back to nothing,
 		// within settleRunning of this process's running time.
-		st := srv.Stats()
+		st := serverStats(srv)
 		lag.WaitRunning(settleRunning, settleBound, func() bool {
-			st = srv.Stats()
+			st = serverStats(srv)
 			return st.Open == 0 && st.TimersPending == 0
 		})
 		st.PeakOpen = max(st.PeakOpen, srvPeak)
