@@ -193,13 +193,13 @@ type Scenario struct {
 	Proto         string `json:"proto"` // raw or framed
 	// AnswerWait is how long the harness waited for an answer before it
 	// counted the message lost, DialWait for a connection to open.
-	AnswerWait time.Duration  `json:"answer_wait"`
-	DialWait   time.Duration  `json:"dial_wait"`
+	AnswerWait time.Duration  `json:"answer_wait" merge:"max"`
+	DialWait   time.Duration  `json:"dial_wait" merge:"max"`
 	Conns      int            `json:"conns"`  // connections attempted
 	Opened     int            `json:"opened"` // connected
 	DialErrors map[string]int `json:"dial_errors,omitempty"`
-	Elapsed    time.Duration  `json:"elapsed"` // the sending window, for rates
-	Sent       uint64         `json:"sent"`    // messages
+	Elapsed    time.Duration  `json:"elapsed" merge:"max"` // the sending window, for rates
+	Sent       uint64         `json:"sent"`                // messages
 	Recv       uint64         `json:"answered"`
 	Lost       uint64         `json:"lost"`
 	Mismatch   uint64         `json:"mismatch"` // answers that differed from what was expected
@@ -214,14 +214,14 @@ type Scenario struct {
 	Closes *Closes `json:"closes,omitempty"`
 	// Horizon is how long after its expected close each connection waited
 	// for the close.
-	Horizon time.Duration `json:"horizon"`
+	Horizon time.Duration `json:"horizon" merge:"max"`
 
 	Survivors int `json:"survivors,omitempty"` // expected to survive
 	Survived  int `json:"survived,omitempty"`
 	Pings     int `json:"pings,omitempty"`
 
-	Ladder    []time.Duration   `json:"ladder,omitempty"`     // expected retransmission offsets
-	GiveUpAt  time.Duration     `json:"give_up_at,omitempty"` // expected give-up offset
+	Ladder    []time.Duration   `json:"ladder,omitempty"`                 // expected retransmission offsets
+	GiveUpAt  time.Duration     `json:"give_up_at,omitempty" merge:"max"` // expected give-up offset
 	RetxError []*hist.Histogram `json:"retx_error_ns,omitempty"`
 	RetxCount map[int]int       `json:"retx_count,omitempty"` // connections by retransmissions seen
 
@@ -235,16 +235,16 @@ type Scenario struct {
 	// Roles splits the figures by the connections' roles.
 	Roles map[string]*Role `json:"roles,omitempty"`
 	// Limit is the server's connection limit connflood was told (0: none).
-	Limit int `json:"limit,omitempty"`
+	Limit int `json:"limit,omitempty" merge:"first"`
 	// CloseWithin is, for nonreader and pingflood, how long after its
 	// misbehaviour began each close must come: the sending window.
-	CloseWithin time.Duration `json:"close_within,omitempty"`
+	CloseWithin time.Duration `json:"close_within,omitempty" merge:"max"`
 	// FloodBytes is, for nonreader, the flood each connection sends at
 	// most; FloodedOpen counts the connections that sent all of it and
 	// were not closed, FloodCut those that neither sent it all nor were
 	// closed, FloodStoppedOpen those of FloodCut whose floods were stopped
 	// when the server's memory passed its bound.
-	FloodBytes       int64 `json:"flood_bytes,omitempty"`
+	FloodBytes       int64 `json:"flood_bytes,omitempty" merge:"first"`
 	FloodedOpen      int   `json:"flooded_open,omitempty"`
 	FloodCut         int   `json:"flood_cut,omitempty"`
 	FloodStoppedOpen int   `json:"flood_stopped_open,omitempty"`
