@@ -23,14 +23,14 @@ var presets = map[string]struct{ payload, expect string }{
 	"line":      {payload: `ping\n`},
 }
 
-// parseExchange sets o.payload and o.expect from -payload, -expect and
+// parseExchange sets o.Payload and o.Expect from -payload, -expect and
 // -preset (set: the flags given): raw only; a protocol other than echo
 // only with -addr, the embedded servers being echo servers.
 func parseExchange(o *options, payload, expect, preset string, set map[string]bool) error {
 	if !set["payload"] && !set["expect"] && !set["preset"] {
 		return nil
 	}
-	if o.proto != attack.Raw {
+	if o.Proto != attack.Raw {
 		return fmt.Errorf("%w: -payload, -expect and -preset describe a raw protocol; they cannot be used with -proto framed", errUsage)
 	}
 	if (set["payload"] || set["preset"]) && set["size"] {
@@ -44,7 +44,7 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 		if !set["payload"] {
 			payload = pr.payload
 			if preset == "http" {
-				payload = fmt.Sprintf(payload, o.addr)
+				payload = fmt.Sprintf(payload, o.Addr)
 			}
 		}
 		if !set["expect"] {
@@ -52,13 +52,13 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 		}
 	}
 	var err error
-	if o.expect, err = attack.ParseExpect(expect); err != nil {
+	if o.Expect, err = attack.ParseExpect(expect); err != nil {
 		return fmt.Errorf("%w: -expect: %v", errUsage, err)
 	}
 	if preset == "line" && !set["expect"] {
-		o.expect = attack.Expect{Kind: attack.AnswerLine} // any line
+		o.Expect = attack.Expect{Kind: attack.AnswerLine} // any line
 	}
-	if o.expect.Kind != attack.AnswerEcho && o.addr == "" {
+	if o.Expect.Kind != attack.AnswerEcho && o.Addr == "" {
 		return fmt.Errorf("%w: -expect and -preset describe an external server's protocol and need -addr (the embedded servers echo)", errUsage)
 	}
 	if set["payload"] || set["preset"] {
@@ -69,7 +69,7 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 		if len(b) == 0 || len(b) > frame.DefaultMax-9 {
 			return fmt.Errorf("%w: -payload: want 1 to %d bytes, got %d", errUsage, frame.DefaultMax-9, len(b))
 		}
-		o.payload, o.size = b, len(b)
+		o.Payload, o.Size = b, len(b)
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 // assumed.
 func assumedTimeouts(o *options, set map[string]bool) []string {
 	var notes []string
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		if notApplicable(o, s) != "" {
 			continue
 		}
@@ -98,17 +98,17 @@ func assumedTimeouts(o *options, set map[string]bool) []string {
 
 // env is what the scenario table needs to know of the run o describes.
 func env(o *options) scenario.Env {
-	e := scenario.Env{Proto: o.proto, External: o.addr != "", EchoAnswers: o.expect.Kind == attack.AnswerEcho,
-		CountedAnswers: o.expect.Counted(), OtherProtocol: o.payload != nil || o.expect.Kind != attack.AnswerEcho,
-		Expect: o.expect.String(), Size: o.size, Handshake: o.timeouts.Handshake, Frame: o.timeouts.Frame, MaxConns: o.maxConns,
-		HostileBytes: o.hostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
-	t, known := o.timeouts, o.timeouts
+	e := scenario.Env{Proto: o.Proto, External: o.Addr != "", EchoAnswers: o.Expect.Kind == attack.AnswerEcho,
+		CountedAnswers: o.Expect.Counted(), OtherProtocol: o.Payload != nil || o.Expect.Kind != attack.AnswerEcho,
+		Expect: o.Expect.String(), Size: o.Size, Handshake: o.Timeouts.Handshake, Frame: o.Timeouts.Frame, MaxConns: o.maxConns,
+		HostileBytes: o.HostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
+	t, known := o.Timeouts, o.Timeouts
 	if o.known != nil {
 		known = *o.known
 		e.Frame = known.Frame // an external server's request deadline: only if given
 	}
 	e.Idle, e.KnownIdle, e.KeepaliveTime, e.KeepaliveTimeout = t.Idle, known.Idle, t.KeepaliveTime, t.KeepaliveTimeout
-	e.DeadPeerAfter, e.KnownDeadPeerAfter, e.Rate, e.Closed = t.DeadPeerAfter(), known.DeadPeerAfter(), o.rate, o.closed
+	e.DeadPeerAfter, e.KnownDeadPeerAfter, e.Rate, e.Closed = t.DeadPeerAfter(), known.DeadPeerAfter(), o.Rate, o.Closed
 	_, e.GiveUp, e.LadderErr = attack.Ladder(t)
 	return e
 }
@@ -155,7 +155,7 @@ func parseScenarios(s string, e scenario.Env) ([]string, error) {
 // applies cannot work with (scenario.Spec.CheckFlags).
 func checkTimeouts(o *options) error {
 	e := env(o)
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		if sp := scenario.Lookup(s); sp.NotApplicable(e) == "" {
 			if why := sp.CheckFlags(e); why != "" {
 				return fmt.Errorf("%w: %s", errUsage, why)
@@ -187,21 +187,21 @@ func checkHostile(o *options, set map[string]bool) error {
 		if s == scenario.Connflood {
 			flag = "-flood-conns"
 		}
-		if *n < 0 || (*n == 0 && s != scenario.Connflood && slices.Contains(o.scenarios, s)) {
+		if *n < 0 || (*n == 0 && s != scenario.Connflood && slices.Contains(o.Scenarios, s)) {
 			return fmt.Errorf("%w: %s %d: want at least 1 connection, or leave the %s scenario out", errUsage, flag, *n, s)
 		}
 	}
 	switch {
-	case o.hostileBytes < 1:
-		return fmt.Errorf("%w: -hostile-bytes %d: want at least 1", errUsage, o.hostileBytes)
+	case o.HostileBytes < 1:
+		return fmt.Errorf("%w: -hostile-bytes %d: want at least 1", errUsage, o.HostileBytes)
 	case o.outputLimit < 0 || o.unackedLimit < 0 || o.memAllowance < 0:
 		return fmt.Errorf("%w: -output-limit, -unacked-limit and -mem-allowance must not be negative", errUsage)
 	case o.serverPID < 0:
 		return fmt.Errorf("%w: -server-pid %d is negative", errUsage, o.serverPID)
-	case o.serverPID > 0 && o.addr == "":
+	case o.serverPID > 0 && o.Addr == "":
 		return fmt.Errorf("%w: -server-pid names an external server's process and needs -addr (an embedded server is this process)", errUsage)
 	}
-	if slices.Contains(o.scenarios, scenario.Connflood) {
+	if slices.Contains(o.Scenarios, scenario.Connflood) {
 		if o.maxConns == 0 {
 			return fmt.Errorf("%w: the connflood scenario needs -max-conns, the server's connection limit", errUsage)
 		}
@@ -215,9 +215,9 @@ func checkHostile(o *options, set map[string]bool) error {
 	}
 	// connflood holds its connections at most half the idle timeout, so
 	// that the ones the server keeps do not die idle.
-	o.floodHold = time.Second
-	if t := o.timeouts.Idle; t > 0 {
-		o.floodHold = min(o.floodHold, t/2)
+	o.FloodHold = time.Second
+	if t := o.Timeouts.Idle; t > 0 {
+		o.FloodHold = min(o.FloodHold, t/2)
 	}
 	return nil
 }

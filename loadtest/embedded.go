@@ -18,9 +18,9 @@ import (
 // -handshake gives it), and the max-age and write-stall timeouts, which no
 // scenario judges, are off.
 func netwheelConfig(o *options) netserver.Config {
-	t := o.timeouts
+	t := o.Timeouts
 	proto := netserver.Raw
-	if o.proto == attack.Framed {
+	if o.Proto == attack.Framed {
 		proto = netserver.Framed
 	}
 	cfg := netserver.Config{

@@ -27,42 +27,27 @@ const kindNetwheel = "netwheel"
 
 // options is the parsed and validated command line.
 type options struct {
-	addr      string // "" means embedded
-	server    string // netwheel (embedded) or external (-addr)
-	proto     attack.Proto
-	payload   []byte           // raw: each message's bytes (nil: -size bytes of the echo pattern)
-	expect    attack.Expect    // raw: what an answer must be
+	// The attack's settings the flags give (Addr "": the embedded
+	// server); run adds the plan's share of the connections.
+	attack.Config
+	server    string           // netwheel (embedded) or external (-addr)
 	known     *report.Timeouts // -addr: the timeouts the flags gave (the others zero); nil embedded
-	scenarios []string
 	conns     int
-	rate      float64
-	size      int
-	duration  time.Duration
-	closed    bool
 	fins      bool // -fins: capture the server's FINs on the loopback
-	churnRate float64
-	timeouts  report.Timeouts
-	horizon   time.Duration // -close-horizon: how long after its deadline a close is waited for
-	shardI    int           // 0-based
+	shardI    int  // 0-based
 	shardN    int
 	jsonPath  string
 	plotPath  string
 	quiet     bool
 	version   bool // -version: print the version and exit
-	maxConns  int  // embedded netwheel server's MaxConns (0: no limit)
-	dialConc  int
-	spread    time.Duration // quiet connections' send window (see attack.Config.IdleSpread)
-	barrier   time.Duration // bound of the wait for every quiet connection to open
+	maxConns  int  // the server's connection limit (0: none)
 	cpuProf   string
 	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
 	metricsNS string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
 
-	// Hostile scenarios: connections per scenario (hostileConns, by
-	// scenario name), what a flooder sends at most, how long connflood
-	// holds, and the server's limits its memory growth is judged against.
+	// Hostile scenarios: connections per scenario (by its name), and the
+	// server's limits its memory growth is judged against.
 	hostileConns                            map[string]*int
-	hostileBytes                            int64
-	floodHold                               time.Duration
 	outputLimit, unackedLimit, memAllowance int64
 	serverPID                               int // -addr: the server's pid, for its RSS (0: none)
 
@@ -153,25 +138,25 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var proto, scen, shard, payload, expect, preset string
-	t := &o.timeouts
-	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
+	t := &o.Timeouts
+	fs.StringVar(&o.Addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
 	fs.StringVar(&scen, "scenario", "all", "comma-separated scenarios run at once (listed above), or all: every one that applies to the server\n"+
 		"(framed-only ones need -proto framed; connflood needs -max-conns, handshake -handshake; slowloris over raw -frame-timeout with -addr)")
 	fs.IntVar(&o.conns, "conns", 400, "connections per polite scenario (keepalive: half survive, half silent)")
-	fs.Float64Var(&o.rate, "rate", 20, "echo: messages/s per connection, open loop")
-	fs.IntVar(&o.size, "size", 64, "message payload `bytes`")
+	fs.Float64Var(&o.Rate, "rate", 20, "echo: messages/s per connection, open loop")
+	fs.IntVar(&o.Size, "size", 64, "message payload `bytes`")
 	fs.StringVar(&payload, "payload", "", "raw: the `bytes` of each message, Go escapes allowed (PING\\r\\n) (default: -size bytes of a letter pattern, for an echo server)")
 	fs.StringVar(&expect, "expect", "", "raw, with -addr: what an answer to each message must be: `echo` (the message itself, the default); any (any bytes); none (the server answers nothing);\n"+
 		"or the bytes it begins with, Go escapes allowed: a line (through its \\n) beginning so, or an HTTP/1.x response (a prefix beginning HTTP/, its body by Content-Length or chunked)")
 	fs.StringVar(&preset, "preset", "", "raw, with -addr: -payload and -expect for a common protocol (either flag, given, overrides its half):\n"+
 		"redis (PING / +PONG), memcached (version / VERSION), http (a keep-alive GET / / HTTP/1.), line (a line / any line)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "echo and churn sending time; the run lasts until the timer scenarios finish too")
-	fs.BoolVar(&o.closed, "closed", false, "echo: closed loop (each connection sends when its previous echo arrived) instead of open loop")
-	fs.Float64Var(&o.churnRate, "churn-rate", 100, "churn: connections opened (and closed) per second")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "echo and churn sending time; the run lasts until the timer scenarios finish too")
+	fs.BoolVar(&o.Closed, "closed", false, "echo: closed loop (each connection sends when its previous echo arrived) instead of open loop")
+	fs.Float64Var(&o.ChurnRate, "churn-rate", 100, "churn: connections opened (and closed) per second")
 	timeoutFlags(fs, t)
 	fs.DurationVar(&t.Slack, "slack", 500*time.Millisecond, "how late after its deadline a close still counts as on time")
-	fs.DurationVar(&o.horizon, "close-horizon", defaultHorizon, "how long after its deadline a close is still waited for, and its lateness measured; later counts as never\n"+
+	fs.DurationVar(&o.CloseHorizon, "close-horizon", defaultHorizon, "how long after its deadline a close is still waited for, and its lateness measured; later counts as never\n"+
 		"(a close on time ends the wait at once: only a late server makes the run longer)")
 	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`);\n"+
 		"auto: shard $JOB_COMPLETION_INDEX+1 of $LOADTEST_SHARDS (a Kubernetes Indexed Job; see docs/scaling.md)")
@@ -189,15 +174,15 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		scenario.Garbage:   fs.Int("garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)"),
 		scenario.Connflood: fs.Int("flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)"),
 	}
-	o.hostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
-	fs.Var((*byteSize)(&o.hostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
+	o.HostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
+	fs.Var((*byteSize)(&o.HostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
 		"nonreader is judged only above -output-limit plus 8 MiB of kernel buffers (framed: or above -unacked-limit)")
 	fs.Var((*byteSize)(&o.outputLimit), "output-limit", "the server's hard limit of queued output per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.OutputHard)")
 	fs.Var((*byteSize)(&o.unackedLimit), "unacked-limit", "framed: the server's limit of unacknowledged DATA payload per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.UnackedBytes)")
 	fs.Var((*byteSize)(&o.memAllowance), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "with -addr: the server's `PID` on this host; its RSS (/proc/PID/status) is sampled during hostile scenarios (otherwise -metrics' process_resident_memory_bytes)")
-	fs.IntVar(&o.dialConc, "dial-concurrency", 128, "dials in flight at once")
-	fs.DurationVar(&o.spread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, keeping themselves open meanwhile), then send their last message\n"+
+	fs.IntVar(&o.DialConcurrency, "dial-concurrency", 128, "dials in flight at once")
+	fs.DurationVar(&o.IdleSpread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, keeping themselves open meanwhile), then send their last message\n"+
 		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
 	fs.StringVar(&o.metrics, "metrics", "", "with -addr: the server's Prometheus endpoint `URL`: http://HOST:PORT/PATH, or HOST:PORT for http://HOST:PORT/metrics;\n"+
 		"read before and after the run to check that no connection, timer, open file or goroutine leaked (loopback or -addr's host only)")
@@ -226,9 +211,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	o.server = kindNetwheel
-	if o.addr != "" {
-		if _, _, err := net.SplitHostPort(o.addr); err != nil {
-			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
+	if o.Addr != "" {
+		if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.Addr)
 		}
 		o.server = "external"
 		o.known = knownTimeouts(fs, t.Slack)
@@ -237,7 +222,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		func() error { return parseProto(o, proto, set) },
 		func() error { return parseExchange(o, payload, expect, preset, set) },
 		func() error { return checkNumbers(o, fs) },
-		func() (err error) { o.scenarios, err = parseScenarios(scen, env(o)); return err },
+		func() (err error) { o.Scenarios, err = parseScenarios(scen, env(o)); return err },
 		func() error { return checkHostile(o, set) },
 		func() (err error) { o.shardI, o.shardN, err = parseShard(shard, os.Getenv); return err },
 		func() error { return checkMetrics(o, set) },
@@ -248,11 +233,11 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 			return nil, err
 		}
 	}
-	if set["idle-spread"] && t.Idle > 0 && o.spread > t.Idle/2 && (slices.Contains(o.scenarios, scenario.Idle) || slices.Contains(o.scenarios, scenario.Keepalive)) {
-		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.spread, t.Idle)
+	if set["idle-spread"] && t.Idle > 0 && o.IdleSpread > t.Idle/2 && (slices.Contains(o.Scenarios, scenario.Idle) || slices.Contains(o.Scenarios, scenario.Keepalive)) {
+		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.IdleSpread, t.Idle)
 	}
-	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
-	if o.addr != "" {
+	o.BarrierTimeout, o.IdleSpread = quietBounds(t.Idle, o.IdleSpread, set["idle-spread"])
+	if o.Addr != "" {
 		o.notes = append(o.notes, assumedTimeouts(o, set)...)
 	}
 	return o, nil
@@ -262,14 +247,14 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 // given) and resolves -metrics to the URL read.
 func checkMetrics(o *options, set map[string]bool) (err error) {
 	switch {
-	case set["metrics"] && o.addr == "":
+	case set["metrics"] && o.Addr == "":
 		return fmt.Errorf("%w: -metrics reads an external server's endpoint and needs -addr (embedded runs check their server directly)", errUsage)
 	case set["metrics-namespace"] && !set["metrics"]:
 		return fmt.Errorf("%w: -metrics-namespace names the metrics read from -metrics, and needs it", errUsage)
 	case !observe.ValidNamespace(o.metricsNS):
 		return fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
 	case set["metrics"]:
-		if o.metrics, err = observe.Target(o.metrics, o.addr); err != nil {
+		if o.metrics, err = observe.Target(o.metrics, o.Addr); err != nil {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 	}
@@ -309,20 +294,20 @@ func knownTimeouts(fs *flag.FlagSet, slack time.Duration) *report.Timeouts {
 	return k
 }
 
-// parseProto sets o.proto from -proto: by default framed for the embedded
+// parseProto sets o.Proto from -proto: by default framed for the embedded
 // server, raw with -addr or a raw protocol of the user's (-payload,
 // -expect, -preset).
 func parseProto(o *options, proto string, set map[string]bool) error {
 	switch proto {
 	case "":
-		o.proto = attack.Raw
+		o.Proto = attack.Raw
 		if o.server == kindNetwheel && !set["payload"] && !set["expect"] && !set["preset"] {
-			o.proto = attack.Framed
+			o.Proto = attack.Framed
 		}
 	case "raw":
-		o.proto = attack.Raw
+		o.Proto = attack.Raw
 	case "framed":
-		o.proto = attack.Framed
+		o.Proto = attack.Framed
 	default:
 		return fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
 	}
@@ -337,7 +322,7 @@ const maxTimeout = time.Hour
 // checkNumbers rejects numbers no run can use: counts below 1, rates out
 // of range, negative or absurd durations (every duration flag of fs).
 func checkNumbers(o *options, fs *flag.FlagSet) error {
-	t := &o.timeouts
+	t := &o.Timeouts
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		d, ok := f.Value.(flag.Getter).Get().(time.Duration)
@@ -353,18 +338,18 @@ func checkNumbers(o *options, fs *flag.FlagSet) error {
 		return fmt.Errorf("%w: -conns %d: want 1 to 1000000 connections per scenario", errUsage, o.conns)
 	case t.KeepaliveCount < 0 || t.MaxRetransmits < 0:
 		return fmt.Errorf("%w: -keepalive-count and -max-retransmits must not be negative", errUsage)
-	case !(o.rate > 0) || o.rate > 1e6:
-		return fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.rate)
-	case o.payload == nil && (o.size < 1 || o.size > frame.DefaultMax-9):
-		return fmt.Errorf("%w: -size %d: want 1 to %d bytes", errUsage, o.size, frame.DefaultMax-9)
-	case o.duration <= 0 || o.duration > 24*time.Hour:
-		return fmt.Errorf("%w: -duration %s: want more than 0 and at most 24h", errUsage, o.duration)
-	case o.churnRate < 0 || o.churnRate > 1e5:
-		return fmt.Errorf("%w: -churn-rate %v: want 0 to 1e5 connections/s", errUsage, o.churnRate)
-	case o.dialConc < 1:
-		return fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, o.dialConc)
-	case o.horizon < t.Slack || o.horizon > maxTimeout:
-		return fmt.Errorf("%w: -close-horizon %s: want at least -slack (%s) and at most %s", errUsage, o.horizon, t.Slack, maxTimeout)
+	case !(o.Rate > 0) || o.Rate > 1e6:
+		return fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.Rate)
+	case o.Payload == nil && (o.Size < 1 || o.Size > frame.DefaultMax-9):
+		return fmt.Errorf("%w: -size %d: want 1 to %d bytes", errUsage, o.Size, frame.DefaultMax-9)
+	case o.Duration <= 0 || o.Duration > 24*time.Hour:
+		return fmt.Errorf("%w: -duration %s: want more than 0 and at most 24h", errUsage, o.Duration)
+	case o.ChurnRate < 0 || o.ChurnRate > 1e5:
+		return fmt.Errorf("%w: -churn-rate %v: want 0 to 1e5 connections/s", errUsage, o.ChurnRate)
+	case o.DialConcurrency < 1:
+		return fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, o.DialConcurrency)
+	case o.CloseHorizon < t.Slack || o.CloseHorizon > maxTimeout:
+		return fmt.Errorf("%w: -close-horizon %s: want at least -slack (%s) and at most %s", errUsage, o.CloseHorizon, t.Slack, maxTimeout)
 	}
 	return nil
 }

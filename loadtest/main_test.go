@@ -90,18 +90,18 @@ func TestParseFlags_Errors(t *testing.T) {
 func TestParseFlags_Defaults(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, attack.Framed, o.proto)
-	assert.Equal(t, []string{"echo", "idle", "keepalive", "retransmit", "slowloris", "churn", "nonreader", "splitter", "pingflood", "garbage"}, o.scenarios,
+	assert.Equal(t, attack.Framed, o.Proto)
+	assert.Equal(t, []string{"echo", "idle", "keepalive", "retransmit", "slowloris", "churn", "nonreader", "splitter", "pingflood", "garbage"}, o.Scenarios,
 		"every scenario but connflood, which needs the server's connection limit")
 	o, err = parseFlags([]string{"-max-conns", "3000"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake }), o.scenarios,
+	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake }), o.Scenarios,
 		"with a limit, connflood too (handshake needs -handshake)")
 	assert.Equal(t, 3200, *o.hostileConns[scenario.Connflood], "200 beyond the limit")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, attack.Raw, o.proto)
-	assert.Equal(t, []string{"echo", "idle"}, o.scenarios, "report order")
+	assert.Equal(t, attack.Raw, o.Proto)
+	assert.Equal(t, []string{"echo", "idle"}, o.Scenarios, "report order")
 	assert.Equal(t, 1, o.shardI)
 	assert.Equal(t, 3, o.shardN)
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-idle", "3s", "-max-retransmits", "0"}, io.Discard)
@@ -109,10 +109,10 @@ func TestParseFlags_Defaults(t *testing.T) {
 	assert.Equal(t, &report.Timeouts{Idle: 3 * time.Second, Slack: 500 * time.Millisecond}, o.known, "known: only what the flags gave, and the slack")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter"}, o.scenarios, "raw: only what applies (no framed-only scenarios, no garbage)")
+	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter"}, o.Scenarios, "raw: only what applies (no framed-only scenarios, no garbage)")
 	all, err := parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "all"}, io.Discard)
 	require.NoError(t, err, "-scenario all, as -h says")
-	assert.Equal(t, o.scenarios, all.scenarios, "all is the default set")
+	assert.Equal(t, o.Scenarios, all.Scenarios, "all is the default set")
 }
 
 // TestParseFlags_Nonsense: numbers no run can use are usage errors, found
@@ -168,8 +168,8 @@ func TestQuietBounds(t *testing.T) {
 	}
 	o, err := parseFlags([]string{"-scenario", "idle", "-idle", "20s"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, time.Second, o.spread, "-idle-spread defaults to 1s")
-	assert.Equal(t, 10*time.Second, o.barrier)
+	assert.Equal(t, time.Second, o.IdleSpread, "-idle-spread defaults to 1s")
+	assert.Equal(t, 10*time.Second, o.BarrierTimeout)
 }
 
 func TestShareOf_SplitsExactly(t *testing.T) {
@@ -195,7 +195,7 @@ func TestMakePlan_Limits(t *testing.T) {
 	require.Len(t, p.limits, 1)
 	assert.Contains(t, p.limits[0], "-addr")
 
-	o.addr = "127.0.0.1:9"
+	o.Addr = "127.0.0.1:9"
 	o.conns = 40000
 	p = makePlan(o, 1<<20, 28000, true)
 	assert.Equal(t, 40000, p.conns["echo"])

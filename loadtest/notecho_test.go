@@ -14,7 +14,7 @@ import (
 // when the polite scenarios got nothing back, whatever a hostile peer that
 // reads nothing saw.
 func TestNotEchoNote(t *testing.T) {
-	o := &options{addr: "127.0.0.1:6379", proto: attack.Raw}
+	o := &options{Config: attack.Config{Addr: "127.0.0.1:6379", Proto: attack.Raw}}
 	scen := func(name string, hostile bool, sent, recv uint64) *report.Scenario {
 		s := report.NewScenario(name, scenario.Lookup(name).Expect)
 		s.Hostile, s.Sent, s.Recv = hostile, sent, recv
@@ -42,6 +42,6 @@ func TestNotEchoNote(t *testing.T) {
 			}
 		})
 	}
-	assert.Empty(t, notEchoNote(&options{proto: attack.Raw}, []*report.Scenario{scen("idle", false, 10, 0)}),
+	assert.Empty(t, notEchoNote(&options{Config: attack.Config{Proto: attack.Raw}}, []*report.Scenario{scen("idle", false, 10, 0)}),
 		"the embedded server is an echo server")
 }

@@ -30,25 +30,25 @@ type plan struct {
 // fdLimit open files (embedded: client and server share them) and ports
 // ephemeral ports per source address.
 func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
-	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
+	p := plan{conns: map[string]int{}, churn: o.ChurnRate / float64(o.shardN)}
 	total := 0
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		if s == scenario.Churn || s == scenario.Connflood {
 			continue
 		}
 		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
 		total += p.conns[s]
 	}
-	if slices.Contains(o.scenarios, scenario.Churn) {
+	if slices.Contains(o.Scenarios, scenario.Churn) {
 		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
 	}
 	perConn, reserve := 1, 100
-	if o.addr == "" {
+	if o.Addr == "" {
 		perConn = 2 // the server's end is in this process too
 	}
 	budget := (int(min(fdLimit, math.MaxInt32)) - reserve) / perConn
 	way := "drive a server in another process with -addr, or split the test with -shard i/n over several processes"
-	if o.addr != "" {
+	if o.Addr != "" {
 		way = "split the test with -shard i/n over several processes or hosts"
 	}
 	if total > budget && total > 0 {
@@ -61,7 +61,7 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
 			fdLimit, perConn, got, total, way))
 	}
-	if slices.Contains(o.scenarios, scenario.Connflood) {
+	if slices.Contains(o.Scenarios, scenario.Connflood) {
 		// connflood runs alone, after the others: its own budget.
 		n := shareOf(requested(o, scenario.Connflood), o.shardI, o.shardN)
 		if n > budget {
@@ -113,12 +113,12 @@ func isLoopback(addr string) bool {
 // timer under test, the slack and a margin. The attack stops by itself
 // well before; this only bounds a broken server.
 func hardBound(o *options) time.Duration {
-	t := o.timeouts
+	t := o.Timeouts
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, t.Handshake, giveUp)
-	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
-	if slices.Contains(o.scenarios, scenario.Connflood) {
-		d += o.barrier + o.floodHold // after the others: its dials, then the hold
+	d := o.Duration + o.BarrierTimeout + o.IdleSpread + longest + t.Slack + o.CloseHorizon + 20*time.Second
+	if slices.Contains(o.Scenarios, scenario.Connflood) {
+		d += o.BarrierTimeout + o.FloodHold // after the others: its dials, then the hold
 	}
 	return d
 }
@@ -127,11 +127,11 @@ func hardBound(o *options) time.Duration {
 // scenario table describes them.
 func newFigures(o *options) map[string]*report.Scenario {
 	figs := map[string]*report.Scenario{}
-	ladder, giveUp, _ := attack.Ladder(o.timeouts)
-	for _, s := range o.scenarios {
+	ladder, giveUp, _ := attack.Ladder(o.Timeouts)
+	for _, s := range o.Scenarios {
 		sp := scenario.Lookup(s)
 		f := report.NewScenario(s, sp.Expect)
-		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.proto.String(), notApplicable(o, s), o.horizon
+		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.Proto.String(), notApplicable(o, s), o.CloseHorizon
 		f.AnswerWait, f.DialWait = attack.DefaultAnswerWait, attack.DialTimeout
 		switch s {
 		case scenario.Retransmit:
@@ -139,12 +139,12 @@ func newFigures(o *options) map[string]*report.Scenario {
 		case scenario.Connflood:
 			f.Limit = o.maxConns
 		case scenario.Nonreader:
-			f.FloodBytes = o.hostileBytes
+			f.FloodBytes = o.HostileBytes
 		}
 		if sp.FillsOutput {
 			// The floods' sending window, and the drain after it, in which
 			// a close may first be seen.
-			f.CloseWithin = o.duration + attack.HostileDrain
+			f.CloseWithin = o.Duration + attack.HostileDrain
 		}
 		figs[s] = f
 	}
@@ -169,7 +169,7 @@ func churnConns(rate float64) int { return int(math.Ceil(rate/5)) + 16 }
 // and the fixed allowance.
 func memoryBound(o *options, p plan) report.MemoryBound {
 	b := report.MemoryBound{OutputLimit: o.outputLimit, Filling: map[string]int{}, PerOther: perOtherConn, Fixed: o.memAllowance}
-	if o.proto == attack.Framed {
+	if o.Proto == attack.Framed {
 		b.UnackedLimit = o.unackedLimit
 	}
 	other := 0
@@ -184,7 +184,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 			other += n
 		}
 	}
-	if slices.Contains(o.scenarios, scenario.Churn) {
+	if slices.Contains(o.Scenarios, scenario.Churn) {
 		other += churnConns(p.churn)
 	}
 	b.Other = max(other, p.conns[scenario.Connflood])
@@ -193,7 +193,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 
 // anyHostile reports whether the run has a hostile scenario that applies.
 func anyHostile(o *options) bool {
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		if scenario.Lookup(s).Hostile && notApplicable(o, s) == "" {
 			return true
 		}

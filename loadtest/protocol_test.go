@@ -63,10 +63,10 @@ func TestParseFlags_Presets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := parseFlags(append([]string{"-addr", "127.0.0.1:9"}, tt.args...), io.Discard)
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantPayload, string(o.payload))
-			assert.Equal(t, len(tt.wantPayload), o.size)
-			assert.Equal(t, tt.wantKind, o.expect.Kind)
-			assert.Equal(t, tt.wantPrefix, string(o.expect.Prefix))
+			assert.Equal(t, tt.wantPayload, string(o.Payload))
+			assert.Equal(t, len(tt.wantPayload), o.Size)
+			assert.Equal(t, tt.wantKind, o.Expect.Kind)
+			assert.Equal(t, tt.wantPrefix, string(o.Expect.Prefix))
 		})
 	}
 }
@@ -75,8 +75,8 @@ func TestParseFlags_Presets(t *testing.T) {
 func TestParseFlags_PayloadEmbeddedIsRaw(t *testing.T) {
 	o, err := parseFlags([]string{"-payload", `hi\n`, "-scenario", "echo"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, attack.Raw, o.proto)
-	assert.Equal(t, "hi\n", string(o.payload))
+	assert.Equal(t, attack.Raw, o.Proto)
+	assert.Equal(t, "hi\n", string(o.Payload))
 }
 
 // A refused -addr fails at once, in one line, before any scenario starts.

@@ -29,13 +29,13 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	cpu0 := limits.CPU()
 
 	var srv *netserver.Server
-	target := o.addr
-	if o.addr != "" {
-		if err := attack.Probe(ctx, o.addr, o.proto, attack.Payload(o.payload, o.size), o.expect); err != nil {
+	target := o.Addr
+	if o.Addr != "" {
+		if err := attack.Probe(ctx, o.Addr, o.Proto, attack.Payload(o.Payload, o.Size), o.Expect); err != nil {
 			return nil, err
 		}
 	}
-	if o.addr == "" {
+	if o.Addr == "" {
 		if srv, err = startNetserver(o); err != nil {
 			return nil, err
 		}
@@ -44,27 +44,25 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	p := makePlan(o, fdLimit, limits.EphemeralPorts(), isLoopback(target))
 	res.Limits, res.Notes = p.limits, append(o.notes, p.notes...)
 	targetName := target
-	if o.addr == "" {
+	if o.Addr == "" {
 		targetName = "embedded " + target
 	}
-	res.Config = report.Config{Target: targetName, Server: o.server, Proto: o.proto.String(), Scenarios: o.scenarios,
-		Conns: map[string]int{}, Rate: o.rate, Size: o.size, Duration: o.duration, Closed: o.closed,
-		ChurnRate: o.churnRate, Timeouts: o.timeouts, Known: o.known, CloseHorizon: o.horizon}
-	if o.payload != nil || o.expect.Kind != attack.AnswerEcho {
-		res.Config.Payload, res.Config.Expect = string(o.payload), o.expect.String()
-		if o.payload == nil {
-			res.Config.Payload = fmt.Sprintf("%d bytes of a letter pattern", o.size)
+	res.Config = report.Config{Target: targetName, Server: o.server, Proto: o.Proto.String(), Scenarios: o.Scenarios,
+		Conns: map[string]int{}, Rate: o.Rate, Size: o.Size, Duration: o.Duration, Closed: o.Closed,
+		ChurnRate: o.ChurnRate, Timeouts: o.Timeouts, Known: o.known, CloseHorizon: o.CloseHorizon}
+	if o.Payload != nil || o.Expect.Kind != attack.AnswerEcho {
+		res.Config.Payload, res.Config.Expect = string(o.Payload), o.Expect.String()
+		if o.Payload == nil {
+			res.Config.Payload = fmt.Sprintf("%d bytes of a letter pattern", o.Size)
 		}
 	}
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		if s != scenario.Churn {
 			res.Config.Conns[s] = requested(o, s)
 		}
 	}
-	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
-		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
-		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
-		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect, CloseHorizon: o.horizon}
+	cfg := o.Config
+	cfg.Addr, cfg.Sources, cfg.Conns, cfg.ChurnRate = target, p.sources, p.conns, p.churn
 	if o.fins {
 		c, note, err := fincap.OpenLoopback(target)
 		if err != nil {
@@ -87,14 +85,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		if o.shardN > 1 {
 			res.Notes = append(res.Notes, "leak check with -shard: the server also counts the other shards' connections, so only a shard that starts after and ends after all others can tell a leak from them; its close delay counts their closes too")
 		}
-	} else if o.addr != "" {
+	} else if o.Addr != "" {
 		res.Notes = append(res.Notes, "leak check: not done; give -metrics with the server's Prometheus endpoint to check that no connection, timer, open file or goroutine leaked on it")
 	}
 
 	figs := newFigures(o)
 	var ms *observe.MemorySampler
 	if anyHostile(o) {
-		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.addr == "", PID: o.serverPID, Metrics: o.metrics}, memoryBound(o, p))
+		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.Addr == "", PID: o.serverPID, Metrics: o.metrics}, memoryBound(o, p))
 		cfg.Stop = ms.Exceeded()
 	}
 	var ctr attack.Counters
@@ -104,7 +102,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	mon := lag.Start(o.serverPID)
 	res.Start = time.Now()
 	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) {
-		figs[r.Scenario].Add(r, o.timeouts, scenario.Lookup(r.Scenario).Expects(r.Role))
+		figs[r.Scenario].Add(r, o.Timeouts, scenario.Lookup(r.Scenario).Expects(r.Role))
 	})
 	if cfg.FINs != nil {
 		cfg.FINs.Close() // before the leak check counts goroutines and files
@@ -129,14 +127,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		res.Limits = append(res.Limits, fmt.Sprintf("the run hit its hard time bound (%s): the server stopped answering or closing", hardBound(o)))
 	}
 	if b := out.Barrier; b.Waiting > 0 {
-		note := fmt.Sprintf("quiet connections: all %d open (or failed) %s after the start; last messages spread over %s", b.Waiting, b.Wait.Round(time.Millisecond), o.spread)
+		note := fmt.Sprintf("quiet connections: all %d open (or failed) %s after the start; last messages spread over %s", b.Waiting, b.Wait.Round(time.Millisecond), o.IdleSpread)
 		if b.TimedOut {
 			note = fmt.Sprintf("quiet connections: the barrier gave up after %s with %d of %d open (or failed); the late ones sent at once; last messages spread over %s",
-				b.Wait.Round(time.Millisecond), b.Arrived, b.Waiting, o.spread)
+				b.Wait.Round(time.Millisecond), b.Arrived, b.Waiting, o.IdleSpread)
 		}
 		res.Notes = append(res.Notes, note)
 	}
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		f := figs[s]
 		if h := out.Latency[s]; h != nil {
 			f.Latency = h
@@ -195,7 +193,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 // server (no -payload, -expect or -preset) answered none of the messages
 // its polite scenarios sent: it may speak another protocol.
 func notEchoNote(o *options, figs []*report.Scenario) string {
-	if o.addr == "" || o.proto != attack.Raw || o.payload != nil || o.expect.Kind != attack.AnswerEcho {
+	if o.Addr == "" || o.Proto != attack.Raw || o.Payload != nil || o.Expect.Kind != attack.AnswerEcho {
 		return ""
 	}
 	var sent, recv uint64
