@@ -117,54 +117,6 @@ func env(o *options) scenario.Env {
 // describes, or "" (scenario.Spec.NotApplicable).
 func notApplicable(o *options, s string) string { return scenario.Lookup(s).NotApplicable(env(o)) }
 
-// parseScenarios parses -scenario: a comma-separated list, or all (the
-// default; mixed is its old name): every scenario that applies in e and
-// is in the default set (scenario.Spec.InDefault). A scenario named that
-// needs the framed protocol is an error over raw, unless the protocol is
-// the user's own (other), where it is reported not applicable.
-func parseScenarios(s string, e scenario.Env) ([]string, error) {
-	var out []string
-	if s == "" || s == "all" || s == "mixed" {
-		for i := range scenario.All {
-			if sp := &scenario.All[i]; sp.InDefault(e) {
-				out = append(out, sp.Name)
-			}
-		}
-		return out, nil
-	}
-	for _, n := range strings.Split(s, ",") {
-		n = strings.TrimSpace(n)
-		sp := scenario.Lookup(n)
-		switch {
-		case n == "all" || n == "mixed":
-			return nil, fmt.Errorf("%w: -scenario all means every scenario that applies; do not combine it with others", errUsage)
-		case sp == nil:
-			return nil, fmt.Errorf("%w: -scenario %q: want all or some of %s", errUsage, n, strings.Join(scenario.Names(), ", "))
-		case sp.Framed && e.Proto != scenario.Framed && !e.OtherProtocol:
-			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
-		case slices.Contains(out, n):
-			return nil, fmt.Errorf("%w: -scenario %s given twice", errUsage, n)
-		}
-		out = append(out, n)
-	}
-	slices.SortFunc(out, func(a, b string) int { return scenario.Index(a) - scenario.Index(b) })
-	return out, nil
-}
-
-// checkTimeouts rejects timeout and rate flags a chosen scenario that
-// applies cannot work with (scenario.Spec.CheckFlags).
-func checkTimeouts(o *options) error {
-	e := env(o)
-	for _, s := range o.Scenarios {
-		if sp := scenario.Lookup(s); sp.NotApplicable(e) == "" {
-			if why := sp.CheckFlags(e); why != "" {
-				return fmt.Errorf("%w: %s", errUsage, why)
-			}
-		}
-	}
-	return nil
-}
-
 // Defaults of the server limits the memory bound is derived from: those
 // of netserver.Limits, and the fixed allowance.
 const (

@@ -222,12 +222,17 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		func() error { return parseProto(o, proto, set) },
 		func() error { return parseExchange(o, payload, expect, preset, set) },
 		func() error { return checkNumbers(o, fs) },
-		func() (err error) { o.Scenarios, err = parseScenarios(scen, env(o)); return err },
+		func() (err error) { o.Scenarios, err = scenario.Parse(scen, env(o)); return usage(err) },
 		func() error { return checkHostile(o, set) },
 		func() (err error) { o.shardI, o.shardN, err = parseShard(shard, os.Getenv); return err },
 		func() error { return checkMetrics(o, set) },
 		func() error { return checkPlot(o.plotPath) },
-		func() error { return checkTimeouts(o) },
+		func() error {
+			if why := scenario.Check(o.Scenarios, env(o)); why != "" {
+				return fmt.Errorf("%w: %s", errUsage, why)
+			}
+			return nil
+		},
 	} {
 		if err := check(); err != nil {
 			return nil, err

@@ -100,9 +100,9 @@ func judged(j *report.Judgement) error {
 }
 
 // usage marks a command-line error as errUsage (exit status 2), leaving
-// -h's flag.ErrHelp (exit status 0) as it is.
+// nil and -h's flag.ErrHelp (exit status 0) as they are.
 func usage(err error) error {
-	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", errUsage, err)
