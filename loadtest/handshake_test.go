@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/netwheel/netwheel/loadtest/internal/embedded"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"testing"
@@ -124,11 +125,11 @@ func TestParseFlags_Handshake(t *testing.T) {
 	o, err = parseFlags(nil, io.Discard)
 	require.NoError(t, err)
 	assert.NotContains(t, o.Scenarios, scenario.Handshake, "not by default: the server's handshake timeout is not known")
-	assert.Equal(t, time.Duration(idle.Off), netwheelConfig(o).Timeouts.HandshakeTimeout, "the embedded server has none unless -handshake gives it")
+	assert.Equal(t, time.Duration(idle.Off), embedded.Config(embeddedOptions(o)).Timeouts.HandshakeTimeout, "the embedded server has none unless -handshake gives it")
 	o, err = parseFlags([]string{"-handshake", "300ms"}, io.Discard)
 	require.NoError(t, err)
 	assert.Contains(t, o.Scenarios, scenario.Handshake, "by default once it is known")
-	assert.Equal(t, 300*time.Millisecond, netwheelConfig(o).Timeouts.HandshakeTimeout)
+	assert.Equal(t, 300*time.Millisecond, embedded.Config(embeddedOptions(o)).Timeouts.HandshakeTimeout)
 }
 
 // TestEndToEnd_HandshakeAnyPreset: nothing is sent, so the handshake

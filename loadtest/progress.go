@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/loadtest/internal/embedded"
 )
 
 // progress prints a live line every second when stdout is a terminal and
 // -q is not set; the returned function stops it and clears the line.
-func progress(o *options, ctr *attack.Counters, srv *netserver.Server, srvPeak *int64, stdout io.Writer) func() {
+func progress(o *options, ctr *attack.Counters, srv *embedded.Server, stdout io.Writer) func() {
 	f, ok := stdout.(*os.File)
 	tty := ok && isTerminal(f)
 	done := make(chan struct{})
@@ -32,7 +32,7 @@ func progress(o *options, ctr *attack.Counters, srv *netserver.Server, srvPeak *
 			case <-tk.C:
 			}
 			if srv != nil {
-				*srvPeak = max(*srvPeak, srv.Stats().Open)
+				srv.Sample()
 			}
 			if !tty || o.quiet {
 				continue

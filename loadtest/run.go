@@ -10,12 +10,12 @@ import (
 
 	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
+	"github.com/netwheel/netwheel/loadtest/internal/embedded"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/lag"
 	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
-	"github.com/netwheel/netwheel/netserver"
 )
 
 func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
@@ -28,7 +28,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	before.Goroutines[0], before.FDs[0] = runtime.NumGoroutine(), limits.OpenFiles()
 	cpu0 := limits.CPU()
 
-	var srv *netserver.Server
+	var srv *embedded.Server
 	target := o.Addr
 	if o.Addr != "" {
 		if err := attack.Probe(ctx, o.Addr, o.Proto, attack.Payload(o.Payload, o.Size), o.Expect); err != nil {
@@ -36,10 +36,10 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		}
 	}
 	if o.Addr == "" {
-		if srv, err = startNetserver(o); err != nil {
+		if srv, err = embedded.Start(embeddedOptions(o)); err != nil {
 			return nil, err
 		}
-		target = srv.Addr().String()
+		target = srv.Addr()
 	}
 	p := makePlan(o, fdLimit, limits.EphemeralPorts(), isLoopback(target))
 	res.Limits, res.Notes = p.limits, append(o.notes, p.notes...)
@@ -96,8 +96,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		cfg.Stop = ms.Exceeded()
 	}
 	var ctr attack.Counters
-	var srvPeak int64
-	stopProgress := progress(o, &ctr, srv, &srvPeak, stdout)
+	stopProgress := progress(o, &ctr, srv, stdout)
 	actx, cancel := context.WithTimeout(ctx, hardBound(o))
 	mon := lag.Start(o.serverPID)
 	res.Start = time.Now()
@@ -159,26 +158,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		rc.Finish(res, opened)
 	}
 	if srv != nil {
-		// Every client has closed: the server must get back to nothing,
-		// within settleRunning of this process's running time.
-		st := serverStats(srv)
-		lag.WaitRunning(settleRunning, settleBound, func() bool {
-			st = serverStats(srv)
-			return st.Open == 0 && st.TimersPending == 0
-		})
-		st.PeakOpen = max(st.PeakOpen, srvPeak)
-		res.Server = &st
-		if st.Open > 0 || st.TimersPending > 0 {
-			res.Leaks = append(res.Leaks, fmt.Sprintf("the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
-		}
-		if res.CloseDelay, err = observe.HandlerCloseDelay(srv.MetricsHandler()); err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", observe.CloseDelayMetric(observe.DefaultNamespace), err))
-		}
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := srv.Shutdown(sctx); err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("server shutdown: %v", err))
-		}
-		scancel()
+		srv.Finish(res)
 	}
 	rss, peak := limits.Memory()
 	pr := before
@@ -208,11 +188,7 @@ func notEchoNote(o *options, figs []*report.Scenario) string {
 	return ""
 }
 
-// settleRunning is how long the embedded server is given to get back to
-// no connection and no timer once every client has closed, counted in
-// time this process was running (lag.WaitRunning); settleBound bounds the wait
-// on a machine that starves it.
-const (
-	settleRunning = 2 * time.Second
-	settleBound   = 30 * time.Second
-)
+// embeddedOptions is what o says of the embedded server.
+func embeddedOptions(o *options) embedded.Options {
+	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
+}
