@@ -9,6 +9,7 @@
 package report
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/hist"
@@ -178,11 +179,6 @@ func (c *Closes) Sum() int {
 	return c.OnTime + c.Late + c.Never + c.Early + sum(c.OtherReason) + c.Refused + c.NotStarted
 }
 
-func newCloses(expect string) *Closes {
-	return &Closes{Expect: expect, OtherReason: map[string]int{}, FromStart: &hist.Histogram{}, FromEnd: &hist.Histogram{},
-		Window: &hist.Histogram{}, LateBy: &hist.Histogram{}, EarlyBy: &hist.Histogram{}, Wire: &hist.Histogram{}}
-}
-
 // Scenario is the figures of one scenario.
 type Scenario struct {
 	Name string `json:"name"`
@@ -261,12 +257,9 @@ type Role struct {
 
 // role returns the named role's figures, adding them if new.
 func (s *Scenario) role(name string) *Role {
-	if s.Roles == nil {
-		s.Roles = map[string]*Role{}
-	}
 	r := s.Roles[name]
 	if r == nil {
-		r = &Role{Ends: map[string]int{}, CloseAfter: &hist.Histogram{}}
+		r = fill(&Role{})
 		s.Roles[name] = r
 	}
 	return r
@@ -279,13 +272,11 @@ func (s *Scenario) Held() int { return s.Ends[EndClient] }
 // NewScenario returns empty figures for a scenario; expect is the close
 // its connections must get from a server timeout ("" none).
 func NewScenario(name, expect string) *Scenario {
-	s := &Scenario{Name: name, DialErrors: map[string]int{}, Errors: map[string]int{},
-		Ends: map[string]int{}, RetxCount: map[int]int{},
-		Latency: &hist.Histogram{}, Connect: &hist.Histogram{}, CloseAfter: &hist.Histogram{}}
+	s := &Scenario{Name: name}
 	if expect != "" {
-		s.Closes = newCloses(expect)
+		s.Closes = &Closes{Expect: expect}
 	}
-	return s
+	return fill(s)
 }
 
 // Result is one run of the harness, or a merge of several shards.
@@ -312,6 +303,44 @@ type Result struct {
 	// CloseDelay is the server's own account of its timeout closes
 	// (netserver's timeout_close_delay_seconds); nil if the server does not export it.
 	CloseDelay *ServerHistogram `json:"close_delay,omitempty"`
+}
+
+// fill gives the figures p points to an empty map or histogram wherever
+// they have none, through nested figures (a nil *Closes stays nil: no
+// timer check), so that Add and the renderers never meet a nil one.
+func fill[T any](p *T) *T {
+	fillValue(reflect.ValueOf(p).Elem())
+	return p
+}
+
+func fillValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillValue(v.Field(i))
+			}
+		}
+	case reflect.Pointer:
+		if v.Type() == histType && v.IsNil() {
+			v.Set(reflect.ValueOf(&hist.Histogram{}))
+		} else if v.Type() != histType && !v.IsNil() {
+			fillValue(v.Elem())
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			v.Set(reflect.MakeMap(v.Type()))
+		}
+		for it := v.MapRange(); it.Next(); {
+			if it.Value().Kind() == reflect.Pointer {
+				fillValue(it.Value())
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			fillValue(v.Index(i))
+		}
+	}
 }
 
 // Scenario returns the named scenario's figures, or nil.
