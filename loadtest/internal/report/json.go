@@ -80,7 +80,7 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 			return nil, fmt.Errorf("report: reading result: %w", err)
 		}
 	}
-	r.Judgement = nil // the figures say it again
+	r.Judgement = nil               // the figures say it again
 	for _, s := range r.Scenarios { // what JSON omits when empty
 		fill(s)
 	}
