@@ -80,9 +80,9 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 			return nil, fmt.Errorf("report: reading result: %w", err)
 		}
 	}
-	r.Judgement = nil               // the figures say it again
-	for _, s := range r.Scenarios { // what JSON omits when empty
-		fill(s)
+	r.Judgement = nil // the figures say it again
+	for _, s := range r.Scenarios {
+		fill(s) // what JSON omits when empty
 	}
 	if r.SelfLag != nil {
 		fill(r.SelfLag)
