@@ -23,14 +23,11 @@ import (
 // errUsage is wrapped by every flag validation error.
 var errUsage = errors.New("loadtest: bad flags")
 
-const kindNetwheel = "netwheel"
-
 // options is the parsed and validated command line.
 type options struct {
 	// The attack's settings the flags give (Addr "": the embedded
 	// server); run adds the plan's share of the connections.
 	attack.Config
-	server    string           // netwheel (embedded) or external (-addr)
 	known     *report.Timeouts // -addr: the timeouts the flags gave (the others zero); nil embedded
 	conns     int
 	fins      bool // -fins: capture the server's FINs on the loopback
@@ -210,12 +207,10 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	o.server = kindNetwheel
 	if o.Addr != "" {
 		if _, _, err := net.SplitHostPort(o.Addr); err != nil {
 			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.Addr)
 		}
-		o.server = "external"
 		o.known = knownTimeouts(fs, t.Slack)
 	}
 	for _, check := range []func() error{ // in order: each may read what the ones before set
@@ -306,7 +301,7 @@ func parseProto(o *options, proto string, set map[string]bool) error {
 	switch proto {
 	case "":
 		o.Proto = attack.Raw
-		if o.server == kindNetwheel && !set["payload"] && !set["expect"] && !set["preset"] {
+		if o.Addr == "" && !set["payload"] && !set["expect"] && !set["preset"] {
 			o.Proto = attack.Framed
 		}
 	case "raw":

@@ -43,13 +43,12 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	}
 	p := makePlan(o, fdLimit, limits.EphemeralPorts(), isLoopback(target))
 	res.Limits, res.Notes = p.limits, append(o.notes, p.notes...)
-	targetName := target
-	if o.Addr == "" {
-		targetName = "embedded " + target
-	}
-	res.Config = report.Config{Target: targetName, Server: o.server, Proto: o.Proto.String(), Scenarios: o.Scenarios,
+	res.Config = report.Config{Target: target, Server: "external", Proto: o.Proto.String(), Scenarios: o.Scenarios,
 		Conns: map[string]int{}, Rate: o.Rate, Size: o.Size, Duration: o.Duration, Closed: o.Closed,
 		ChurnRate: o.ChurnRate, Timeouts: o.Timeouts, Known: o.known, CloseHorizon: o.CloseHorizon}
+	if srv != nil {
+		res.Config.Target, res.Config.Server = "embedded "+target, "netwheel"
+	}
 	if o.Payload != nil || o.Expect.Kind != attack.AnswerEcho {
 		res.Config.Payload, res.Config.Expect = string(o.Payload), o.Expect.String()
 		if o.Payload == nil {
@@ -125,12 +124,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	} else if hitBound {
 		res.Limits = append(res.Limits, fmt.Sprintf("the run hit its hard time bound (%s): the server stopped answering or closing", hardBound(o)))
 	}
-	if b := out.Barrier; b.Waiting > 0 {
-		note := fmt.Sprintf("quiet connections: all %d open (or failed) %s after the start; last messages spread over %s", b.Waiting, b.Wait.Round(time.Millisecond), o.IdleSpread)
-		if b.TimedOut {
-			note = fmt.Sprintf("quiet connections: the barrier gave up after %s with %d of %d open (or failed); the late ones sent at once; last messages spread over %s",
-				b.Wait.Round(time.Millisecond), b.Arrived, b.Waiting, o.IdleSpread)
-		}
+	if note := out.Barrier.Note(o.IdleSpread); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	for _, s := range o.Scenarios {
@@ -147,7 +141,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections ran out of ephemeral ports; use -shard over several hosts", s, n))
 		}
 	}
-	if note := notEchoNote(o, res.Scenarios); note != "" {
+	if note := res.NotEchoNote(); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	if rc != nil {
@@ -167,25 +161,6 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	pr.Goroutines[1], pr.FDs[1] = runtime.NumGoroutine(), limits.OpenFiles()
 	res.Process = &pr
 	return res, nil
-}
-
-// notEchoNote returns a hint when an external server taken for an echo
-// server (no -payload, -expect or -preset) answered none of the messages
-// its polite scenarios sent: it may speak another protocol.
-func notEchoNote(o *options, figs []*report.Scenario) string {
-	if o.Addr == "" || o.Proto != attack.Raw || o.Payload != nil || o.Expect.Kind != attack.AnswerEcho {
-		return ""
-	}
-	var sent, recv uint64
-	for _, f := range figs {
-		if !f.Hostile { // a hostile peer may not read what is echoed (nonreader)
-			sent, recv = sent+f.Sent, recv+f.Recv
-		}
-	}
-	if sent > 0 && recv == 0 {
-		return "no message was echoed: if the server speaks another protocol, say what to send and what it answers with -preset (redis, memcached, http, line) or -payload and -expect"
-	}
-	return ""
 }
 
 // embeddedOptions is what o says of the embedded server.

@@ -109,6 +109,19 @@ type Barrier struct {
 	TimedOut bool          // released by BarrierTimeout rather than by the last arrival
 }
 
+// Note says how the barrier ended, for a run whose last messages were
+// spread over spread; "" without quiet connections.
+func (b Barrier) Note(spread time.Duration) string {
+	switch {
+	case b.Waiting == 0:
+		return ""
+	case b.TimedOut:
+		return fmt.Sprintf("quiet connections: the barrier gave up after %s with %d of %d open (or failed); the late ones sent at once; last messages spread over %s",
+			b.Wait.Round(time.Millisecond), b.Arrived, b.Waiting, spread)
+	}
+	return fmt.Sprintf("quiet connections: all %d open (or failed) %s after the start; last messages spread over %s", b.Waiting, b.Wait.Round(time.Millisecond), spread)
+}
+
 // Counters are live totals for the progress line. Every field is atomic;
 // the attack writes them, anyone may read.
 type Counters struct {
