@@ -101,7 +101,8 @@ func env(o *options) scenario.Env {
 	e := scenario.Env{Proto: o.Proto, External: o.Addr != "", EchoAnswers: o.Expect.Kind == attack.AnswerEcho,
 		CountedAnswers: o.Expect.Counted(), OtherProtocol: o.Payload != nil || o.Expect.Kind != attack.AnswerEcho,
 		Expect: o.Expect.String(), Size: o.Size, Handshake: o.Timeouts.Handshake, Frame: o.Timeouts.Frame, MaxConns: o.maxConns,
-		HostileBytes: o.HostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
+		HostileBytes: o.HostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
+		Proxy: o.edge.proxyVersion != "", MaxConnsPerSource: o.edge.maxConnsPerSource}
 	t, known := o.Timeouts, o.Timeouts
 	if o.known != nil {
 		known = *o.known

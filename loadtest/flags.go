@@ -47,6 +47,7 @@ type options struct {
 	hostileConns                            map[string]*int
 	outputLimit, unackedLimit, memAllowance int64
 	serverPID                               int // -addr: the server's pid, for its RSS (0: none)
+	edge                                    edgeOptions
 
 	notes []string
 }
@@ -171,6 +172,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		scenario.Garbage:   fs.Int("garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)"),
 		scenario.Connflood: fs.Int("flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)"),
 	}
+	edgeFlags(fs, o)
 	o.HostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
 	fs.Var((*byteSize)(&o.HostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
 		"nonreader is judged only above -output-limit plus 8 MiB of kernel buffers (framed: or above -unacked-limit)")
@@ -218,6 +220,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		func() error { return parseExchange(o, payload, expect, preset, set) },
 		func() error { return checkNumbers(o, fs) },
 		func() (err error) { o.Scenarios, err = scenario.Parse(scen, env(o)); return usage(err) },
+		func() error { return checkEdge(o, set) },
 		func() error { return checkHostile(o, set) },
 		func() (err error) { o.shardI, o.shardN, err = parseShard(shard, os.Getenv); return err },
 		func() error { return checkMetrics(o, set) },

@@ -19,11 +19,14 @@ import (
 // plan is this process's share of the connections, after the shard split and
 // the file-descriptor and port limits.
 type plan struct {
-	conns   map[string]int
-	churn   float64
-	sources []net.IP
-	limits  []string
-	notes   []string
+	conns map[string]int
+	churn float64
+	// neighbours is sourceflood's other sources (conns holds the
+	// flooding source's connections).
+	neighbours int
+	sources    []net.IP
+	limits     []string
+	notes      []string
 }
 
 // makePlan splits the requested connections by shard and fits them into
@@ -33,7 +36,7 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 	p := plan{conns: map[string]int{}, churn: o.ChurnRate / float64(o.shardN)}
 	total := 0
 	for _, s := range o.Scenarios {
-		if s == scenario.Churn || s == scenario.Connflood {
+		if s == scenario.Churn || scenario.Lookup(s).Alone {
 			continue
 		}
 		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
@@ -71,13 +74,26 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		}
 		p.conns[scenario.Connflood] = n
 	}
+	if slices.Contains(o.Scenarios, scenario.Sourceflood) && notApplicable(o, scenario.Sourceflood) == "" {
+		// sourceflood runs alone too, after connflood: its own budget,
+		// the flood first.
+		n := shareOf(requested(o, scenario.Sourceflood), o.shardI, o.shardN)
+		m := shareOf(o.conns, o.shardI, o.shardN)
+		if n+m > budget {
+			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); sourceflood opened %d of the %d connections requested; %s",
+				fdLimit, perConn, budget, n+m, way))
+			n = min(n, budget)
+			m = budget - n
+		}
+		p.conns[scenario.Sourceflood], p.neighbours = n, m
+	}
 	total = 0
 	for s, n := range p.conns {
-		if s != scenario.Connflood {
+		if !scenario.Lookup(s).Alone {
 			total += n
 		}
 	}
-	total = max(total, p.conns[scenario.Connflood])
+	total = max(total, p.conns[scenario.Connflood], p.conns[scenario.Sourceflood]+p.neighbours)
 	if usable := ports * 9 / 10; total > usable {
 		if loopback {
 			k := (total + usable - 1) / usable
@@ -97,6 +113,9 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 func requested(o *options, s string) int {
 	if notApplicable(o, s) != "" {
 		return 0
+	}
+	if s == scenario.Sourceflood {
+		return o.edge.sourceFloodConns
 	}
 	if n := o.hostileConns[s]; n != nil {
 		return *n
@@ -120,6 +139,9 @@ func hardBound(o *options) time.Duration {
 	if slices.Contains(o.Scenarios, scenario.Connflood) {
 		d += o.BarrierTimeout + o.FloodHold // after the others: its dials, then the hold
 	}
+	if slices.Contains(o.Scenarios, scenario.Sourceflood) {
+		d += o.BarrierTimeout + attack.DefaultAnswerWait + o.FloodHold // its dials, the neighbours' answers, the hold
+	}
 	return d
 }
 
@@ -138,6 +160,8 @@ func newFigures(o *options) map[string]*report.Scenario {
 			f.Ladder, f.GiveUpAt = ladder, giveUp
 		case scenario.Connflood:
 			f.Limit = o.maxConns
+		case scenario.Sourceflood:
+			f.Limit = o.edge.maxConnsPerSource
 		case scenario.Nonreader:
 			f.FloodBytes = o.HostileBytes
 		}
@@ -175,7 +199,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 	other := 0
 	for s, n := range p.conns {
 		switch {
-		case s == scenario.Connflood:
+		case scenario.Lookup(s).Alone:
 		case scenario.Lookup(s).FillsOutput:
 			if n > 0 {
 				b.Filling[s] = n
@@ -187,7 +211,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 	if slices.Contains(o.Scenarios, scenario.Churn) {
 		other += churnConns(p.churn)
 	}
-	b.Other = max(other, p.conns[scenario.Connflood])
+	b.Other = max(other, p.conns[scenario.Connflood], p.conns[scenario.Sourceflood]+p.neighbours)
 	return b
 }
 

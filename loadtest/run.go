@@ -61,7 +61,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		}
 	}
 	cfg := o.Config
-	cfg.Addr, cfg.Sources, cfg.Conns, cfg.ChurnRate = target, p.sources, p.conns, p.churn
+	cfg.Addr, cfg.Sources, cfg.Conns, cfg.ChurnRate, cfg.Proxy, cfg.Neighbours = target, p.sources, p.conns, p.churn, o.edge.proxy, p.neighbours
 	if o.fins {
 		c, note, err := fincap.OpenLoopback(target)
 		if err != nil {
@@ -165,5 +165,6 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 
 // embeddedOptions is what o says of the embedded server.
 func embeddedOptions(o *options) embedded.Options {
-	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
+	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
+		Proxy: o.edge.proxy.Version != 0, MaxConnsPerSource: o.edge.maxConnsPerSource}
 }

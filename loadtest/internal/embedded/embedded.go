@@ -8,6 +8,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,11 @@ type Options struct {
 	Timeouts                  report.Timeouts // 0: off
 	MaxConns                  int             // 0: no limit
 	OutputLimit, UnackedLimit int64           // per connection, bytes
+	// Proxy: the server requires the PROXY protocol from this host
+	// (loadtest -proxy); MaxConnsPerSource is its per-source limit (0:
+	// none).
+	Proxy             bool
+	MaxConnsPerSource int
 }
 
 // Config translates the harness's description of the server's
@@ -48,6 +54,14 @@ func Config(o Options) netserver.Config {
 	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = netserver.Off // -max-conns 0 is no limit, where netserver's 0 derives one
+	}
+	if o.Proxy {
+		cfg.ProxyProtocol = netserver.ProxyRequired
+		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	cfg.MaxConnsPerSource = o.MaxConnsPerSource
+	if cfg.MaxConnsPerSource == 0 {
+		cfg.MaxConnsPerSource = netserver.Off // as MaxConns
 	}
 	// The hostile scenarios judge the server's memory by these limits.
 	cfg.Limits.OutputHard = int(o.OutputLimit)
