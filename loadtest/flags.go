@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
+	"github.com/netwheel/netwheel/loadtest/internal/shard"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -31,8 +31,7 @@ type options struct {
 	known     *report.Timeouts // -addr: the timeouts the flags gave (the others zero); nil embedded
 	conns     int
 	fins      bool // -fins: capture the server's FINs on the loopback
-	shardI    int  // 0-based
-	shardN    int
+	shard     shard.Shard
 	jsonPath  string
 	plotPath  string
 	quiet     bool
@@ -74,68 +73,12 @@ func quietBounds(idle, spread time.Duration, spreadSet bool) (barrier, window ti
 	return barrier, window
 }
 
-// Environment variables of -shard auto: a Kubernetes Indexed Job sets
-// JOB_COMPLETION_INDEX (0-based) in each pod; the Job's manifest sets
-// LOADTEST_SHARDS to its completions.
-const (
-	envShardIndex = "JOB_COMPLETION_INDEX"
-	envShards     = "LOADTEST_SHARDS"
-)
-
-// parseShard parses "i/n" with 1 <= i <= n, or "auto": the 0-based index
-// from $JOB_COMPLETION_INDEX and the count from $LOADTEST_SHARDS, read
-// with getenv. It returns the 0-based index.
-func parseShard(s string, getenv func(string) string) (i, n int, err error) {
-	if s == "auto" {
-		return shardFromEnv(getenv)
-	}
-	a, b, ok := strings.Cut(s, "/")
-	if ok {
-		i, err = strconv.Atoi(a)
-		if err == nil {
-			n, err = strconv.Atoi(b)
-		}
-	}
-	if !ok || err != nil || n < 1 || i < 1 || i > n {
-		return 0, 0, fmt.Errorf("%w: -shard %q: want i/n with 1 <= i <= n, such as 1/2, or auto", errUsage, s)
-	}
-	return i - 1, n, nil
-}
-
-// shardFromEnv is -shard auto: the shard of this pod of an Indexed Job.
-func shardFromEnv(getenv func(string) string) (i, n int, err error) {
-	is, ns := getenv(envShardIndex), getenv(envShards)
-	switch {
-	case is == "":
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (Kubernetes sets it in the pods of an Indexed Job; elsewhere give -shard i/n)", errUsage, envShardIndex)
-	case ns == "":
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (set it in the Job's manifest to its completions, the number of shards)", errUsage, envShards)
-	}
-	if n, err = strconv.Atoi(ns); err != nil || n < 1 {
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want the number of shards, at least 1", errUsage, envShards, ns)
-	}
-	if i, err = strconv.Atoi(is); err != nil || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want 0 to %d, below $%s=%d", errUsage, envShardIndex, is, n-1, envShards, n)
-	}
-	return i, n, nil
-}
-
-// shareOf returns shard i's (0-based) share of total items out of n
-// shards: the shares differ by at most one and add up to total.
-func shareOf(total, i, n int) int {
-	s := total / n
-	if i < total%n {
-		s++
-	}
-	return s
-}
-
 // parseFlags parses the run command's flags; out receives -h's text.
 func parseFlags(args []string, out io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(out)
-	var proto, scen, shard, payload, expect, preset string
+	var proto, scen, shardFlag, payload, expect, preset string
 	t := &o.Timeouts
 	fs.StringVar(&o.Addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
@@ -156,7 +99,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&t.Slack, "slack", 500*time.Millisecond, "how late after its deadline a close still counts as on time")
 	fs.DurationVar(&o.CloseHorizon, "close-horizon", defaultHorizon, "how long after its deadline a close is still waited for, and its lateness measured; later counts as never\n"+
 		"(a close on time ends the wait at once: only a late server makes the run longer)")
-	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`);\n"+
+	fs.StringVar(&shardFlag, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`);\n"+
 		"auto: shard $JOB_COMPLETION_INDEX+1 of $LOADTEST_SHARDS (a Kubernetes Indexed Job; see docs/scaling.md)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
 	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
@@ -222,7 +165,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		func() (err error) { o.Scenarios, err = scenario.Parse(scen, env(o)); return usage(err) },
 		func() error { return checkEdge(o, set) },
 		func() error { return checkHostile(o, set) },
-		func() (err error) { o.shardI, o.shardN, err = parseShard(shard, os.Getenv); return err },
+		func() (err error) { o.shard, err = shard.Parse(shardFlag, os.Getenv); return usage(err) },
 		func() error { return checkMetrics(o, set) },
 		func() error { return checkPlot(o.plotPath) },
 		func() error {

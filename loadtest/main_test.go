@@ -19,6 +19,7 @@ import (
 	"github.com/netwheel/netwheel/internal/version"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/shard"
 )
 
 // TestMain lets the test binary stand in for loadtest, as a process of
@@ -102,8 +103,7 @@ func TestParseFlags_Defaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, attack.Raw, o.Proto)
 	assert.Equal(t, []string{"echo", "idle"}, o.Scenarios, "report order")
-	assert.Equal(t, 1, o.shardI)
-	assert.Equal(t, 3, o.shardN)
+	assert.Equal(t, shard.Shard{I: 1, N: 3}, o.shard)
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-idle", "3s", "-max-retransmits", "0"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, &report.Timeouts{Idle: 3 * time.Second, Slack: 500 * time.Millisecond}, o.known, "known: only what the flags gave, and the slack")
@@ -172,19 +172,6 @@ func TestQuietBounds(t *testing.T) {
 	assert.Equal(t, 10*time.Second, o.BarrierTimeout)
 }
 
-func TestShareOf_SplitsExactly(t *testing.T) {
-	for _, tc := range []struct{ total, n int }{{10, 3}, {2, 5}, {0, 4}, {15000, 7}, {1, 1}} {
-		sum, lo, hi := 0, tc.total, 0
-		for i := range tc.n {
-			s := shareOf(tc.total, i, tc.n)
-			sum += s
-			lo, hi = min(lo, s), max(hi, s)
-		}
-		assert.Equal(t, tc.total, sum, "%v", tc)
-		assert.LessOrEqual(t, hi-lo, 1, "%v", tc)
-	}
-}
-
 func TestMakePlan_Limits(t *testing.T) {
 	o, err := parseFlags([]string{"-scenario", "echo,idle", "-conns", "6000"}, io.Discard)
 	require.NoError(t, err)
@@ -206,7 +193,7 @@ func TestMakePlan_Limits(t *testing.T) {
 	require.Len(t, p.limits, 1)
 	assert.Contains(t, p.limits[0], "ephemeral ports")
 
-	o.shardI, o.shardN = 1, 2
+	o.shard = shard.Shard{I: 1, N: 2}
 	p = makePlan(o, 1<<20, 1<<20, true)
 	assert.Equal(t, 20000, p.conns["echo"])
 }

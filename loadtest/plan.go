@@ -33,13 +33,13 @@ type plan struct {
 // fdLimit open files (embedded: client and server share them) and ports
 // ephemeral ports per source address.
 func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
-	p := plan{conns: map[string]int{}, churn: o.ChurnRate / float64(o.shardN)}
+	p := plan{conns: map[string]int{}, churn: o.ChurnRate / float64(o.shard.N)}
 	total := 0
 	for _, s := range o.Scenarios {
 		if s == scenario.Churn || scenario.Lookup(s).Alone {
 			continue
 		}
-		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
+		p.conns[s] = o.shard.Share(requested(o, s))
 		total += p.conns[s]
 	}
 	if slices.Contains(o.Scenarios, scenario.Churn) {
@@ -66,7 +66,7 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 	}
 	if slices.Contains(o.Scenarios, scenario.Connflood) {
 		// connflood runs alone, after the others: its own budget.
-		n := shareOf(requested(o, scenario.Connflood), o.shardI, o.shardN)
+		n := o.shard.Share(requested(o, scenario.Connflood))
 		if n > budget {
 			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); connflood opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
 				fdLimit, perConn, budget, n, way))
@@ -77,8 +77,8 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 	if slices.Contains(o.Scenarios, scenario.Sourceflood) && notApplicable(o, scenario.Sourceflood) == "" {
 		// sourceflood runs alone too, after connflood: its own budget,
 		// the flood first.
-		n := shareOf(requested(o, scenario.Sourceflood), o.shardI, o.shardN)
-		m := shareOf(o.conns, o.shardI, o.shardN)
+		n := o.shard.Share(requested(o, scenario.Sourceflood))
+		m := o.shard.Share(o.conns)
 		if n+m > budget {
 			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); sourceflood opened %d of the %d connections requested; %s",
 				fdLimit, perConn, budget, n+m, way))

@@ -23,7 +23,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	if err != nil {
 		return nil, err
 	}
-	res := &report.Result{Version: report.Version, Shards: []string{fmt.Sprintf("%d/%d", o.shardI+1, o.shardN)}}
+	res := &report.Result{Version: report.Version, Shards: []string{o.shard.String()}}
 	before := report.Process{}
 	before.Goroutines[0], before.FDs[0] = runtime.NumGoroutine(), limits.OpenFiles()
 	cpu0 := limits.CPU()
@@ -81,7 +81,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		if rc, err = observe.StartLeakCheck(ctx, o.metrics, o.metricsNS); err != nil {
 			return nil, err
 		}
-		if o.shardN > 1 {
+		if o.shard.N > 1 {
 			res.Notes = append(res.Notes, "leak check with -shard: the server also counts the other shards' connections, so only a shard that starts after and ends after all others can tell a leak from them; its close delay counts their closes too")
 		}
 	} else if o.Addr != "" {
