@@ -140,7 +140,7 @@ func checkHostile(o *options, set map[string]bool) error {
 		if s == scenario.Connflood {
 			flag = "-flood-conns"
 		}
-		if *n < 0 || (*n == 0 && s != scenario.Connflood && slices.Contains(o.Scenarios, s)) {
+		if *n < 0 || (*n == 0 && !scenario.Lookup(s).Alone && slices.Contains(o.Scenarios, s)) {
 			return fmt.Errorf("%w: %s %d: want at least 1 connection, or leave the %s scenario out", errUsage, flag, *n, s)
 		}
 	}
@@ -158,12 +158,8 @@ func checkHostile(o *options, set map[string]bool) error {
 		if o.maxConns == 0 {
 			return fmt.Errorf("%w: the connflood scenario needs -max-conns, the server's connection limit", errUsage)
 		}
-		flood := o.hostileConns[scenario.Connflood]
-		if !set["flood-conns"] {
-			*flood = o.maxConns + floodMargin
-		}
-		if *flood <= o.maxConns {
-			return fmt.Errorf("%w: -flood-conns %d: want more than -max-conns (%d), or the flood stays within the limit", errUsage, *flood, o.maxConns)
+		if err := floodBeyond(o.hostileConns[scenario.Connflood], "flood-conns", o.maxConns, "max-conns", set); err != nil {
+			return err
 		}
 	}
 	// connflood holds its connections at most half the idle timeout, so
@@ -171,6 +167,19 @@ func checkHostile(o *options, set map[string]bool) error {
 	o.FloodHold = time.Second
 	if t := o.Timeouts.Idle; t > 0 {
 		o.FloodHold = min(o.FloodHold, t/2)
+	}
+	return nil
+}
+
+// floodBeyond gives a flood's connection count (-connsFlag) its default,
+// the server's limit (-limitFlag) plus floodMargin, unless given (set),
+// and checks that it exceeds the limit.
+func floodBeyond(conns *int, connsFlag string, limit int, limitFlag string, set map[string]bool) error {
+	if !set[connsFlag] {
+		*conns = limit + floodMargin
+	}
+	if *conns <= limit {
+		return fmt.Errorf("%w: -%s %d: want more than -%s (%d), or the flood stays within the limit", errUsage, connsFlag, *conns, limitFlag, limit)
 	}
 	return nil
 }

@@ -114,9 +114,6 @@ func requested(o *options, s string) int {
 	if notApplicable(o, s) != "" {
 		return 0
 	}
-	if s == scenario.Sourceflood {
-		return o.edge.sourceFloodConns
-	}
 	if n := o.hostileConns[s]; n != nil {
 		return *n
 	}

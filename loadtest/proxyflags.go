@@ -20,9 +20,6 @@ type edgeOptions struct {
 	// maxConnsPerSource is the server's per-source limit (0: none known;
 	// the embedded server: none).
 	maxConnsPerSource int
-	// sourceFloodConns is how many connections the flooding source opens
-	// (default maxConnsPerSource + floodMargin).
-	sourceFloodConns int
 }
 
 // defaultProxyClients is -proxy-clients' default: the block set aside for
@@ -36,7 +33,7 @@ func edgeFlags(fs *flag.FlagSet, o *options) {
 		"sourceflood's flooding source")
 	fs.IntVar(&o.edge.maxConnsPerSource, "max-conns-per-source", 0, "the server's per-source connection limit (0: none): the embedded netwheel server's MaxConnsPerSource,\n"+
 		"or what -addr's server enforces; sourceflood needs it")
-	fs.IntVar(&o.edge.sourceFloodConns, "sourceflood-conns", 0, "sourceflood: connections the flooding source opens at once and holds (default -max-conns-per-source + 200);\n"+
+	o.hostileConns[scenario.Sourceflood] = fs.Int("sourceflood-conns", 0, "sourceflood: connections the flooding source opens at once and holds (default -max-conns-per-source + 200);\n"+
 		"-conns other sources connect meanwhile")
 }
 
@@ -52,8 +49,8 @@ func checkEdge(o *options, set map[string]bool) error {
 	if set["proxy-clients"] && p.Version == 0 {
 		return fmt.Errorf("%w: -proxy-clients needs -proxy v1 or v2", errUsage)
 	}
-	if e.maxConnsPerSource < 0 || e.sourceFloodConns < 0 {
-		return fmt.Errorf("%w: -max-conns-per-source and -sourceflood-conns must not be negative", errUsage)
+	if e.maxConnsPerSource < 0 {
+		return fmt.Errorf("%w: -max-conns-per-source must not be negative", errUsage)
 	}
 	if !slices.Contains(o.Scenarios, scenario.Sourceflood) {
 		return nil
@@ -61,12 +58,5 @@ func checkEdge(o *options, set map[string]bool) error {
 	if why := notApplicable(o, scenario.Sourceflood); why != "" {
 		return fmt.Errorf("%w: %s", errUsage, why)
 	}
-	if !set["sourceflood-conns"] {
-		e.sourceFloodConns = e.maxConnsPerSource + floodMargin
-	}
-	if e.sourceFloodConns <= e.maxConnsPerSource {
-		return fmt.Errorf("%w: -sourceflood-conns %d: want more than -max-conns-per-source (%d), or the flood stays within the limit",
-			errUsage, e.sourceFloodConns, e.maxConnsPerSource)
-	}
-	return nil
+	return floodBeyond(o.hostileConns[scenario.Sourceflood], "sourceflood-conns", e.maxConnsPerSource, "max-conns-per-source", set)
 }
