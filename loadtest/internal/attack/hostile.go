@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -264,12 +265,31 @@ func (r *run) connflood(ctx context.Context) {
 	if n <= 0 {
 		return
 	}
-	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
 	var wg sync.WaitGroup
+	r.holdConns(ctx, &wg, scenario.Connflood, scenario.Connflood, n, netip.Addr{}, false, func(dialed *barrier, cl *client) {
+		select {
+		case <-dialed.released:
+			wait(ctx, cl, dialed.at.Add(r.cfg.FloodHold))
+		case <-cl.done:
+		case <-ctx.Done():
+		}
+	})
+	wg.Wait()
+}
+
+// holdConns opens n connections of scenario name in role at once, from
+// client src (Config.Proxy; the zero Addr: the next client), each
+// answering pings and, if send or with a handshake timeout known, sending
+// a message at once (a flood is to fill the server's limits, not its
+// handshake timeout to empty them), and holds each until hold, given the
+// barrier every dial arrives at, returns. The connections run in wg; it
+// returns the barrier.
+func (r *run) holdConns(ctx context.Context, wg *sync.WaitGroup, name, role string, n int, src netip.Addr, send bool, hold func(dialed *barrier, cl *client)) *barrier {
+	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
 	for range n {
 		wg.Go(func() {
-			res := report.ConnResult{Scenario: scenario.Connflood, Role: scenario.Connflood}
-			c, dt, err := r.dial(ctx, 0)
+			res := report.ConnResult{Scenario: name, Role: role}
+			c, _, dt, err := r.dialAs(ctx, 0, src)
 			res.OpenedAt = time.Now()
 			dialed.arrive()
 			if err != nil {
@@ -281,24 +301,16 @@ func (r *run) connflood(ctx context.Context) {
 			cl := r.client(c)
 			cl.replies(frame.ReplyAll)
 			go cl.read()
-			// With a handshake timeout known, a message at once: the
-			// flood is to fill the server's limit, not its handshake
-			// timeout to empty it.
-			if r.cfg.Timeouts.Handshake > 0 {
+			if send || r.cfg.Timeouts.Handshake > 0 {
 				if _, err := cl.send(r.payload, 1); err == nil {
 					res.Sent = 1
 					r.ctr.Sent.Add(1)
 				}
 			}
-			select {
-			case <-dialed.released:
-				wait(ctx, cl, dialed.at.Add(r.cfg.FloodHold))
-			case <-cl.done:
-			case <-ctx.Done():
-			}
+			hold(dialed, cl)
 			r.hostileEnd(cl, true, 0, &res)
 			r.emit(res)
 		})
 	}
-	wg.Wait()
+	return dialed
 }

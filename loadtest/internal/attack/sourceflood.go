@@ -25,39 +25,15 @@ func (r *run) sourceflood(ctx context.Context) {
 	if n <= 0 {
 		return
 	}
-	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
 	end := make(chan struct{}) // closed when the flood and the neighbours are let go
 	var wg, answered sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			res := report.ConnResult{Scenario: scenario.Sourceflood, Role: scenario.RoleFlooder}
-			c, _, dt, err := r.dialAs(ctx, 0, r.cfg.Proxy.FloodSource())
-			res.OpenedAt = time.Now()
-			dialed.arrive()
-			if err != nil {
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
-				return
-			}
-			res.Connect, res.Misbehaved = dt, res.OpenedAt
-			cl := r.client(c)
-			cl.replies(frame.ReplyAll)
-			go cl.read()
-			// A message at once, so that a handshake timeout does not
-			// empty the flood (as connflood).
-			if _, err := cl.send(r.payload, 1); err == nil {
-				res.Sent = 1
-				r.ctr.Sent.Add(1)
-			}
-			select {
-			case <-end:
-			case <-cl.done:
-			case <-ctx.Done():
-			}
-			r.hostileEnd(cl, true, 0, &res)
-			r.emit(res)
-		})
-	}
+	dialed := r.holdConns(ctx, &wg, scenario.Sourceflood, scenario.RoleFlooder, n, r.cfg.Proxy.FloodSource(), true, func(_ *barrier, cl *client) {
+		select {
+		case <-end:
+		case <-cl.done:
+		case <-ctx.Done():
+		}
+	})
 	select {
 	case <-dialed.released:
 	case <-ctx.Done():
