@@ -132,25 +132,14 @@ const (
 // checkHostile validates the hostile scenarios' flags and fills in the
 // defaults that depend on others (set: the flags given).
 func checkHostile(o *options, set map[string]bool) error {
-	if o.maxConns < 0 {
-		return fmt.Errorf("%w: -max-conns %d is negative", errUsage, o.maxConns)
-	}
 	for s, n := range o.hostileConns {
-		flag := "-" + s + "-conns"
-		if s == scenario.Connflood {
-			flag = "-flood-conns"
-		}
-		if *n < 0 || (*n == 0 && !scenario.Lookup(s).Alone && slices.Contains(o.Scenarios, s)) {
-			return fmt.Errorf("%w: %s %d: want at least 1 connection, or leave the %s scenario out", errUsage, flag, *n, s)
+		if *n == 0 && !scenario.Lookup(s).Alone && slices.Contains(o.Scenarios, s) {
+			return fmt.Errorf("%w: -%s-conns 0: want at least 1 connection, or leave the %s scenario out", errUsage, s, s)
 		}
 	}
 	switch {
 	case o.HostileBytes < 1:
 		return fmt.Errorf("%w: -hostile-bytes %d: want at least 1", errUsage, o.HostileBytes)
-	case o.outputLimit < 0 || o.unackedLimit < 0 || o.memAllowance < 0:
-		return fmt.Errorf("%w: -output-limit, -unacked-limit and -mem-allowance must not be negative", errUsage)
-	case o.serverPID < 0:
-		return fmt.Errorf("%w: -server-pid %d is negative", errUsage, o.serverPID)
 	case o.serverPID > 0 && o.Addr == "":
 		return fmt.Errorf("%w: -server-pid names an external server's process and needs -addr (an embedded server is this process)", errUsage)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -266,24 +267,28 @@ func parseProto(o *options, proto string, set map[string]bool) error {
 const maxTimeout = time.Hour
 
 // checkNumbers rejects numbers no run can use: counts below 1, rates out
-// of range, negative or absurd durations (every duration flag of fs).
+// of range, and in every flag of fs negative counts and negative or
+// absurd durations.
 func checkNumbers(o *options, fs *flag.FlagSet) error {
 	t := &o.Timeouts
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		d, ok := f.Value.(flag.Getter).Get().(time.Duration)
-		if ok && err == nil && f.Name != "duration" && f.Name != "close-horizon" && (d < 0 || d > maxTimeout) {
-			err = fmt.Errorf("%w: -%s %s: want 0 to %s (0: the server has none)", errUsage, f.Name, d, maxTimeout)
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case time.Duration:
+			if f.Name != "duration" && f.Name != "close-horizon" && (v < 0 || v > maxTimeout) {
+				err = cmp.Or(err, fmt.Errorf("%w: -%s %s: want 0 to %s (0: the server has none)", errUsage, f.Name, v, maxTimeout))
+			}
+		case int:
+			if v < 0 {
+				err = cmp.Or(err, fmt.Errorf("%w: -%s %d is negative", errUsage, f.Name, v))
+			}
 		}
 	})
-	if err != nil {
-		return err
-	}
 	switch {
+	case err != nil:
+		return err
 	case o.conns < 1 || o.conns > 1_000_000:
 		return fmt.Errorf("%w: -conns %d: want 1 to 1000000 connections per scenario", errUsage, o.conns)
-	case t.KeepaliveCount < 0 || t.MaxRetransmits < 0:
-		return fmt.Errorf("%w: -keepalive-count and -max-retransmits must not be negative", errUsage)
 	case !(o.Rate > 0) || o.Rate > 1e6:
 		return fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.Rate)
 	case o.Payload == nil && (o.Size < 1 || o.Size > frame.DefaultMax-9):

@@ -49,9 +49,6 @@ func checkEdge(o *options, set map[string]bool) error {
 	if set["proxy-clients"] && p.Version == 0 {
 		return fmt.Errorf("%w: -proxy-clients needs -proxy v1 or v2", errUsage)
 	}
-	if e.maxConnsPerSource < 0 {
-		return fmt.Errorf("%w: -max-conns-per-source must not be negative", errUsage)
-	}
 	if !slices.Contains(o.Scenarios, scenario.Sourceflood) {
 		return nil
 	}
