@@ -16,7 +16,6 @@ import (
 // edgeOptions are the flags of the PROXY protocol and the per-source limit.
 type edgeOptions struct {
 	proxyVersion, proxyClients string
-	proxy                      attack.Proxy
 	// maxConnsPerSource is the server's per-source limit (0: none known;
 	// the embedded server: none).
 	maxConnsPerSource int
@@ -45,7 +44,7 @@ func checkEdge(o *options, set map[string]bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	e.proxy = p
+	o.Proxy = p
 	if set["proxy-clients"] && p.Version == 0 {
 		return fmt.Errorf("%w: -proxy-clients needs -proxy v1 or v2", errUsage)
 	}

@@ -31,15 +31,12 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srv *embedded.Server
 	target := o.Addr
 	if o.Addr != "" {
-		if err := attack.Probe(ctx, o.Addr, o.Proto, attack.Payload(o.Payload, o.Size), o.Expect); err != nil {
-			return nil, err
-		}
-	}
-	if o.Addr == "" {
-		if srv, err = embedded.Start(embeddedOptions(o)); err != nil {
-			return nil, err
-		}
+		err = attack.Probe(ctx, o.Addr, o.Proto, attack.Payload(o.Payload, o.Size), o.Expect)
+	} else if srv, err = embedded.Start(embeddedOptions(o)); err == nil {
 		target = srv.Addr()
+	}
+	if err != nil {
+		return nil, err
 	}
 	p := makePlan(o, fdLimit, limits.EphemeralPorts(), isLoopback(target))
 	res.Limits, res.Notes = p.limits, append(o.notes, p.notes...)
@@ -61,7 +58,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		}
 	}
 	cfg := o.Config
-	cfg.Addr, cfg.Sources, cfg.Conns, cfg.ChurnRate, cfg.Proxy, cfg.Neighbours = target, p.sources, p.conns, p.churn, o.edge.proxy, p.neighbours
+	cfg.Addr, cfg.Sources, cfg.Conns, cfg.ChurnRate, cfg.Neighbours = target, p.sources, p.conns, p.churn, p.neighbours
 	if o.fins {
 		c, note, err := fincap.OpenLoopback(target)
 		if err != nil {
@@ -166,5 +163,5 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 // embeddedOptions is what o says of the embedded server.
 func embeddedOptions(o *options) embedded.Options {
 	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
-		Proxy: o.edge.proxy.Version != 0, MaxConnsPerSource: o.edge.maxConnsPerSource}
+		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.edge.maxConnsPerSource}
 }
