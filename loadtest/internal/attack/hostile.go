@@ -289,16 +289,11 @@ func (r *run) holdConns(ctx context.Context, wg *sync.WaitGroup, name, role stri
 	for range n {
 		wg.Go(func() {
 			res := report.ConnResult{Scenario: name, Role: role}
-			c, _, dt, err := r.dialAs(ctx, 0, src)
-			res.OpenedAt = time.Now()
-			dialed.arrive()
-			if err != nil {
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
+			cl, _ := r.open(ctx, &res, 0, src, dialed.arrive)
+			if cl == nil {
 				return
 			}
-			res.Connect, res.Misbehaved = dt, res.OpenedAt
-			cl := r.client(c)
+			res.Misbehaved = res.OpenedAt
 			cl.replies(frame.ReplyAll)
 			go cl.read()
 			if send || r.cfg.Timeouts.Handshake > 0 {

@@ -41,16 +41,11 @@ func (r *run) sourceflood(ctx context.Context) {
 	for range m {
 		wg.Go(func() {
 			res := report.ConnResult{Scenario: scenario.Sourceflood, Role: scenario.RoleNeighbour}
-			c, _, dt, err := r.dialAs(ctx, 0, netip.Addr{})
-			res.OpenedAt = time.Now()
-			if err != nil {
+			cl, _ := r.open(ctx, &res, 0, netip.Addr{}, nil)
+			if cl == nil {
 				answered.Done()
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
 				return
 			}
-			res.Connect = dt
-			cl := r.client(c)
 			cl.replies(frame.ReplyAll)   // a neighbour answers pings: it must stay
 			_, _ = r.once(ctx, cl, &res) // starts the reader
 			answered.Done()
