@@ -198,6 +198,13 @@ func TestMakePlan_Limits(t *testing.T) {
 	o.shard = shard.Shard{I: 1, N: 2}
 	p = makePlan(o, 1<<20, 1<<20, true)
 	assert.Equal(t, 20000, p.conns["echo"])
+
+	o, err = parseFlags([]string{"-scenario", "connflood", "-max-conns", "3000"}, io.Discard)
+	require.NoError(t, err)
+	p = makePlan(o, 1000, 28000, true)
+	assert.Equal(t, 450, p.conns[scenario.Connflood], "the flood runs alone, within (1000-100)/2 open files")
+	require.Len(t, p.limits, 1)
+	assert.Contains(t, p.limits[0], "connflood opened 450 of the 3200 connections requested")
 }
 
 // e2e runs the harness with args and returns the result it wrote.

@@ -64,28 +64,26 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
 			fdLimit, perConn, got, total, way))
 	}
-	if slices.Contains(o.Scenarios, scenario.Connflood) {
-		// connflood runs alone, after the others: its own budget.
-		n := o.shard.Share(requested(o, scenario.Connflood))
-		if n > budget {
-			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); connflood opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
-				fdLimit, perConn, budget, n, way))
-			n = budget
+	for _, s := range o.Scenarios {
+		if !scenario.Lookup(s).Alone || notApplicable(o, s) != "" {
+			continue
 		}
-		p.conns[scenario.Connflood] = n
-	}
-	if slices.Contains(o.Scenarios, scenario.Sourceflood) && notApplicable(o, scenario.Sourceflood) == "" {
-		// sourceflood runs alone too, after connflood: its own budget,
-		// the flood first.
-		n := o.shard.Share(requested(o, scenario.Sourceflood))
-		m := o.shard.Share(o.conns)
+		// It runs alone, after the others: its own budget, the flood
+		// first (sourceflood's neighbours, -conns other sources, after).
+		n, m := o.shard.Share(requested(o, s)), 0
+		if s == scenario.Sourceflood {
+			m = o.shard.Share(o.conns)
+		}
 		if n+m > budget {
-			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); sourceflood opened %d of the %d connections requested; %s",
-				fdLimit, perConn, budget, n+m, way))
+			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); %s opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
+				fdLimit, perConn, s, budget, n+m, way))
 			n = min(n, budget)
 			m = budget - n
 		}
-		p.conns[scenario.Sourceflood], p.neighbours = n, m
+		p.conns[s] = n
+		if s == scenario.Sourceflood {
+			p.neighbours = m
+		}
 	}
 	total = 0
 	for s, n := range p.conns {
