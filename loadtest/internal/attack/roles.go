@@ -77,10 +77,9 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	r.finishEchoes(ctx, cl, e, sent, func() uint64 { return e.recv.Load() }, res)
 }
 
-// finishEchoes waits up to AnswerWait for the echoes of the sent messages
-// still outstanding, shuts the connection (the reader is then done: the
-// batch and the checkers are the role's) and records what was sent,
-// answered (recv, read once the reader is done) and lost.
+// finishEchoes waits up to AnswerWait for the outstanding echoes, shuts
+// the connection and records what was sent, answered (recv, read once
+// the reader is done) and lost.
 func (r *run) finishEchoes(ctx context.Context, cl *client, e *echoes, sent uint64, recv func() uint64, res *report.ConnResult) {
 	for drainEnd := time.Now().Add(r.cfg.AnswerWait); e.recv.Load() < sent && time.Now().Before(drainEnd); {
 		select {
