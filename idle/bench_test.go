@@ -27,7 +27,7 @@ func preload(tb testing.TB, w *wheel.Wheel, n int) []*idle.Tracker {
 	tb.Helper()
 	trs := make([]*idle.Tracker, n)
 	for i := range trs {
-		tr, err := idle.New(w, benchConfig, idle.Hooks{Close: func(idle.Reason) {}, Probe: func() {}})
+		tr, err := idle.NewTracker(w, benchConfig, idle.Hooks{Close: func(idle.Reason) {}, Probe: func() {}})
 		require.NoError(tb, err)
 		trs[i] = tr
 	}

@@ -4,14 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/netwheel/netwheel/internal/setting"
 )
 
-// Errors returned by Config.Validate, New, WrapConn and WrapListener, always
-// wrapped with the name of the offending field; test them with errors.Is.
+// Errors returned by Config.Validate, NewTracker and idleconn's wrappers,
+// always wrapped with the name of the offending field; test them with errors.Is.
 var (
-	// ErrNegative: a setting that cannot be off is negative (a negative
-	// timeout is Off, but KeepaliveCount has no off).
+	// ErrNegative: a setting is negative but not Off (exactly -1), or
+	// negative at all where it cannot be off (KeepaliveCount).
 	ErrNegative = errors.New("idle: negative setting")
+	// ErrTooShort: a timeout is shorter than the wheel's tick, the finest
+	// deadline the wheel keeps (NewTracker, idleconn.WrapConn).
+	ErrTooShort = errors.New("idle: timeout shorter than the tick")
 	// ErrKeepalive: the keepalive settings cannot work together.
 	ErrKeepalive = errors.New("idle: keepalive settings cannot work")
 	// ErrMaxAge: the max-age jitter is not smaller than MaxAge.
@@ -23,9 +28,9 @@ var (
 	ErrHook = errors.New("idle: missing hook")
 )
 
-// Off turns a setting off: any negative value does, and Off names one. It
-// is an untyped constant, so it fits a duration and a count alike.
-const Off = -1
+// Off turns a setting off. It is exactly -1, an untyped constant that fits
+// a duration and a count alike; any other negative value is an error.
+const Off = setting.Off
 
 // The defaults that zero fields of a Config stand for. Together they make
 // sure that no peer holds a connection for ever, whether it is silent,
@@ -57,8 +62,8 @@ const (
 
 // Config selects the timeouts a Tracker enforces. One rule holds for every
 // field, as in every netwheel configuration: zero means the default the
-// field documents, and a negative value (Off) turns the setting off. The
-// zero Config therefore enforces the Default* timeouts; a default that
+// field documents, Off (exactly -1) turns the setting off, and any other
+// negative value is an error naming the field. The zero Config therefore enforces the Default* timeouts; a default that
 // could never fire next to the settings given (a timeout not below the
 // longest lifetime that MaxAge allows, a keepalive time not below
 // ReadSilenceTimeout) is left off instead of making them invalid.
@@ -71,7 +76,7 @@ const (
 // wheel.ManualClock and whole-tick durations). A deadline beyond
 // the wheel's range (Wheel.MaxDuration after it started: 69 years at the
 // default tick) is never enforced. A Config is a plain value: copy it
-// freely; New keeps its own copy.
+// freely; NewTracker keeps its own copy.
 type Config struct {
 	// IdleTimeout closes the connection (ReasonIdle) after no application
 	// activity, as reported by Tracker.Activity, for this long. What counts
@@ -88,7 +93,7 @@ type Config struct {
 	// KeepaliveTime sends a probe through Hooks.Probe after this long
 	// without an inbound byte. A probe is never sent while bytes arrive.
 	// 0 means DefaultKeepaliveTime (30 s) where there is a probe to send
-	// (Hooks.Probe; WithDefaults' probe), none otherwise; Off turns it off.
+	// (Hooks.Probe; Uses.Probe), none otherwise; Off turns it off.
 	KeepaliveTime time.Duration
 	// KeepaliveTimeout is how long to wait for any inbound byte after each
 	// probe (0: DefaultKeepaliveTimeout, 10 s). It may not be off while
@@ -109,10 +114,10 @@ type Config struct {
 	FrameTimeout time.Duration
 
 	// HandshakeTimeout closes the connection (ReasonHandshake) unless
-	// Tracker.HandshakeDone is called within this long of New: a TLS
+	// Tracker.HandshakeDone is called within this long of NewTracker: a TLS
 	// handshake or first-frame deadline. 0 means DefaultHandshakeTimeout
-	// (10 s) for a Tracker from New, so call HandshakeDone when the
-	// connection has proven itself, or set Off; a wrapped Conn (WrapConn),
+	// (10 s) for a Tracker from NewTracker, so call HandshakeDone when the
+	// connection has proven itself, or set Off; a wrapped Conn (idleconn.WrapConn),
 	// whose handshake nothing marks done unless the caller does, has none
 	// unless it is set. Off turns it off.
 	HandshakeTimeout time.Duration
@@ -121,7 +126,7 @@ type Config struct {
 	// drawn once per connection, uniformly from [MaxAge-MaxAgeJitter,
 	// MaxAge+MaxAgeJitter] (its upper end saturating at the largest
 	// Duration), so that connections opened together do not all reconnect
-	// together. When it is reached, Hooks.Drain is called (send a
+	// together. When it is reached, Hooks.GoAway is called (send a
 	// GOAWAY, stop taking requests) and the connection is closed
 	// MaxAgeGrace later with ReasonMaxAge; with no grace it closes at once.
 	// MaxAge 0 means DefaultMaxAge (1 h) with, if MaxAgeJitter is 0 too,
@@ -145,10 +150,12 @@ type Config struct {
 	Jitter func(n int64) int64
 }
 
-// Validate reports whether c makes sense, as WithDefaults(true) resolves
-// it, returning nil or an error that wraps one of ErrNegative,
+// Validate reports whether c makes sense, as WithDefaults(UsesAll)
+// resolves it, returning nil or an error that wraps one of ErrNegative,
 // ErrKeepalive, ErrMaxAge or ErrNoEffect and names the field. It rejects:
-//   - a negative KeepaliveCount;
+//   - a negative value other than Off (exactly -1), and a negative
+//     KeepaliveCount, which cannot be off: a typo must not turn a
+//     protection off;
 //   - KeepaliveTimeout or KeepaliveCount set while KeepaliveTime is off,
 //     and KeepaliveTime on with KeepaliveTimeout off (a dead peer would
 //     never be detected);
@@ -159,74 +166,95 @@ type Config struct {
 //   - any timeout set at least as long as the longest possible lifetime
 //     (MaxAge+MaxAgeJitter+MaxAgeGrace), which therefore could never fire.
 //
-// Validate is cheap and may be called from any goroutine.
+// NewTracker also rejects a timeout shorter than the wheel's tick. Validate is
+// cheap and may be called from any goroutine.
 func (c Config) Validate() error {
-	_, err := c.WithDefaults(true)
+	_, err := c.WithDefaults(UsesAll)
 	return err
 }
 
-// WithDefaults returns c as a Tracker runs it, or the error New would
-// return: every zero field replaced by its default, and every setting that
-// is off set to Off (KeepaliveCount, MaxAgeJitter and MaxAgeGrace to 0 when
-// unused). probe says whether the caller has a keepalive probe to send
-// (Hooks.Probe): without one KeepaliveTime's default does not apply. The
-// result resolves to itself. It allocates nothing and may be called from
-// any goroutine.
-func (c Config) WithDefaults(probe bool) (Config, error) {
-	return c.resolve(uses{probe: probe, frames: true, handshake: true})
+// Uses says which of the events that some defaults depend on the caller
+// reports: a default applies only where it can take effect. A Tracker
+// from NewTracker uses frames and the handshake, and a probe when Hooks.Probe is
+// set; a wrapped Conn (idleconn.WrapConn) uses none of them.
+type Uses struct {
+	// Probe: the caller has a keepalive probe to send (Hooks.Probe), so
+	// KeepaliveTime's default applies.
+	Probe bool
+	// Frames: the caller marks frames (Tracker.FrameStart, FrameEnd), so
+	// FrameTimeout's default applies.
+	Frames bool
+	// Handshake: the caller marks its handshake done
+	// (Tracker.HandshakeDone), so HandshakeTimeout's default applies.
+	Handshake bool
+	// Tick is the tick of the caller's wheel: a timeout shorter than it,
+	// which the wheel cannot keep, is an error wrapping ErrTooShort. 0
+	// does not check (Validate, which knows no wheel).
+	Tick time.Duration
 }
 
-// uses says which defaults apply: those of the events the caller reports.
-type uses struct{ probe, frames, handshake bool }
+// UsesAll is a caller that reports every event: the Uses of Validate.
+var UsesAll = Uses{Probe: true, Frames: true, Handshake: true}
 
-func (c Config) resolve(u uses) (Config, error) {
-	if c.KeepaliveCount < 0 {
-		return c, fmt.Errorf("%w: KeepaliveCount is %d", ErrNegative, c.KeepaliveCount)
+// WithDefaults returns c as a Tracker of a caller that reports the events
+// u runs it, or the error NewTracker would return: every zero field replaced by
+// its default, and every setting that is off set to Off (KeepaliveCount,
+// MaxAgeJitter and MaxAgeGrace to 0 when unused). A zero setting whose
+// default does not apply to u (KeepaliveTime without a probe, FrameTimeout
+// without frames, HandshakeTimeout without a handshake) stays 0, with its
+// KeepaliveTimeout and KeepaliveCount: the caller does not run it, and
+// takes the default once it reports the event. The result resolves to
+// itself. It is the one place where this package's defaults are applied:
+// a layer above calls it rather than copying them. It allocates only for
+// an error and may be called from any goroutine.
+func (c Config) WithDefaults(u Uses) (Config, error) {
+	for _, f := range c.durations() {
+		if err := setting.Check(f.name, f.d); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrNegative, err)
+		}
+	}
+	if err := setting.CheckOn("KeepaliveCount", c.KeepaliveCount); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrNegative, err)
 	}
 	given := c
 	maxAgeDefault := c.MaxAge == 0
-	def := func(p *time.Duration, d time.Duration, on bool) {
-		switch {
-		case *p < 0:
-			*p = Off
-		case *p == 0 && on:
-			*p = d
-		case *p == 0:
-			*p = Off
-		}
+	kaDefault := c.ReadSilenceTimeout <= 0 || DefaultKeepaliveTime < c.ReadSilenceTimeout
+	c.IdleTimeout = setting.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.ReadSilenceTimeout = setting.Or(c.ReadSilenceTimeout, Off) // the default is none
+	if u.Probe {
+		c.KeepaliveTime = setting.Or(c.KeepaliveTime, setting.Unless(kaDefault, DefaultKeepaliveTime))
 	}
-	def(&c.IdleTimeout, DefaultIdleTimeout, true)
-	def(&c.ReadSilenceTimeout, 0, false)
-	kaDefault := u.probe && (c.ReadSilenceTimeout <= 0 || DefaultKeepaliveTime < c.ReadSilenceTimeout)
-	def(&c.KeepaliveTime, DefaultKeepaliveTime, kaDefault)
-	def(&c.FrameTimeout, DefaultFrameTimeout, u.frames)
-	def(&c.HandshakeTimeout, DefaultHandshakeTimeout, u.handshake)
-	def(&c.WriteStallTimeout, DefaultWriteStallTimeout, true)
-	def(&c.MaxAge, DefaultMaxAge, true)
+	if u.Frames {
+		c.FrameTimeout = setting.Or(c.FrameTimeout, DefaultFrameTimeout)
+	}
+	if u.Handshake {
+		c.HandshakeTimeout = setting.Or(c.HandshakeTimeout, DefaultHandshakeTimeout)
+	}
+	c.WriteStallTimeout = setting.Or(c.WriteStallTimeout, DefaultWriteStallTimeout)
+	c.MaxAge = setting.Or(c.MaxAge, DefaultMaxAge)
 	if c.MaxAgeJitter == 0 && maxAgeDefault {
 		c.MaxAgeJitter = DefaultMaxAgeJitter
 	}
 	c.MaxAgeJitter, c.MaxAgeGrace = max(c.MaxAgeJitter, 0), max(c.MaxAgeGrace, 0)
 	switch {
 	case c.KeepaliveTime > 0:
-		def(&c.KeepaliveTimeout, DefaultKeepaliveTimeout, true)
+		c.KeepaliveTimeout = setting.Or(c.KeepaliveTimeout, DefaultKeepaliveTimeout)
 		c.KeepaliveCount = max(c.KeepaliveCount, 1)
-	case c.KeepaliveTimeout == 0:
+	case c.KeepaliveTime < 0 && c.KeepaliveTimeout == 0:
 		c.KeepaliveTimeout = Off
 	}
 	// The default max age, and any default timeout, that could never
 	// fire next to the settings given are left off.
 	timeouts := []struct {
-		name  string
 		given time.Duration
 		p     *time.Duration
 	}{
-		{"IdleTimeout", given.IdleTimeout, &c.IdleTimeout},
-		{"ReadSilenceTimeout", given.ReadSilenceTimeout, &c.ReadSilenceTimeout},
-		{"KeepaliveTime", given.KeepaliveTime, &c.KeepaliveTime},
-		{"FrameTimeout", given.FrameTimeout, &c.FrameTimeout},
-		{"HandshakeTimeout", given.HandshakeTimeout, &c.HandshakeTimeout},
-		{"WriteStallTimeout", given.WriteStallTimeout, &c.WriteStallTimeout},
+		{given.IdleTimeout, &c.IdleTimeout},
+		{given.ReadSilenceTimeout, &c.ReadSilenceTimeout},
+		{given.KeepaliveTime, &c.KeepaliveTime},
+		{given.FrameTimeout, &c.FrameTimeout},
+		{given.HandshakeTimeout, &c.HandshakeTimeout},
+		{given.WriteStallTimeout, &c.WriteStallTimeout},
 	}
 	if maxAgeDefault && c.MaxAge > 0 {
 		life := satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
@@ -253,15 +281,44 @@ func (c Config) resolve(u uses) (Config, error) {
 			c.KeepaliveCount = 0
 		}
 	}
-	return c, c.check()
+	if err := c.check(); err != nil {
+		return c, err
+	}
+	for _, f := range c.durations() {
+		if f.name == "MaxAgeJitter" {
+			continue // a spread, not a deadline
+		}
+		if err := setting.CheckTick(f.name, f.d, u.Tick); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrTooShort, err)
+		}
+	}
+	return c, nil
 }
 
-// check validates a resolved Config: its settings are on (positive) or Off.
-func (c *Config) check() error {
+// field is a duration of a Config and its name.
+type field struct {
+	name string
+	d    time.Duration
+}
+
+// durations lists c's durations, in the order of their declaration.
+func (c Config) durations() [10]field {
+	return [10]field{
+		{"IdleTimeout", c.IdleTimeout}, {"ReadSilenceTimeout", c.ReadSilenceTimeout},
+		{"KeepaliveTime", c.KeepaliveTime}, {"KeepaliveTimeout", c.KeepaliveTimeout},
+		{"FrameTimeout", c.FrameTimeout}, {"HandshakeTimeout", c.HandshakeTimeout},
+		{"MaxAge", c.MaxAge}, {"MaxAgeJitter", c.MaxAgeJitter}, {"MaxAgeGrace", c.MaxAgeGrace},
+		{"WriteStallTimeout", c.WriteStallTimeout},
+	}
+}
+
+// check validates a resolved Config, which it does not change: its
+// settings are on (positive), Off, or 0 where unused.
+func (c Config) check() error {
 	switch {
-	case c.KeepaliveTime < 0 && c.KeepaliveTimeout > 0:
+	case c.KeepaliveTime <= 0 && c.KeepaliveTimeout > 0:
 		return fmt.Errorf("%w: KeepaliveTimeout is set but KeepaliveTime is off", ErrKeepalive)
-	case c.KeepaliveTime < 0 && c.KeepaliveCount != 0:
+	case c.KeepaliveTime <= 0 && c.KeepaliveCount != 0:
 		return fmt.Errorf("%w: KeepaliveCount is set but KeepaliveTime is off", ErrKeepalive)
 	case c.KeepaliveTime > 0 && c.KeepaliveTimeout < 0:
 		return fmt.Errorf("%w: KeepaliveTime is on but KeepaliveTimeout is off, so a dead peer is never detected", ErrKeepalive)
@@ -300,8 +357,8 @@ func (c *Config) check() error {
 
 // run is c resolved for a Tracker, in the form start reads: every setting
 // that is off is 0.
-func (c Config) run(u uses) (Config, error) {
-	r, err := c.resolve(u)
+func (c Config) run(u Uses) (Config, error) {
+	r, err := c.WithDefaults(u)
 	if err != nil {
 		return r, err
 	}

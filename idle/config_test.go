@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -26,11 +27,16 @@ func TestConfig_Validate(t *testing.T) {
 			KeepaliveTime: 30 * s, KeepaliveTimeout: 10 * s, KeepaliveCount: 3, FrameTimeout: 10 * s,
 			HandshakeTimeout: 5 * s, MaxAge: time.Hour, MaxAgeJitter: 6 * time.Minute, MaxAgeGrace: time.Minute,
 			WriteStallTimeout: 30 * s}},
-		{name: "any negative duration is off", cfg: idle.Config{IdleTimeout: -s, ReadSilenceTimeout: -1, FrameTimeout: -1,
-			WriteStallTimeout: -1, HandshakeTimeout: -1, KeepaliveTime: -1, MaxAge: -1}},
-		{name: "negative grace is none", cfg: idle.Config{MaxAge: s, MaxAgeGrace: -1}},
+		{name: "Off turns a duration off", cfg: idle.Config{IdleTimeout: idle.Off, ReadSilenceTimeout: idle.Off, FrameTimeout: idle.Off,
+			WriteStallTimeout: idle.Off, HandshakeTimeout: idle.Off, KeepaliveTime: idle.Off, MaxAge: idle.Off}},
+		{name: "Off grace is none", cfg: idle.Config{MaxAge: s, MaxAgeGrace: idle.Off}},
+		{name: "any other negative is a typo", cfg: idle.Config{IdleTimeout: -5 * s}, wantErr: idle.ErrNegative,
+			field: "IdleTimeout -5s is negative: 0 means the default, -1 (Off) turns it off"},
+		{name: "a negative second is not Off", cfg: idle.Config{FrameTimeout: -s}, wantErr: idle.ErrNegative, field: "FrameTimeout -1s"},
+		{name: "negative grace", cfg: idle.Config{MaxAge: s, MaxAgeGrace: -2}, wantErr: idle.ErrNegative, field: "MaxAgeGrace"},
+		{name: "negative jitter", cfg: idle.Config{MaxAgeJitter: -time.Minute}, wantErr: idle.ErrNegative, field: "MaxAgeJitter"},
 		{name: "negative count", cfg: idle.Config{KeepaliveTime: s, KeepaliveTimeout: s, KeepaliveCount: -1},
-			wantErr: idle.ErrNegative, field: "KeepaliveCount"},
+			wantErr: idle.ErrNegative, field: "KeepaliveCount -1 is negative: 0 means the default, and it cannot be off"},
 		{name: "keepalive timeout with keepalive off", cfg: idle.Config{KeepaliveTime: idle.Off, KeepaliveTimeout: s},
 			wantErr: idle.ErrKeepalive, field: "KeepaliveTimeout"},
 		{name: "keepalive count with keepalive off", cfg: idle.Config{KeepaliveTime: idle.Off, KeepaliveCount: 3},
@@ -101,33 +107,43 @@ func TestConfig_WithDefaults(t *testing.T) {
 		MaxAge: idle.DefaultMaxAge, MaxAgeJitter: idle.DefaultMaxAgeJitter, WriteStallTimeout: idle.DefaultWriteStallTimeout}
 	noKeepalive := all
 	noKeepalive.KeepaliveTime, noKeepalive.KeepaliveTimeout, noKeepalive.KeepaliveCount = idle.Off, idle.Off, 0
+	unused := all // keepalive, frame and handshake defaults left for the caller that uses them
+	unused.KeepaliveTime, unused.KeepaliveTimeout, unused.KeepaliveCount, unused.FrameTimeout, unused.HandshakeTimeout = 0, 0, 0, 0, 0
+	probe := idle.UsesAll
 	tests := []struct {
 		name  string
 		cfg   idle.Config
-		probe bool
+		probe idle.Uses
 		want  idle.Config
 	}{
-		{name: "zero: every default", cfg: idle.Config{}, probe: true, want: all},
-		{name: "zero without a probe: no keepalive", cfg: idle.Config{}, want: noKeepalive},
-		{name: "one field set, the rest default", cfg: idle.Config{IdleTimeout: 30 * s}, probe: true,
+		{name: "zero: every default", cfg: idle.Config{}, probe: probe, want: all},
+		{name: "zero without a probe: no keepalive, left for a probe", cfg: idle.Config{},
+			probe: idle.Uses{Frames: true, Handshake: true},
+			want: func() idle.Config {
+				c := unused
+				c.FrameTimeout, c.HandshakeTimeout = all.FrameTimeout, all.HandshakeTimeout
+				return c
+			}()},
+		{name: "nothing used: those defaults stay zero", cfg: idle.Config{}, want: unused},
+		{name: "one field set, the rest default", cfg: idle.Config{IdleTimeout: 30 * s}, probe: probe,
 			want: func() idle.Config { c := all; c.IdleTimeout = 30 * s; return c }()},
-		{name: "off stays off", cfg: idle.Config{IdleTimeout: -5, MaxAge: idle.Off, KeepaliveTime: idle.Off}, probe: true,
+		{name: "off stays off", cfg: idle.Config{IdleTimeout: idle.Off, MaxAge: idle.Off, KeepaliveTime: idle.Off}, probe: probe,
 			want: func() idle.Config {
 				c := noKeepalive
 				c.IdleTimeout, c.MaxAge, c.MaxAgeJitter = idle.Off, idle.Off, 0
 				return c
 			}()},
-		{name: "a max age set has no default jitter; longer defaults are off", cfg: idle.Config{MaxAge: 20 * s}, probe: true,
+		{name: "a max age set has no default jitter; longer defaults are off", cfg: idle.Config{MaxAge: 20 * s}, probe: probe,
 			want: idle.Config{IdleTimeout: idle.Off, ReadSilenceTimeout: idle.Off, KeepaliveTime: idle.Off,
 				KeepaliveTimeout: idle.Off, FrameTimeout: idle.Off, HandshakeTimeout: 10 * s, MaxAge: 20 * s,
 				WriteStallTimeout: idle.Off}},
-		{name: "a timeout beyond the default max age turns it off", cfg: idle.Config{IdleTimeout: 2 * time.Hour}, probe: true,
+		{name: "a timeout beyond the default max age turns it off", cfg: idle.Config{IdleTimeout: 2 * time.Hour}, probe: probe,
 			want: func() idle.Config {
 				c := all
 				c.IdleTimeout, c.MaxAge, c.MaxAgeJitter = 2*time.Hour, idle.Off, 0
 				return c
 			}()},
-		{name: "keepalive default left off above read silence", cfg: idle.Config{ReadSilenceTimeout: 20 * s}, probe: true,
+		{name: "keepalive default left off above read silence", cfg: idle.Config{ReadSilenceTimeout: 20 * s}, probe: probe,
 			want: func() idle.Config { c := noKeepalive; c.ReadSilenceTimeout = 20 * s; return c }()},
 	}
 	for _, tt := range tests {
@@ -154,10 +170,10 @@ func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
 	var events []string
 	record := func(what string) { events = append(events, clk.Now().String()+" "+what) }
 
-	silent, err := idle.New(w, idle.Config{}, idle.Hooks{Close: func(r idle.Reason) { record("silent closed: " + r.String()) }})
+	silent, err := idle.NewTracker(w, idle.Config{}, idle.Hooks{Close: func(r idle.Reason) { record("silent closed: " + r.String()) }})
 	require.NoError(t, err)
 	defer silent.Stop()
-	talking, err := idle.New(w, idle.Config{}, idle.Hooks{
+	talking, err := idle.NewTracker(w, idle.Config{}, idle.Hooks{
 		Close: func(r idle.Reason) { record("talking closed: " + r.String()) },
 		Probe: func() { record("probe") },
 	})
@@ -166,7 +182,7 @@ func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
 	talking.HandshakeDone()
 	client, server := net.Pipe()
 	defer client.Close()
-	wrapped, err := idle.WrapConn(server, w, idle.Config{})
+	wrapped, err := idleconn.WrapConn(server, w, idle.Config{})
 	require.NoError(t, err)
 	defer wrapped.Close()
 
@@ -184,4 +200,19 @@ func TestConfig_ZeroRunsTheDefaults(t *testing.T) {
 		assert.NotContains(t, e, "closed: keepalive", "the answered probes keep it alive")
 	}
 	assert.Equal(t, idle.ReasonIdle, wrapped.Tracker().Reason())
+}
+
+// A deadline finer than the wheel's tick cannot be kept: New refuses it,
+// naming the field, where Validate, which knows no wheel, cannot.
+func TestNew_TimeoutBelowTick(t *testing.T) {
+	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
+	defer w.Stop()
+	cfg := idle.Config{FrameTimeout: time.Nanosecond}
+	require.NoError(t, cfg.Validate())
+	_, err := idle.NewTracker(w, cfg, idle.Hooks{Close: func(idle.Reason) {}})
+	require.ErrorIs(t, err, idle.ErrTooShort)
+	assert.EqualError(t, err, "idle: timeout shorter than the tick: FrameTimeout 1ns is shorter than the timer wheel's tick 1ms, the finest deadline it can keep")
+	tr, err := idle.NewTracker(w, idle.Config{FrameTimeout: wheel.DefaultTick}, idle.Hooks{Close: func(idle.Reason) {}})
+	require.NoError(t, err, "one tick is a deadline the wheel keeps")
+	tr.Stop()
 }

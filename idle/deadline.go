@@ -20,7 +20,7 @@ type timedDeadline struct {
 // timer of its own.
 //
 // Ownership: at and armed are shared and accessed only atomically; dur is
-// written by New. at is written by the event methods (one goroutine at a
+// written by Init. at is written by the event methods (one goroutine at a
 // time). armed is the deadline the timer is armed for, and tells who may
 // arm it: while it is 0 the timer is free and an event that swaps in its
 // own deadline arms it; while it is not, only the timer's callback arms it,

@@ -72,7 +72,7 @@ func TestTracker_NeverEarlyUnderHiccups(t *testing.T) {
 			for round := range rounds {
 				hooks := make(chan hook, 8)
 				newTracker := func() *idle.Tracker {
-					tr, err := idle.New(w, tt.cfg, idle.Hooks{
+					tr, err := idle.NewTracker(w, tt.cfg, idle.Hooks{
 						Close: func(r idle.Reason) { hooks <- hook{what: "close", at: time.Now(), r: r} },
 						Probe: func() { hooks <- hook{what: "probe", at: time.Now()} },
 					})

@@ -3,7 +3,6 @@ package idle_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/netwheel/netwheel/idle"
@@ -17,7 +16,7 @@ func Example() {
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
 
-	tr, err := idle.New(w, idle.Config{
+	tr, err := idle.NewTracker(w, idle.Config{
 		IdleTimeout:      55 * time.Second,
 		KeepaliveTime:    20 * time.Second,
 		KeepaliveTimeout: 5 * time.Second,
@@ -48,7 +47,7 @@ func ExampleTracker_FrameStart() {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, _ := idle.New(w, idle.Config{FrameTimeout: 10 * time.Second, HandshakeTimeout: idle.Off},
+	tr, _ := idle.NewTracker(w, idle.Config{FrameTimeout: 10 * time.Second, HandshakeTimeout: idle.Off},
 		idle.Hooks{Close: func(r idle.Reason) { fmt.Println(clk.Now(), "close:", r) }})
 	for range 20 { // one byte a second
 		tr.FrameStart()
@@ -67,25 +66,4 @@ func ExampleConfig_Validate() {
 	// Output:
 	// true
 	// idle: keepalive settings cannot work: KeepaliveTime 1m0s is not below ReadSilenceTimeout 30s, so no probe is ever sent
-}
-
-// Reaping an idle net.Conn: after the timeout, Read fails with an error
-// that says why. A real server wraps its listener with WrapListener.
-func ExampleWrapConn() {
-	clk := wheel.NewManualClock()
-	w := wheel.New(wheel.WithClock(clk))
-	defer w.Stop()
-	client, server := net.Pipe()
-	defer client.Close()
-	c, err := idle.WrapConn(server, w, idle.Config{IdleTimeout: 30 * time.Second})
-	if err != nil {
-		panic(err)
-	}
-	defer c.Close()
-
-	clk.Advance(30 * time.Second)
-	_, err = c.Read(make([]byte, 1))
-	fmt.Println(errors.Is(err, idle.ReasonIdle), c.Tracker().Reason())
-	// Output:
-	// true idle
 }

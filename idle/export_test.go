@@ -5,10 +5,10 @@ import "time"
 // AgeAt reports the instant, on the wheel's clock, at which max age is
 // reached (0 if MaxAge is off).
 func (t *Tracker) AgeAt() time.Duration {
-	if t.more == nil || t.more.ageDur == 0 {
+	if t.optional == nil || t.optional.ageDur == 0 {
 		return 0
 	}
-	return time.Duration(t.opened + t.more.ageDur)
+	return time.Duration(t.opened + t.optional.ageDur)
 }
 
 // WriteArmed reports whether a write-stall deadline is running.

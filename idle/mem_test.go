@@ -13,7 +13,7 @@ import (
 	"github.com/netwheel/netwheel/wheel"
 )
 
-// TestTracker_BytesPerNew holds what New allocates for each set of
+// TestTracker_BytesPerNew holds what NewTracker allocates for each set of
 // policies, in bytes (size classes, as the Go heap counts them): a server
 // with a million connections pays it a million times. A Tracker is 144
 // bytes (a size class of its own) and its policy timer's callback 16; a
@@ -44,12 +44,12 @@ func TestTracker_BytesPerNew(t *testing.T) {
 			}
 			// One field too many costs a whole size-class step (16 bytes
 			// or more).
-			assert.InDelta(t, tt.wantBytes, perNew, 4, "bytes allocated per New")
+			assert.InDelta(t, tt.wantBytes, perNew, 4, "bytes allocated per NewTracker")
 		})
 	}
 }
 
-// bytesPerNew returns the bytes allocated per New of n trackers with cfg.
+// bytesPerNew returns the bytes allocated per NewTracker of n trackers with cfg.
 func bytesPerNew(t *testing.T, n int, cfg idle.Config) float64 {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
@@ -60,7 +60,7 @@ func bytesPerNew(t *testing.T, n int, cfg idle.Config) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range trs {
-		tr, err := idle.New(w, cfg, hooks)
+		tr, err := idle.NewTracker(w, cfg, hooks)
 		require.NoError(t, err)
 		trs[i] = tr
 	}

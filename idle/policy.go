@@ -6,39 +6,39 @@ import (
 	"time"
 )
 
-// policies holds what read silence, keepalive and max age need, allocated
-// only when one of them is configured, so that a connection with an idle
-// timeout alone does not carry it. newPolicies writes the durations and
-// hooks; probeAt, probes and draining belong to the policy callback (see
-// Tracker).
-type policies struct {
+// optionalPolicies holds what read silence, keepalive and max age need,
+// allocated only when one of them is configured, so that a connection with
+// an idle timeout alone does not carry it. newOptionalPolicies writes the
+// durations and hooks; probeAt, probes and goingAway belong to the policy
+// callback (see Tracker).
+type optionalPolicies struct {
 	silenceDur int64 // Config.ReadSilenceTimeout
 	kaTime     int64 // Config.KeepaliveTime
 	kaWait     int64 // Config.KeepaliveTimeout
 	ageDur     int64 // max age drawn for this connection; 0: off
 	grace      int64 // Config.MaxAgeGrace
 	probe      func()
-	drain      func()
+	goAway     func()
 
-	probeAt  int64 // wheel time at which the last probe was sent
-	count    int32 // KeepaliveCount, defaulted to 1
-	probes   int32 // unanswered probes sent
-	draining bool  // Drain has been called
+	probeAt   int64 // wheel time at which the last probe was sent
+	count     int32 // KeepaliveCount, defaulted to 1
+	probes    int32 // unanswered probes sent
+	goingAway bool  // Hooks.GoAway has been called
 }
 
-// newPolicies returns the policies cfg (validated) configures, or nil if it
-// configures none.
-func newPolicies(cfg *Config, hooks Hooks) *policies {
+// newOptionalPolicies returns the optional policies cfg (validated)
+// configures, or nil if it configures none.
+func newOptionalPolicies(cfg *Config, hooks Hooks) *optionalPolicies {
 	if cfg.ReadSilenceTimeout == 0 && cfg.KeepaliveTime == 0 && cfg.MaxAge == 0 {
 		return nil
 	}
-	p := &policies{
+	p := &optionalPolicies{
 		silenceDur: int64(cfg.ReadSilenceTimeout),
 		kaTime:     int64(cfg.KeepaliveTime),
 		kaWait:     int64(cfg.KeepaliveTimeout),
 		grace:      int64(cfg.MaxAgeGrace),
 		probe:      hooks.Probe,
-		drain:      hooks.Drain,
+		goAway:     hooks.GoAway,
 		count:      int32(min(max(cfg.KeepaliveCount, 1), math.MaxInt32)),
 	}
 	if cfg.MaxAge > 0 {
@@ -98,10 +98,10 @@ func (t *Tracker) onPolicy() {
 	t.runPolicy(int64(t.w.Now()))
 }
 
-// runPolicy closes the connection, sends a probe or drains it for every
+// runPolicy closes the connection, sends a probe or tells it to go away for every
 // deadline at or before now, and re-arms the policy timer for the earliest
 // deadline to come. now is the wheel's clock, read before the stamps. Runs
-// on the wheel's goroutine (or in New).
+// on the wheel's goroutine (or in NewTracker).
 func (t *Tracker) runPolicy(now int64) {
 	s := schedule{now: now, next: never}
 	if r, at := t.firstDue(&s); r != ReasonNone {
@@ -137,13 +137,13 @@ func checkAt(now, next int64) int64 {
 
 // firstDue returns the first close that is due, with its deadline, in this
 // order: handshake, dead peer, idle, keepalive, max age; so no probe is
-// sent, nor a drain started, on a connection that is closing anyway.
+// sent, nor a go-away started, on a connection that is closing anyway.
 func (t *Tracker) firstDue(s *schedule) (Reason, int64) {
 	if at := t.handshakeAt.Load(); at != 0 && s.due(at) {
 		return ReasonHandshake, at
 	}
 	in := t.lastIn.Load()
-	p := t.more
+	p := t.optional
 	if p != nil && p.silenceDur > 0 {
 		if at := after(in, p.silenceDur); s.due(at) {
 			return ReasonDeadPeer, at
@@ -167,7 +167,7 @@ func (t *Tracker) firstDue(s *schedule) (Reason, int64) {
 // inbound byte, or KeepaliveTimeout since an unanswered probe, and reports
 // ReasonKeepalive, with its deadline, once KeepaliveCount probes went
 // unanswered. Any byte stamped at or after a probe answers it.
-func (p *policies) keepalive(s *schedule, in int64) (Reason, int64) {
+func (p *optionalPolicies) keepalive(s *schedule, in int64) (Reason, int64) {
 	if p.kaTime == 0 {
 		return ReasonNone, 0
 	}
@@ -196,24 +196,24 @@ func (p *policies) keepalive(s *schedule, in int64) (Reason, int64) {
 	return ReasonNone, 0
 }
 
-// maxAge drains the connection when its age is reached (closes it, with no
+// maxAge tells the connection to go away when its age is reached (closes it, with no
 // grace) and reports ReasonMaxAge, with its deadline, when the grace is
 // over too.
-func (p *policies) maxAge(s *schedule, opened int64) (Reason, int64) {
+func (p *optionalPolicies) maxAge(s *schedule, opened int64) (Reason, int64) {
 	if p.ageDur == 0 {
 		return ReasonNone, 0
 	}
 	at := after(opened, p.ageDur)
-	if !p.draining {
+	if !p.goingAway {
 		if !s.due(at) {
 			return ReasonNone, 0
 		}
 		if p.grace == 0 {
 			return ReasonMaxAge, at
 		}
-		p.draining = true
-		if p.drain != nil {
-			p.drain()
+		p.goingAway = true
+		if p.goAway != nil {
+			p.goAway()
 		}
 	}
 	if at = after(at, p.grace); s.due(at) {

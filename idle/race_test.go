@@ -26,7 +26,7 @@ func TestTracker_Concurrent(t *testing.T) {
 		KeepaliveCount: 2})
 	trs := make([]*idle.Tracker, n)
 	for i := range trs {
-		tr, err := idle.New(w, cfg, idle.Hooks{
+		tr, err := idle.NewTracker(w, cfg, idle.Hooks{
 			Close: func(idle.Reason) { closes[i].Add(1) },
 			Probe: func() {},
 		})

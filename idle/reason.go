@@ -1,18 +1,17 @@
 package idle
 
-// Reason says why a connection closed: the one vocabulary of close reasons
-// for idle's Tracker and Conn and for netserver, whose Reason is this type.
+// Reason says why a Tracker closed a connection: one of its timeouts.
 // Its String names are short, stable and lower_snake_case, fit to be metric
 // labels; its Error text is the same name, so fmt prints the label whichever
-// method it picks. A Reason is an error so that the *CloseError a wrapped
-// Conn returns after a close can be tested with errors.Is(err,
-// idle.ReasonIdle); that error's text carries the "idle:" prefix.
+// method it picks. A Reason is an error so that the *idleconn.CloseError a
+// wrapped Conn returns after a close can be tested with errors.Is(err,
+// idle.ReasonIdle); that error's text carries the "idleconn:" prefix.
+// netserver's Reason has these values and names, and adds the closes that
+// only a server makes.
 type Reason uint8
 
-// The reasons a connection closes. ReasonNone is the zero value: the
-// connection is still open (or was stopped by its owner). A Tracker reports
-// only the timeouts, ReasonIdle to ReasonWriteStall (Reasons lists them);
-// the others are a server's (netserver.Reasons lists them all).
+// The reasons a Tracker closes a connection. ReasonNone is the zero value:
+// the connection is still open (or was stopped by its owner).
 const (
 	ReasonNone Reason = iota
 
@@ -23,20 +22,6 @@ const (
 	ReasonHandshake     // HandshakeDone was not called within HandshakeTimeout
 	ReasonMaxAge        // the connection outlived MaxAge and its grace period
 	ReasonWriteStall    // queued output made no progress within WriteStallTimeout
-
-	ReasonPeerClosed   // the peer closed (EOF, or a framed CLOSE)
-	ReasonError        // a read or write failed (reset by peer, broken pipe)
-	ReasonServerClosed // the server's handler closed it
-	ReasonShutdown     // the server shut down
-	ReasonGiveUp       // retransmission gave up
-	ReasonProtocol     // malformed input: a bad frame, type or sequence number
-	ReasonTooLarge     // a frame or message longer than the limit
-	ReasonOverload     // too many connections
-	ReasonPanic        // the handler panicked
-	ReasonOutputLimit  // queued output over its hard limit, or over its soft limit too long
-	ReasonUnackedLimit // unacknowledged data over its limit
-	ReasonPingFlood    // PINGs faster than their limit
-	ReasonApplication  // the handler closed it with a code of its protocol's own
 
 	numReasons
 )
@@ -54,19 +39,6 @@ var reasonNames = [numReasons]string{
 	ReasonHandshake:     "handshake",
 	ReasonMaxAge:        "max_age",
 	ReasonWriteStall:    "write_stall",
-	ReasonPeerClosed:    "peer_closed",
-	ReasonError:         "error",
-	ReasonServerClosed:  "server_closed",
-	ReasonShutdown:      "shutdown",
-	ReasonGiveUp:        "retransmit_give_up",
-	ReasonProtocol:      "protocol_error",
-	ReasonTooLarge:      "frame_too_large",
-	ReasonOverload:      "overload",
-	ReasonPanic:         "handler_panic",
-	ReasonOutputLimit:   "output_limit",
-	ReasonUnackedLimit:  "unacked_limit",
-	ReasonPingFlood:     "ping_flood",
-	ReasonApplication:   "application",
 }
 
 // Timeout reports whether r is a timeout: a deadline passed without the
@@ -93,11 +65,11 @@ func (r Reason) String() string {
 // Error returns the reason's name, as String does.
 func (r Reason) Error() string { return r.String() }
 
-// Reasons returns every reason a Tracker can report (the timeouts), in
-// declaration order: handy to pre-register metric labels.
+// Reasons returns every reason a Tracker can report (all but ReasonNone),
+// in declaration order: handy to pre-register metric labels.
 func Reasons() []Reason {
-	rs := make([]Reason, 0, ReasonWriteStall)
-	for r := ReasonIdle; r <= ReasonWriteStall; r++ {
+	rs := make([]Reason, 0, numReasons-1)
+	for r := ReasonIdle; r < numReasons; r++ {
 		rs = append(rs, r)
 	}
 	return rs

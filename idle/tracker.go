@@ -22,20 +22,21 @@ type Hooks struct {
 	// Probe sends one keepalive probe (an HTTP/2 PING, a gRPC ping, an MQTT
 	// PINGREQ...). Required when Config.KeepaliveTime is set.
 	Probe func()
-	// Drain is called once when MaxAge is reached and MaxAgeGrace is set:
-	// the connection should stop taking new work (send GOAWAY). Optional.
-	Drain func()
+	// GoAway is called once when MaxAge is reached and MaxAgeGrace is
+	// set: the connection should stop taking new work (send GOAWAY), and
+	// is closed with ReasonMaxAge when the grace ends. Optional.
+	GoAway func()
 }
 
-// Tracker enforces one connection's timeouts on a wheel. Create it with New
-// when the connection opens and Stop it when the connection closes for any
-// other reason.
+// Tracker enforces one connection's timeouts on a wheel. Create it with
+// NewTracker (or Init) when the connection opens and Stop it when the
+// connection closes for any other reason.
 //
 // Time: every event is stamped with the wheel's clock, Wheel.Now (the
 // monotonic clock, or the ManualClock). Each per-packet method that needs
 // the time reads it and calls its At variant (ActivityAt, BytesInAt,
-// ReceivedAt, FrameStartAt, WrittenAt; NewAt for New), which takes it
-// instead, for a caller that already holds it: an event loop that reads
+// ReceivedAt, FrameStartAt, WrittenAt; Init for NewTracker), which takes
+// it instead, for a caller that already holds it: an event loop that reads
 // the clock once per batch. The times passed for one Tracker must not run
 // backwards, with one exception: Activity, BytesIn and Received may be
 // called from several goroutines at once (a Conn's reader and writer),
@@ -51,7 +52,7 @@ type Hooks struct {
 // deadline.
 //
 // Timers: one policy timer carries the idle, read-silence, keepalive,
-// handshake and max-age timeouts; it is armed only by New and by its own
+// handshake and max-age timeouts; it is armed only by Init and by its own
 // callback, so that per-packet calls only store a time stamp and never touch
 // the wheel. A deadline further off than 100 ms is first checked at the
 // last multiple of 100 ms (on the wheel's clock) before it, where the
@@ -63,23 +64,23 @@ type Hooks struct {
 //
 // Never early: every deadline is a stamp plus a duration, and its timer is
 // armed for it with ResetFrom, which the wheel never fires early. A
-// callback closes, probes or drains only for a deadline at or before the
-// clock it reads when it runs, and re-arms for the earliest one still to
-// come.
+// callback closes, probes or tells to go away only for a deadline at or
+// before the clock it reads when it runs, and re-arms for the earliest one
+// still to come.
 //
 // Goroutines: Activity, BytesIn, Received, HandshakeDone, Stop, Due and
 // Reason may be called from any goroutine; FrameStart and FrameEnd from one
 // goroutine at a time (the connection's reader), Written and Drained from
 // one at a time (its writer). Hooks run on the wheel's goroutine.
 //
-// Memory: New allocates 160 bytes for a Tracker with idle and handshake
-// timeouts alone; a frame timeout adds 96 bytes, a write-stall timeout 128,
-// and read silence, keepalive and max age (any or all) 80.
+// Memory: NewTracker allocates 160 bytes for a Tracker with idle and
+// handshake timeouts alone; a frame timeout adds 96 bytes, a write-stall
+// timeout 128, and read silence, keepalive and max age (any or all) 80.
 type Tracker struct {
 	// The fields a per-packet call touches come first, to share a cache
 	// line. The atomic ones are shared: written by the per-packet calls,
-	// HandshakeDone, New, Stop and the callbacks, read by the callbacks
-	// (and Due, Reason). w, frame and write are written by New and only
+	// HandshakeDone, Init, Stop and the callbacks, read by the callbacks
+	// (and Due, Reason). w, frame and write are written by Init and only
 	// read afterwards; what frame and write point to keeps its own rules
 	// (see timedDeadline and writeWatch).
 	w       *wheel.Wheel
@@ -92,18 +93,18 @@ type Tracker struct {
 
 	handshakeAt atomic.Int64 // absolute handshake deadline; 0: done or off
 
-	// Written by New and only read afterwards.
-	opened  int64        // wheel time of New: the stamp of handshake and max age
+	// Written by Init and only read afterwards.
+	opened  int64        // wheel time of Init: the stamp of handshake and max age
 	idleDur int64        // Config.IdleTimeout
 	onClose func(Reason) // Hooks.Close
 
 	// Read silence, keepalive, max age; nil when all are off. Its
-	// durations and hooks are written by New; its state (probes, draining)
+	// durations and hooks are written by Init; its state (probes, goingAway)
 	// belongs to the policy callback, which runs one at a time on the
-	// wheel's goroutine (New writes it before the Tracker is published).
-	more *policies
+	// wheel's goroutine (Init writes it before the Tracker is published).
+	optional *optionalPolicies
 
-	policy wheel.Timer // armed only by New and by its own callback
+	policy wheel.Timer // armed only by Init and by its own callback
 }
 
 // Values of Tracker.state: stateOpen, stateStopped, or a Reason (the close).
@@ -114,34 +115,41 @@ const (
 
 const never = math.MaxInt64
 
-// New validates cfg and hooks and starts tracking a connection that opens
-// now (the wheel's clock), with cfg's defaults filled in (see Config and
-// Config.WithDefaults, whose probe is Hooks.Probe != nil). It returns an error wrapping ErrNegative,
-// ErrKeepalive, ErrMaxAge, ErrNoEffect or ErrHook. New allocates the Tracker
-// and arms at most one timer; it may be called from any goroutine.
-func New(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
+// NewTracker validates cfg and hooks and starts tracking a connection that
+// opens now (the wheel's clock), with cfg's defaults filled in (see Config
+// and Config.WithDefaults, whose Uses.Probe is Hooks.Probe != nil). It
+// returns an error wrapping ErrNegative, ErrKeepalive, ErrMaxAge,
+// ErrNoEffect, ErrTooShort (a timeout shorter than the wheel's tick) or
+// ErrHook. NewTracker allocates the Tracker and arms at most one timer; it
+// may be called from any goroutine.
+func NewTracker(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 	if w == nil {
-		panic("idle: New with nil wheel")
-	}
-	return NewAt(w, w.Now(), cfg, hooks)
-}
-
-// NewAt is New for a connection that opened at now, a reading of the
-// wheel's Now.
-func NewAt(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) (*Tracker, error) {
-	if w == nil {
-		panic("idle: New with nil wheel")
-	}
-	cfg, err := cfg.run(uses{probe: hooks.Probe != nil, frames: true, handshake: true})
-	if err != nil {
-		return nil, err
-	}
-	if err := hooks.check(&cfg); err != nil {
-		return nil, err
+		panic("idle: NewTracker with nil wheel")
 	}
 	t := new(Tracker)
-	t.start(w, &cfg, hooks, int64(now))
+	if err := t.Init(w, w.Now(), cfg, hooks); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// Init is NewTracker on t, a new Tracker or one embedded in a larger struct
+// (one allocation for both: package idleconn's Conn), for a connection that
+// opened at now, a reading of the wheel's Now. It fails as NewTracker does,
+// leaving t unused. Call it once, before sharing t.
+func (t *Tracker) Init(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) error {
+	if w == nil {
+		panic("idle: Init with nil wheel")
+	}
+	cfg, err := cfg.run(Uses{Probe: hooks.Probe != nil, Frames: true, Handshake: true, Tick: w.Tick()})
+	if err != nil {
+		return err
+	}
+	if err := hooks.check(&cfg); err != nil {
+		return err
+	}
+	t.start(w, &cfg, hooks, int64(now))
+	return nil
 }
 
 func (h *Hooks) check(cfg *Config) error {
@@ -175,7 +183,7 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 	if cfg.HandshakeTimeout > 0 {
 		t.handshakeAt.Store(now + int64(cfg.HandshakeTimeout))
 	}
-	t.more = newPolicies(cfg, hooks)
+	t.optional = newOptionalPolicies(cfg, hooks)
 	t.policy.Init(w, t.onPolicy)
 	t.runPolicy(now)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // harness drives one Tracker on a manual clock and records its hook calls as
-// "probe 10s", "drain 1m0s", "close:idle 40s": kind and the clock reading.
+// "probe 10s", "goaway 1m0s", "close:idle 40s": kind and the clock reading.
 type harness struct {
 	clk *wheel.ManualClock
 	w   *wheel.Wheel
@@ -27,10 +27,10 @@ func newHarness(t *testing.T, cfg idle.Config) *harness {
 	h := &harness{clk: wheel.NewManualClock()}
 	h.w = wheel.New(wheel.WithClock(h.clk))
 	t.Cleanup(h.w.Stop)
-	tr, err := idle.New(h.w, cfg, idle.Hooks{
-		Close: func(r idle.Reason) { h.record("close:" + r.String()) },
-		Probe: func() { h.record("probe") },
-		Drain: func() { h.record("drain") },
+	tr, err := idle.NewTracker(h.w, cfg, idle.Hooks{
+		Close:  func(r idle.Reason) { h.record("close:" + r.String()) },
+		Probe:  func() { h.record("probe") },
+		GoAway: func() { h.record("goaway") },
 	})
 	require.NoError(t, err)
 	h.tr = tr
@@ -257,10 +257,10 @@ func TestTracker_Steps(t *testing.T) {
 			},
 		},
 		{
-			name: "max age with grace drains, then closes",
+			name: "max age with grace: go away, then close",
 			cfg:  only(idle.Config{MaxAge: 60 * s, MaxAgeGrace: 5 * s}),
 			steps: []step{
-				{advance: 60 * s, want: []string{"drain 1m0s"}},
+				{advance: 60 * s, want: []string{"goaway 1m0s"}},
 				{advance: 4 * s, event: received},
 				{advance: 1 * s, want: []string{"close:max_age 1m5s"}},
 			},
@@ -271,7 +271,7 @@ func TestTracker_Steps(t *testing.T) {
 			cfg: only(idle.Config{MaxAge: 60 * s, MaxAgeJitter: 10 * s, MaxAgeGrace: 5 * s,
 				Jitter: func(int64) int64 { return int64(3 * s) }}),
 			steps: []step{
-				{advance: 53 * s, want: []string{"drain 53s"}},
+				{advance: 53 * s, want: []string{"goaway 53s"}},
 				{advance: 5 * s, want: []string{"close:max_age 58s"}},
 			},
 		},
@@ -297,12 +297,12 @@ func TestTracker_Steps(t *testing.T) {
 		{
 			// Deadlines due at the same instant, from different stamps,
 			// are acted on in one firing, in priority order.
-			name: "due together from different stamps: probe and drain at once",
+			name: "due together from different stamps: probe and go-away at once",
 			cfg: only(idle.Config{KeepaliveTime: 50 * s, KeepaliveTimeout: 10 * s,
 				MaxAge: 60 * s, MaxAgeGrace: 5 * s}),
 			steps: []step{
 				{advance: 10 * s, event: bytesIn},
-				{advance: 50 * s, want: []string{"probe 1m0s", "drain 1m0s"}},
+				{advance: 50 * s, want: []string{"probe 1m0s", "goaway 1m0s"}},
 				{advance: 5 * s, want: []string{"close:max_age 1m5s"}},
 			},
 		},
@@ -364,7 +364,7 @@ func TestTracker_CloseOnce(t *testing.T) {
 			defer w.Stop()
 			var got []idle.Reason
 			var tr *idle.Tracker
-			tr, err := idle.New(w, tc.cfg, idle.Hooks{
+			tr, err := idle.NewTracker(w, tc.cfg, idle.Hooks{
 				Close: func(r idle.Reason) {
 					got = append(got, r)
 					assert.Equal(t, r, tr.Reason(), "Reason is set before the hook runs")
@@ -402,13 +402,13 @@ func TestTracker_BeyondWheelRange(t *testing.T) {
 	require.Less(t, w.MaxDuration(), 8*year)
 	var got []idle.Reason
 	hooks := idle.Hooks{Close: func(r idle.Reason) { got = append(got, r) }}
-	far, err := idle.New(w, only(idle.Config{MaxAge: 20 * year, MaxAgeGrace: year, IdleTimeout: 19 * year,
+	far, err := idle.NewTracker(w, only(idle.Config{MaxAge: 20 * year, MaxAgeGrace: year, IdleTimeout: 19 * year,
 		FrameTimeout: 20 * year, WriteStallTimeout: 20 * year}), hooks)
 	require.NoError(t, err)
 	far.FrameStart()
 	far.Written()
 	assert.Zero(t, w.Len(), "no timer armed beyond the wheel's range")
-	near, err := idle.New(w, only(idle.Config{IdleTimeout: 5 * year}), hooks)
+	near, err := idle.NewTracker(w, only(idle.Config{IdleTimeout: 5 * year}), hooks)
 	require.NoError(t, err)
 	clk.Advance(w.MaxDuration() + time.Second)
 	assert.Equal(t, []idle.Reason{idle.ReasonIdle}, got, "only the deadline within range is enforced")
@@ -424,7 +424,7 @@ func TestTracker_StopReleasesTimers(t *testing.T) {
 	cfg := only(idle.Config{IdleTimeout: time.Minute, FrameTimeout: time.Second, WriteStallTimeout: time.Second})
 	var trs []*idle.Tracker
 	for range 100 {
-		tr, err := idle.New(w, cfg, idle.Hooks{Close: func(idle.Reason) { t.Error("unexpected close") }})
+		tr, err := idle.NewTracker(w, cfg, idle.Hooks{Close: func(idle.Reason) { t.Error("unexpected close") }})
 		require.NoError(t, err)
 		tr.FrameStart()
 		tr.Written()
@@ -448,13 +448,13 @@ func TestTracker_OnlyConfiguredTimers(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, err := idle.New(w, only(idle.Config{}), idle.Hooks{Close: func(idle.Reason) {}})
+	tr, err := idle.NewTracker(w, only(idle.Config{}), idle.Hooks{Close: func(idle.Reason) {}})
 	require.NoError(t, err)
 	tr.Received()
 	tr.FrameStart()
 	tr.Written()
 	assert.Zero(t, w.Len(), "the zero Config arms nothing")
-	tr2, err := idle.New(w, only(idle.Config{IdleTimeout: time.Second, ReadSilenceTimeout: 2 * time.Second,
+	tr2, err := idle.NewTracker(w, only(idle.Config{IdleTimeout: time.Second, ReadSilenceTimeout: 2 * time.Second,
 		KeepaliveTime: time.Second, KeepaliveTimeout: time.Second, HandshakeTimeout: time.Second,
 		MaxAge: time.Minute}), idle.Hooks{Close: func(idle.Reason) {}, Probe: func() {}})
 	require.NoError(t, err)
@@ -472,7 +472,7 @@ func TestTracker_MaxAgeJitterBounds(t *testing.T) {
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
 	newAge := func(src func(int64) int64) time.Duration {
-		tr, err := idle.New(w, only(idle.Config{MaxAge: age, MaxAgeJitter: jit, Jitter: src}),
+		tr, err := idle.NewTracker(w, only(idle.Config{MaxAge: age, MaxAgeJitter: jit, Jitter: src}),
 			idle.Hooks{Close: func(idle.Reason) {}})
 		require.NoError(t, err)
 		defer tr.Stop()
@@ -497,7 +497,7 @@ func TestTracker_MaxAgeJitterBounds(t *testing.T) {
 }
 
 func idleAgeNoJitter(t *testing.T, w *wheel.Wheel, age time.Duration) time.Duration {
-	tr, err := idle.New(w, only(idle.Config{MaxAge: age, Jitter: func(int64) int64 { panic("not called without jitter") }}),
+	tr, err := idle.NewTracker(w, only(idle.Config{MaxAge: age, Jitter: func(int64) int64 { panic("not called without jitter") }}),
 		idle.Hooks{Close: func(idle.Reason) {}})
 	require.NoError(t, err)
 	defer tr.Stop()
@@ -507,12 +507,12 @@ func idleAgeNoJitter(t *testing.T, w *wheel.Wheel, age time.Duration) time.Durat
 func TestNew_Hooks(t *testing.T) {
 	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
 	defer w.Stop()
-	_, err := idle.New(w, only(idle.Config{IdleTimeout: time.Second}), idle.Hooks{})
+	_, err := idle.NewTracker(w, only(idle.Config{IdleTimeout: time.Second}), idle.Hooks{})
 	assert.ErrorIs(t, err, idle.ErrHook)
-	_, err = idle.New(w, only(idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}),
+	_, err = idle.NewTracker(w, only(idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}),
 		idle.Hooks{Close: func(idle.Reason) {}})
 	assert.ErrorIs(t, err, idle.ErrHook)
-	_, err = idle.New(w, only(idle.Config{KeepaliveCount: -1}), idle.Hooks{Close: func(idle.Reason) {}})
+	_, err = idle.NewTracker(w, only(idle.Config{KeepaliveCount: -1}), idle.Hooks{Close: func(idle.Reason) {}})
 	assert.ErrorIs(t, err, idle.ErrNegative)
 	assert.Zero(t, w.Len())
 }
@@ -583,7 +583,7 @@ func TestTracker_ExplicitTime(t *testing.T) {
 	cases := []struct {
 		name    string
 		cfg     idle.Config
-		openAt  time.Duration // NewAt's time
+		openAt  time.Duration // Init's time
 		event   func(tr *idle.Tracker)
 		reason  idle.Reason
 		due     time.Duration
@@ -614,10 +614,10 @@ func TestTracker_ExplicitTime(t *testing.T) {
 			defer w.Stop()
 			clk.Advance(5300 * us) // every time passed in lies before this
 			var got []string
-			tr, err := idle.NewAt(w, tc.openAt, tc.cfg, idle.Hooks{Close: func(r idle.Reason) {
+			tr := new(idle.Tracker)
+			require.NoError(t, tr.Init(w, tc.openAt, tc.cfg, idle.Hooks{Close: func(r idle.Reason) {
 				got = append(got, fmt.Sprintf("%v at %v", r, clk.Now()))
-			}})
-			require.NoError(t, err)
+			}}))
 			tc.event(tr)
 			clk.Advance(tc.closeAt - time.Millisecond - clk.Now())
 			require.Empty(t, got, "nothing before the tick of the deadline")
@@ -695,7 +695,7 @@ func TestTracker_MaxAgeJitterHuge(t *testing.T) {
 				cfg := only(idle.Config{MaxAge: tc.maxAge, MaxAgeJitter: tc.jit,
 					Jitter: func(n int64) int64 { gotN = n; return draw(n) }})
 				require.NoError(t, cfg.Validate())
-				tr, err := idle.New(w, cfg, idle.Hooks{Close: func(idle.Reason) {}})
+				tr, err := idle.NewTracker(w, cfg, idle.Hooks{Close: func(idle.Reason) {}})
 				require.NoError(t, err)
 				defer tr.Stop()
 				return tr.AgeAt(), gotN

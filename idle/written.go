@@ -23,7 +23,7 @@ type writeWatch struct {
 	// Owned by the timer's callback, on the wheel's goroutine.
 	stall WriteStall
 
-	// Written by New and only read afterwards.
+	// Written by Init and only read afterwards.
 	dur   time.Duration // Config.WriteStallTimeout
 	timer wheel.Timer
 }

@@ -61,7 +61,7 @@ func TestTracker_WrittenNoAllocs(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, err := idle.New(w, only(idle.Config{WriteStallTimeout: time.Second}), idle.Hooks{
+	tr, err := idle.NewTracker(w, only(idle.Config{WriteStallTimeout: time.Second}), idle.Hooks{
 		Close: func(idle.Reason) { t.Error("closed: the output drains every 300ms") },
 	})
 	require.NoError(t, err)
@@ -77,12 +77,12 @@ func TestTracker_WrittenNoAllocs(t *testing.T) {
 
 // TestTracker_WriteStallBytes: a write-stall timeout adds its writeWatch
 // (104 bytes, in the 112-byte class) and its timer's callback (16) to what
-// New allocates (see TestTracker_BytesPerNew).
+// NewTracker allocates (see TestTracker_BytesPerNew).
 func TestTracker_WriteStallBytes(t *testing.T) {
 	cfg := only(idle.Config{IdleTimeout: time.Minute, WriteStallTimeout: 30 * time.Second})
 	perNew := bytesPerNew(t, 5000, cfg)
 	for range 2 {
 		perNew = min(perNew, bytesPerNew(t, 5000, cfg))
 	}
-	assert.InDelta(t, 160+128, perNew, 4, "bytes allocated per New")
+	assert.InDelta(t, 160+128, perNew, 4, "bytes allocated per NewTracker")
 }

@@ -6,56 +6,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/netwheel/netwheel/internal/testnet"
 )
 
-// plainEcho is a raw echo server for the tests that drive an external
-// server (-addr): a goroutine per connection, which closes a connection
-// silent for idle (0: never), queues all a peer does not read (no output
-// limit) and takes every connection (no limit): a server whose faults the
-// harness must find.
-type plainEcho struct {
-	ln   net.Listener
-	idle time.Duration
-	wg   sync.WaitGroup // the accept loop and every connection's goroutines
-	// mu guards conns, the connections open, closed by stop.
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-// startPlainEcho starts a plainEcho on 127.0.0.1 and returns its address;
-// the test's cleanup stops it and waits for its goroutines.
+// startPlainEcho starts a raw echo server on 127.0.0.1 for the tests that
+// drive an external server (-addr), and returns its address: a goroutine
+// per connection (testnet.Serve), which closes a connection silent for idle
+// (0: never), queues all a peer does not read (no output limit) and takes
+// every connection (no limit): a server whose faults the harness must find.
 func startPlainEcho(t *testing.T, idle time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := &plainEcho{ln: ln, idle: idle, conns: map[net.Conn]struct{}{}}
-	s.wg.Go(s.accept)
-	t.Cleanup(s.stop)
-	return ln.Addr().String()
+	return testnet.Serve(t, func(c net.Conn, _ uint64) { plainEcho(c, idle) })
 }
 
-func (s *plainEcho) accept() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Go(func() { s.serve(c) })
-	}
-}
-
-// serve echoes c's input through an unbounded queue: a reader that never
-// waits for the writer.
-func (s *plainEcho) serve(c net.Conn) {
+// plainEcho echoes c's input through an unbounded queue: a reader that never
+// waits for the writer. It returns once both have ended.
+func plainEcho(c net.Conn, idle time.Duration) {
 	var mu sync.Mutex
 	var queue [][]byte
 	ready := make(chan struct{}, 1)
 	done := make(chan struct{})
-	s.wg.Go(func() { // the writer
+	var wg sync.WaitGroup
+	wg.Go(func() { // the writer
 		for {
 			select {
 			case <-ready:
@@ -75,14 +46,12 @@ func (s *plainEcho) serve(c net.Conn) {
 	})
 	defer func() {
 		close(done)
-		c.Close()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
+		c.Close() // ends a write the peer does not read
+		wg.Wait()
 	}()
 	for {
-		if s.idle > 0 {
-			_ = c.SetReadDeadline(time.Now().Add(s.idle))
+		if idle > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(idle))
 		}
 		b := make([]byte, 16<<10)
 		n, err := c.Read(b)
@@ -99,14 +68,4 @@ func (s *plainEcho) serve(c net.Conn) {
 			return
 		}
 	}
-}
-
-func (s *plainEcho) stop() {
-	s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
 }

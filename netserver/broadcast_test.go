@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 )
 
@@ -81,7 +83,7 @@ func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
 	)
 	h := &fanout{opened: make(chan *netserver.Conn, clients)}
 	s := start(t, netserver.Config{EventLoops: loops}, h)
-	cs := make([]*client, clients)
+	cs := make([]*testpeer.Peer, clients)
 	conns := make([]*netserver.Conn, 0, clients)
 	onLoop := map[any]bool{}
 	for i := range cs {
@@ -119,8 +121,8 @@ func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
 			for _, n := range want {
 				left += n
 			}
-			r := bufio.NewReader(c.c)
-			_ = c.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+			r := bufio.NewReader(c)
+			_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 			for left > 0 {
 				line, err := r.ReadString('\n')
 				if err != nil {
@@ -150,7 +152,7 @@ func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
 			}
 			for len(out) > 0 {
 				n := min(len(out), 1000+i*100)
-				if _, err := c.c.Write(out[:n]); err != nil {
+				if _, err := c.Write(out[:n]); err != nil {
 					problems <- fmt.Sprintf("%s: write: %v", name(i), err)
 					return
 				}
@@ -185,4 +187,35 @@ func TestSendAsyncBroadcastAcrossLoops(t *testing.T) {
 	defer h.mu.Unlock()
 	assert.Empty(t, h.errs, "SendAsync from the loops")
 	assert.Empty(t, s.Stats().Closed, "no connection closed")
+}
+
+// broadcast sends every message to every connection of the server (one event
+// loop, so the handler may touch them all).
+type broadcast struct{ conns map[*netserver.Conn]bool }
+
+func (b *broadcast) OnOpen(c *netserver.Conn) { b.conns[c] = true }
+func (b *broadcast) OnMessage(_ *netserver.Conn, msg []byte) {
+	for c := range b.conns {
+		_ = c.Send(msg)
+	}
+}
+func (b *broadcast) OnClose(c *netserver.Conn, _ netserver.Reason) { delete(b.conns, c) }
+
+// TestSendToOtherConnections: output a handler queues for several
+// connections in one event reaches each of them, and only them.
+func TestSendToOtherConnections(t *testing.T) {
+	s := start(t, netserver.Config{EventLoops: 1}, &broadcast{conns: map[*netserver.Conn]bool{}})
+	a, b := dial(t, s), dial(t, s)
+	require.Eventually(t, func() bool { return s.Stats().Open == 2 }, waitFor, time.Millisecond)
+	a.Push([]byte("hi"))
+	for _, c := range []*testpeer.Peer{a, b} {
+		got := make([]byte, 2)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+		_, err := io.ReadFull(c, got)
+		require.NoError(t, err)
+		assert.Equal(t, "hi", string(got))
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+		n, _ := c.Read(got)
+		assert.Zero(t, n, "nothing more for this connection")
+	}
 }

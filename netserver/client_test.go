@@ -2,11 +2,7 @@ package netserver_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
-	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 func TestMain(m *testing.M) {
@@ -59,83 +55,17 @@ func start(t testing.TB, cfg netserver.Config, h netserver.ConnHandler) *netserv
 	return s
 }
 
-// client is a test's connection to a server. For the framed protocol it
-// reads through frame.Conn, with the Conn's own replies off, so that the
-// test writes every frame it means the server to get, malformed ones
-// included, with frame's encoders (write).
-type client struct {
-	t     *testing.T
-	c     net.Conn
-	fc    *frame.Conn // reads the server's frames (next); writes nothing
-	start time.Time
-}
-
-func dial(t *testing.T, s *netserver.Server) *client {
+// dial connects a testpeer to s.
+func dial(t *testing.T, s *netserver.Server) *testpeer.Peer {
 	t.Helper()
 	return dialMax(t, s, 0)
 }
 
-// dialMax is dial for a client that accepts frames of length up to max (0:
+// dialMax is dial for a peer that accepts frames of length up to max (0:
 // frame.DefaultMax).
-func dialMax(t *testing.T, s *netserver.Server, max int) *client {
+func dialMax(t *testing.T, s *netserver.Server, max int) *testpeer.Peer {
 	t.Helper()
-	// Taken before the dial: the server may accept, and start the
-	// connection's timers, before Dial returns here, so only a time from
-	// before the dial is a lower bound for a deadline counted from the open.
-	start := time.Now()
-	c, err := net.Dial("tcp", s.Addr().String())
+	p, err := testpeer.Dial(t, s.Addr().String(), max)
 	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return newClient(t, c, start, max)
-}
-
-// newClient returns a client over c, dialed at start.
-func newClient(t *testing.T, c net.Conn, start time.Time, max int) *client {
-	fc := frame.NewConn(c, max)
-	fc.SetReplies(0)
-	return &client{t: t, c: c, fc: fc, start: start}
-}
-
-// write writes b, as it is, to the server.
-func (c *client) write(b []byte) {
-	c.t.Helper()
-	_, err := c.c.Write(b)
-	require.NoError(c.t, err)
-}
-
-// next reads the next frame, failing after timeout. io.EOF means the server
-// closed the connection.
-func (c *client) next(timeout time.Duration) (frame.Frame, error) {
-	c.t.Helper()
-	require.NoError(c.t, c.c.SetReadDeadline(time.Now().Add(timeout)))
-	f, err := c.fc.Next()
-	if err != nil {
-		return frame.Frame{}, err
-	}
-	f.Payload = append([]byte(nil), f.Payload...)
-	f.Reason = append([]byte(nil), f.Reason...)
-	return f, nil
-}
-
-// closeFrame reads until the server's CLOSE and EOF, and reports the CLOSE
-// code and when the connection ended.
-func (c *client) waitClose(timeout time.Duration) (frame.Code, time.Time) {
-	c.t.Helper()
-	var code frame.Code
-	for {
-		f, err := c.next(timeout)
-		if err != nil {
-			if errors.Is(err, io.EOF) || isReset(err) {
-				return code, time.Now()
-			}
-			c.t.Fatalf("waiting for the server to close: %v", err)
-		}
-		if f.Type == frame.TypeClose {
-			code = f.Code
-		}
-	}
-}
-
-func isReset(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "connection reset")
+	return p
 }

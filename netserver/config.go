@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/setting"
 	"github.com/netwheel/netwheel/retransmit"
 )
 
@@ -51,17 +52,28 @@ func ParseProtocol(s string) (Protocol, error) {
 // ErrConfig is wrapped by every configuration error New returns.
 var ErrConfig = errors.New("netserver: invalid config")
 
-// Off turns a setting off: any negative value does, and Off names one. It
-// is an untyped constant, so it fits a count and a duration alike.
-const Off = -1
+// Off turns a setting off. It is exactly -1, an untyped constant that fits
+// a count and a duration alike; any other negative value is an error.
+const Off = setting.Off
+
+// DefaultMetricsNamespace is the prefix of the metrics' names when
+// Config.MetricsNamespace is empty.
+const DefaultMetricsNamespace = "netwheel"
+
+// MaxEventLoopsPerCore bounds Config.EventLoops: each loop is a thread that
+// holds a P while it waits, so loops beyond a few per core only add threads
+// and wake-ups, and push the timer wheel off the CPUs.
+const MaxEventLoopsPerCore = 4
 
 // Config configures a Server. Every field follows one rule, as in idle's
 // and retransmit's Configs, which it holds: zero means the default the
-// field documents, and a negative value (Off) turns a protection off; a
-// setting that cannot be off (a size, a tick) says so. The zero Config but
+// field documents, Off (exactly -1) turns a protection off, and any other
+// negative value is an error naming the field; a setting that cannot be
+// off (a size, a tick) says so, and refuses Off too. A timeout shorter
+// than the tick is refused: the wheel cannot keep it. The zero Config but
 // for Addr is therefore the safe one: every timeout and limit is on.
-// DefaultConfig spells those defaults out. New validates the whole and says
-// what is wrong.
+// DefaultConfig spells those defaults out, WithDefaults resolves a
+// Config, and Validate and New check the whole and say what is wrong.
 type Config struct {
 	// Addr is the TCP address to listen on, host:port. Port 0 picks a free
 	// port; Server.Addr reports it.
@@ -69,7 +81,8 @@ type Config struct {
 	// Protocol is Raw (the zero value) or Framed.
 	Protocol Protocol
 	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS-1,
-	// at least 1. It cannot be off. Each loop waits in epoll_wait holding a P (the Go
+	// at least 1. It cannot be off, nor exceed MaxEventLoopsPerCore per
+	// CPU (runtime.NumCPU). Each loop waits in epoll_wait holding a P (the Go
 	// scheduler's processor), and a runtime timer on a P held that way
 	// runs only when the runtime takes the P back, milliseconds late; the
 	// timer wheel's goroutine sleeps on such a timer. With a P to spare,
@@ -88,7 +101,8 @@ type Config struct {
 	// Start first makes sure nobody else listens on the address and fails
 	// with "address already in use" as a single listener would.
 	ReusePort bool
-	// Tick is the timer wheel's resolution; 0 means 1ms. A timeout fires
+	// Tick is the timer wheel's resolution; 0 means wheel.DefaultTick
+	// (1ms), as in wheel.WithTick. A timeout fires
 	// at the first tick at or after its deadline, so it comes half a tick
 	// late on average. The event loops arm their timers from exact times,
 	// so a finer tick costs nothing while traffic flows; it costs wake-ups
@@ -122,8 +136,9 @@ type Config struct {
 	// flood of connections is refused one at a time instead of exhausting
 	// the descriptors, which would stop gnet's engine (its accept fails
 	// with EMFILE) and close every connection. Where the limit is unknown
-	// or unlimited there is no bound. Negative means no bound; the server
-	// then depends on the open-file limit never being reached.
+	// or unlimited there is no bound. Off means no bound; the server then
+	// depends on the open-file limit never being reached. A bound above the
+	// open-file limit is refused: descriptors would run out first.
 	MaxConns int
 	// MaxFrame is the largest frame length accepted (Framed), or the most
 	// unconsumed input a StreamHandler may leave (Raw); 0 means 64 KiB. It
@@ -162,8 +177,8 @@ type Config struct {
 	// Registerer, if not nil, also receives the server's Prometheus
 	// metrics (MetricsHandler serves them either way).
 	Registerer prometheus.Registerer
-	// MetricsNamespace prefixes every metric's name; "" means "netwheel"
-	// (netwheel_connections_open). MetricsLabels are constant labels put on
+	// MetricsNamespace prefixes every metric's name; "" means
+	// DefaultMetricsNamespace (netwheel_connections_open). MetricsLabels are constant labels put on
 	// every metric, so that several servers can share one Registerer
 	// (say {"server": "api"} and {"server": "admin"}); a label named
 	// "reason" is taken by the close counters.
@@ -174,7 +189,7 @@ type Config struct {
 // KernelConfig are the kernel's TCP backstops: they catch dead peers even if
 // the process stalls. A zero field means the default, which is the system's
 // setting (the server sets nothing); what that means is said per field.
-// They cannot be negative.
+// They cannot be off, nor negative.
 type KernelConfig struct {
 	// KeepaliveIdle enables TCP keepalive after this long idle
 	// (TCP_KEEPIDLE); 0 leaves keepalive as the system has it (off for

@@ -1,6 +1,8 @@
 package netserver_test
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/fdlimit"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/retransmit"
 	"github.com/netwheel/netwheel/wheel"
@@ -118,7 +121,88 @@ func TestConfig_RawFrameDefault(t *testing.T) {
 	plain, err := netserver.Config{}.WithDefaults()
 	require.NoError(t, err)
 	assert.Zero(t, plain.Timeouts.FrameTimeout, "left for HandlerMarks to decide")
-	run, err := netserver.Resolve(netserver.Config{Addr: "127.0.0.1:0"})
+	srv, err := netserver.New(netserver.Config{Addr: "127.0.0.1:0"}, netserver.Echo{})
 	require.NoError(t, err)
-	assert.Negative(t, run.Timeouts.FrameTimeout, "a Raw server without HandlerMarks runs no frame deadline")
+	assert.Negative(t, srv.TrackerConfig().FrameTimeout, "a Raw server without HandlerMarks runs no frame deadline")
+	srv, err = netserver.New(netserver.Config{Addr: "127.0.0.1:0", HandlerMarks: true}, netserver.Echo{})
+	require.NoError(t, err)
+	assert.Equal(t, idle.DefaultFrameTimeout, srv.TrackerConfig().FrameTimeout)
+}
+
+// One rule for every field: Off (exactly -1) turns a protection off, any
+// other negative value is an error naming the field and the rule, and
+// what cmd/echo would refuse (a deadline finer than the tick, more event
+// loops than the CPUs carry, a bound above the open-file limit) the
+// library refuses, with the words cmd/echo prints.
+func TestConfig_TheRule(t *testing.T) {
+	const rule = "is negative: 0 means the default, -1 (Off) turns it off"
+	cores := runtime.NumCPU()
+	tests := []struct {
+		name string
+		cfg  netserver.Config
+		want string // "" for a valid Config
+	}{
+		{name: "idle typo", cfg: netserver.Config{Timeouts: idle.Config{IdleTimeout: -5 * time.Second}},
+			want: "netserver: invalid config: Timeouts: idle: negative setting: IdleTimeout -5s " + rule},
+		{name: "idle off", cfg: netserver.Config{Timeouts: idle.Config{IdleTimeout: idle.Off}}},
+		{name: "max conns typo", cfg: netserver.Config{MaxConns: -5}, want: "netserver: invalid config: MaxConns -5 " + rule},
+		{name: "max conns off", cfg: netserver.Config{MaxConns: netserver.Off}},
+		{name: "limit typo", cfg: netserver.Config{Limits: netserver.Limits{OutputHard: -2}}, want: "Limits.OutputHard -2 " + rule},
+		{name: "soft-for typo", cfg: netserver.Config{Limits: netserver.Limits{OutputSoftFor: -time.Second}}, want: "Limits.OutputSoftFor -1s " + rule},
+		{name: "retransmit typo", cfg: netserver.Config{Protocol: netserver.Framed, Retransmit: retransmit.Config{MaxRetransmits: -3}},
+			want: "netserver: invalid config: Retransmit: retransmit: invalid config: MaxRetransmits -3 " + rule},
+		{name: "event loops off", cfg: netserver.Config{EventLoops: netserver.Off},
+			want: "EventLoops -1 is negative: 0 means the default, and it cannot be off"},
+		{name: "max frame off", cfg: netserver.Config{MaxFrame: netserver.Off}, want: "MaxFrame -1 is negative"},
+		{name: "kernel negative", cfg: netserver.Config{Kernel: netserver.KernelConfig{UserTimeout: -time.Second}}, want: "Kernel.UserTimeout -1s is negative"},
+		{name: "tick zero is the default", cfg: netserver.Config{Tick: 0}},
+		{name: "tick off", cfg: netserver.Config{Tick: netserver.Off}, want: "Tick: wheel: tick out of range"},
+		{name: "frame deadline below the tick", cfg: netserver.Config{Protocol: netserver.Framed, Timeouts: idle.Config{FrameTimeout: time.Nanosecond}},
+			want: "netserver: invalid config: Timeouts: idle: timeout shorter than the tick: FrameTimeout 1ns is shorter than the timer wheel's tick 1ms, the finest deadline it can keep"},
+		{name: "deadline of one tick", cfg: netserver.Config{Protocol: netserver.Framed, Tick: 10 * time.Millisecond, Timeouts: idle.Config{FrameTimeout: 10 * time.Millisecond}}},
+		{name: "soft-for below the tick", cfg: netserver.Config{Limits: netserver.Limits{OutputSoftFor: time.Microsecond}}, want: "Limits.OutputSoftFor 1µs is shorter than the timer wheel's tick"},
+		{name: "event loops beyond the cores", cfg: netserver.Config{EventLoops: netserver.MaxEventLoopsPerCore*cores + 1},
+			want: fmt.Sprintf("EventLoops %d is beyond 4 per core (%d here): more loops only add threads", 4*cores+1, 4*cores)},
+		{name: "event loops at the bound", cfg: netserver.Config{EventLoops: netserver.MaxEventLoopsPerCore * cores}},
+	}
+	if files := fdlimit.OpenFiles(); files > 0 && files < 1e9 {
+		tests = append(tests, struct {
+			name string
+			cfg  netserver.Config
+			want string
+		}{name: "max conns above the open-file limit", cfg: netserver.Config{MaxConns: 1e9},
+			want: fmt.Sprintf("MaxConns 1000000000 is above the open-file limit %d: the server would run out of descriptors before the bound", files)})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Addr = "127.0.0.1:0"
+			_, err := netserver.New(tt.cfg, netserver.Echo{})
+			if tt.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, tt.cfg.Validate())
+				return
+			}
+			require.ErrorIs(t, err, netserver.ErrConfig)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Equal(t, err, tt.cfg.Validate(), "Validate says what New says")
+			_, err = tt.cfg.WithDefaults()
+			assert.ErrorIs(t, err, netserver.ErrConfig)
+		})
+	}
+}
+
+// WithDefaults does not change the Config it is given, and DefaultConfig
+// is WithDefaults of the zero Config, for either protocol.
+func TestConfig_WithDefaultsKeepsItsInput(t *testing.T) {
+	for _, p := range []netserver.Protocol{netserver.Raw, netserver.Framed} {
+		c := netserver.Config{Protocol: p, Timeouts: idle.Config{IdleTimeout: time.Minute}, Limits: netserver.Limits{OutputSoft: netserver.Off}}
+		before := c
+		r, err := c.WithDefaults()
+		require.NoError(t, err)
+		assert.Equal(t, before, c)
+		assert.NotEqual(t, c, r)
+		zero, err := netserver.Config{Protocol: p}.WithDefaults()
+		require.NoError(t, err)
+		assert.Equal(t, netserver.DefaultConfig(p), zero, "%v", p)
+	}
 }

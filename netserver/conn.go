@@ -40,19 +40,19 @@ type Conn struct {
 	s   *Server
 	ctx any
 
-	idle *idle.Tracker
-	f    *framed // the Framed protocol's state; nil with Raw
-	// out watches queued output (see watchOutput); nil until output first
+	timeouts *idle.Tracker // idle's policies: idle, keepalive, frame, handshake, max age
+	framed   *framedState  // the Framed protocol's state; nil with Raw
+	// outWatch watches queued output (see watchOutput); nil until output first
 	// stays queued after a write, which an idle connection never has.
-	out *outWatch
+	outWatch *outWatch
 
 	// hand-off: written by timer callbacks on the wheel's goroutine, and
 	// by SendAsync and CloseAsync on any goroutine, and taken by the event
 	// loop, atomically; next is written by the pusher before it publishes c
 	// on the loop's stack (post).
-	events     atomic.Uint32
-	hookReason atomic.Uint32
-	flags      atomic.Uint32 // flagQueued, flagOverAsync, flagCloseAsync, flagClosing
+	pending       atomic.Uint32 // the expiry events (ev*) posted and not yet handled
+	timeoutReason atomic.Uint32 // the Reason c.timeouts closed c with
+	flags         atomic.Uint32 // flagQueued, flagOverAsync, flagCloseAsync, flagClosing
 	// asyncBytes counts the bytes handed to SendAsync and not yet sent,
 	// which Limits.OutputHard bounds. Any goroutine adds; the loop
 	// subtracts.
@@ -137,7 +137,7 @@ func (c *Conn) CloseCode(code uint16, text string) {
 // Activity marks application activity now: the idle timeout
 // (Timeouts.IdleTimeout) runs again from here. It is what every inbound
 // byte does, unless Config.HandlerMarks. O(1); on the event loop.
-func (c *Conn) Activity() { c.idle.ActivityAt(c.l.clock()) }
+func (c *Conn) Activity() { c.timeouts.ActivityAt(c.l.clock()) }
 
 // RequestStart marks the start of a request: Timeouts.FrameTimeout, the
 // per-request deadline, runs from now until RequestEnd; a call while a
@@ -146,7 +146,7 @@ func (c *Conn) Activity() { c.idle.ActivityAt(c.l.clock()) }
 func (c *Conn) RequestStart() {
 	if !c.inFrame {
 		c.inFrame = true
-		c.idle.FrameStartAt(c.l.clock())
+		c.timeouts.FrameStartAt(c.l.clock())
 	}
 }
 
@@ -155,7 +155,7 @@ func (c *Conn) RequestStart() {
 func (c *Conn) RequestEnd() {
 	if c.inFrame {
 		c.inFrame = false
-		c.idle.FrameEnd()
+		c.timeouts.FrameEnd()
 	}
 }
 
@@ -164,7 +164,7 @@ func (c *Conn) RequestEnd() {
 func (c *Conn) HandshakeDone() {
 	if !c.handshook {
 		c.handshook = true
-		c.idle.HandshakeDone()
+		c.timeouts.HandshakeDone()
 	}
 }
 
@@ -173,7 +173,7 @@ func (c *Conn) HandshakeDone() {
 // means ReasonServerClosed. It is idempotent: the first reason stays. Call
 // it on the connection's event loop.
 func (c *Conn) CloseWith(r Reason) {
-	if r == ReasonNone || int(r) >= numReasons {
+	if r == ReasonNone || r >= numReasons {
 		r = ReasonServerClosed
 	}
 	c.closeWith(r)
@@ -228,12 +228,12 @@ func (c *Conn) goAway(r Reason, grace time.Duration) {
 	}
 	now := c.l.clock()
 	grace = max(grace, 0)
-	if c.away != ReasonNone && c.f != nil {
-		grace = min(grace, max(c.f.awayEnd-now, 0))
+	if c.away != ReasonNone && c.framed != nil {
+		grace = min(grace, max(c.framed.awayEnd-now, 0))
 	}
 	c.away = r
-	if c.f != nil {
-		c.f.awayEnd = now + min(grace, frame.MaxGrace)
+	if c.framed != nil {
+		c.framed.awayEnd = now + min(grace, frame.MaxGrace)
 	}
 	if r == ReasonShutdown && c.s.cfg.SilentShutdown {
 		return

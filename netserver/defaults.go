@@ -1,46 +1,26 @@
 package netserver
 
 import (
-	"cmp"
-	"time"
+	"fmt"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/setting"
 	"github.com/netwheel/netwheel/netserver/frame"
-	"github.com/netwheel/netwheel/retransmit"
 	"github.com/netwheel/netwheel/wheel"
 )
-
-// timeouts resolves c.Timeouts as the server runs them (see
-// Config.Timeouts): no frame default for Raw without HandlerMarks, and no
-// keepalive default for Raw. A Raw keepalive left to its default stays 0,
-// which idle leaves off for a connection without a probe, so that New asks
-// for a Prober only when KeepaliveTime is set.
-func (c *Config) timeouts() (idle.Config, error) {
-	t := c.Timeouts
-	raw := c.Protocol == Raw
-	if raw && t.KeepaliveTime == 0 {
-		t.KeepaliveTime = Off
-	}
-	if raw && !c.HandlerMarks && t.FrameTimeout == 0 {
-		t.FrameTimeout = Off
-	}
-	r, err := t.WithDefaults(true)
-	if raw && r.KeepaliveTime < 0 {
-		r.KeepaliveTime, r.KeepaliveTimeout, r.KeepaliveCount = 0, 0, 0
-	}
-	return r, err
-}
 
 // DefaultConfig returns the Config that the zero values of a Config for
 // protocol p stand for, spelled out (Config{Protocol: p}.WithDefaults()):
 // the embedder's starting point, safe for production as it is. Set Addr,
-// change what you need, and turn a protection off with Off. Its Timeouts are idle's defaults (handshake
-// 10 s, idle 5 min, write stall 30 s, max age 1 h +/- 6 min and, Framed,
-// frame 30 s and keepalive 30 s + 10 s; Raw leaves FrameTimeout 0, the
-// default request deadline once HandlerMarks is set); its Limits are the Default*
-// limits; Framed, its Retransmit holds retransmit's defaults. EventLoops and
-// MaxConns stay 0, decided at Start (GOMAXPROCS-1 loops; MaxConns derived
-// from the open-file limit, see MaxConns). cmd/echo's flags default to it.
+// change what you need, and turn a protection off with Off. Its Timeouts
+// are idle's defaults (handshake 10 s, idle 5 min, write stall 30 s, max
+// age 1 h +/- 6 min and, Framed, frame 30 s and keepalive 30 s + 10 s; Raw
+// leaves FrameTimeout 0, the default request deadline once HandlerMarks is
+// set, and KeepaliveTime 0, none until a Prober's is set); its Limits are
+// the Default* limits; Framed, its Retransmit holds retransmit's defaults.
+// EventLoops and MaxConns stay 0, decided at Start (GOMAXPROCS-1 loops;
+// MaxConns derived from the open-file limit, see MaxConns). cmd/echo's
+// flags default to it.
 func DefaultConfig(p Protocol) Config {
 	c, err := Config{Protocol: p}.WithDefaults()
 	if err != nil {
@@ -50,48 +30,42 @@ func DefaultConfig(p Protocol) Config {
 }
 
 // WithDefaults returns c as New runs it, or New's configuration error but
-// for Addr, which it does not check: every zero field that has a default
-// replaced by it, and every protection that is off left Off (Limits'
-// OutputSoft and OutputSoftFor both Off when either is). EventLoops and
-// MaxConns are left as they are, their zero decided at Start. A resolved
-// Config resolves to itself. A Raw Config without HandlerMarks keeps a
-// zero FrameTimeout as it is: it has no requests to time, and HandlerMarks
-// set later still gets the default request deadline. It may be called from
-// any goroutine.
+// for Addr, which it does not check. Every zero field that has a default
+// is replaced by it, the layers below resolving their own: the tick by
+// wheel.ResolveTick, Timeouts by idle.Config.WithDefaults, Retransmit by
+// retransmit.Config.WithDefaults (its Granularity the tick). Every
+// protection that is off is left Off (Limits' OutputSoft and
+// OutputSoftFor both Off when either is). A zero setting that the
+// protocol does not use is left zero, and takes its default once used:
+// with Raw, Timeouts.KeepaliveTime (a Prober's), Timeouts.FrameTimeout
+// without HandlerMarks, Retransmit, Limits.UnackedBytes and
+// PingsPerSecond. EventLoops and MaxConns are left as they are, their zero
+// decided at Start. c itself is not changed, and the result resolves to
+// itself. It reads the open-file limit and the number of CPUs, and may be
+// called from any goroutine.
 func (c Config) WithDefaults() (Config, error) {
-	frameZero := c.Timeouts.FrameTimeout == 0
 	if err := c.check(); err != nil {
 		return c, err
 	}
-	if c.Protocol == Raw && !c.HandlerMarks && frameZero {
-		c.Timeouts.FrameTimeout = 0
+	var err error
+	if c.Tick, err = wheel.ResolveTick(c.Tick); err != nil {
+		return c, fmt.Errorf("%w: Tick: %w", ErrConfig, err)
 	}
-	c.Tick = cmp.Or(c.Tick, wheel.DefaultTick)
-	c.MaxFrame = cmp.Or(c.MaxFrame, frame.DefaultMax)
-	l := &c.Limits
-	or := func(v, def int) int {
-		if v < 0 {
-			return Off
+	framed := c.Protocol == Framed
+	uses := idle.Uses{Probe: framed, Frames: framed || c.HandlerMarks, Handshake: true, Tick: c.Tick}
+	if c.Timeouts, err = c.Timeouts.WithDefaults(uses); err != nil {
+		return c, fmt.Errorf("%w: Timeouts: %w", ErrConfig, err)
+	}
+	if err := setting.CheckTick("Limits.OutputSoftFor", c.Limits.OutputSoftFor, c.Tick); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.MaxFrame = setting.Or(c.MaxFrame, frame.DefaultMax)
+	c.MetricsNamespace = setting.Or(c.MetricsNamespace, DefaultMetricsNamespace)
+	c.Limits = c.Limits.withDefaults(framed)
+	if framed {
+		if c.Retransmit, err = c.Retransmit.WithDefaults(c.Tick); err != nil {
+			return c, fmt.Errorf("%w: Retransmit: %w", ErrConfig, err)
 		}
-		return cmp.Or(v, def)
 	}
-	l.OutputHard = or(l.OutputHard, DefaultOutputHard)
-	l.OutputSoft = or(l.OutputSoft, DefaultOutputSoft)
-	l.OutputSoftFor = time.Duration(or(int(l.OutputSoftFor), int(DefaultOutputSoftFor)))
-	if l.OutputSoft < 0 || l.OutputSoftFor < 0 {
-		l.OutputSoft, l.OutputSoftFor = Off, Off
-	}
-	if c.Protocol == Framed {
-		l.UnackedBytes = or(l.UnackedBytes, DefaultUnackedBytes)
-		l.PingsPerSecond = or(l.PingsPerSecond, DefaultPingsPerSecond)
-		r := &c.Retransmit
-		r.InitialRTO = cmp.Or(r.InitialRTO, retransmit.DefaultInitialRTO)
-		r.MinRTO = cmp.Or(r.MinRTO, retransmit.DefaultMinRTO)
-		r.MaxRTO = cmp.Or(r.MaxRTO, retransmit.DefaultMaxRTO)
-		r.Granularity = cmp.Or(r.Granularity, c.Tick)
-		r.MaxRetransmits = or(r.MaxRetransmits, retransmit.DefaultMaxRetransmits)
-		r.GiveUpAfter = time.Duration(or(int(r.GiveUpAfter), int(retransmit.DefaultGiveUpAfter)))
-		r.Window = cmp.Or(r.Window, retransmit.DefaultWindow)
-	}
-	return c, nil
+	return c, c.fits()
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -70,7 +71,7 @@ func TestFramed_CloseCode(t *testing.T) {
 			}, h)
 			c := dial(t, s)
 			if !tc.atOpen {
-				c.write(frame.AppendData(nil, 1, []byte("close me")))
+				c.Push(frame.AppendData(nil, 1, []byte("close me")))
 			}
 			frames, _, err := readUntilClosed(c, 5*time.Second)
 			require.NoError(t, err, "the server must end the connection after its CLOSE")
@@ -170,23 +171,21 @@ func (h *hello) OnClose(c *netserver.Conn, r netserver.Reason) {
 
 // reason reports the reason the connection from the client closed with, or
 // ReasonNone while it is open.
-func (h *hello) reason(c *client) netserver.Reason {
+func (h *hello) reason(c *testpeer.Peer) netserver.Reason {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.reasons[c.c.LocalAddr().String()]
+	return h.reasons[c.LocalAddr().String()]
 }
 
 // awaitEOF reads c's bytes, through r, until the server closes it and
 // reports when.
-func awaitEOF(t *testing.T, c *client, r io.Reader, timeout time.Duration) time.Time {
+func awaitEOF(t *testing.T, c *testpeer.Peer, r io.Reader, timeout time.Duration) time.Time {
 	t.Helper()
-	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(timeout)))
-	_, err := io.Copy(io.Discard, r)
-	at := time.Now()
-	if err != nil && !isReset(err) {
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(timeout)))
+	if _, err := io.Copy(io.Discard, r); err != nil && !testpeer.Closed(err) {
 		t.Fatalf("waiting for the server to close: %v", err)
 	}
-	return at
+	return time.Now()
 }
 
 // TestRaw_HandshakeWithHandlerMarks: with HandlerMarks, a Raw connection's
@@ -208,12 +207,12 @@ func TestRaw_HandshakeWithHandlerMarks(t *testing.T) {
 
 	lag := lagmeter.New(t)
 	stranger := dial(t, s)
-	stranger.write([]byte("hi\n")) // bytes, and a whole line, but not the handshake
+	stranger.Push([]byte("hi\n")) // bytes, and a whole line, but not the handshake
 
 	// The stranger is closed by the handshake timeout, not earlier.
-	at := awaitEOF(t, stranger, stranger.c, waitFor)
-	assert.GreaterOrEqual(t, at.Sub(stranger.start), handshake, "closed before the handshake timeout")
-	assert.Less(t, at.Sub(stranger.start), handshake+lag.Slack(slack), "closed too late")
+	at := awaitEOF(t, stranger, stranger, waitFor)
+	assert.GreaterOrEqual(t, at.Sub(stranger.Dialed), handshake, "closed before the handshake timeout")
+	assert.Less(t, at.Sub(stranger.Dialed), handshake+lag.Slack(slack), "closed too late")
 	require.Eventually(t, func() bool { return h.reason(stranger) != netserver.ReasonNone }, waitFor, time.Millisecond)
 	assert.Equal(t, netserver.ReasonHandshake, h.reason(stranger))
 
@@ -240,22 +239,22 @@ func greet(t *testing.T, s *netserver.Server, h *hello, handshake, idleTimeout, 
 	t.Helper()
 	lag := lagmeter.New(t)
 	greeter := dial(t, s)
-	greeter.write([]byte("HELLO\n"))
-	r := bufio.NewReader(greeter.c)
-	require.NoError(t, greeter.c.SetReadDeadline(time.Now().Add(waitFor)))
+	greeter.Push([]byte("HELLO\n"))
+	r := bufio.NewReader(greeter)
+	require.NoError(t, greeter.SetReadDeadline(time.Now().Add(waitFor)))
 	line, err := r.ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "WELCOME\n", line)
 
 	// Still open well past its handshake deadline.
 	margin := idleTimeout - handshake - 200*time.Millisecond
-	time.Sleep(time.Until(greeter.start.Add(handshake + 200*time.Millisecond)))
+	time.Sleep(time.Until(greeter.Dialed.Add(handshake + 200*time.Millisecond)))
 	last := time.Now() // before the PING: the server's activity is after it
-	greeter.write([]byte("PING\n"))
+	greeter.Push([]byte("PING\n"))
 	line, err = r.ReadString('\n')
 	if lag.Worst() >= margin && (err != nil || h.reason(greeter) != netserver.ReasonNone) {
 		t.Logf("the PING went %v after the dial, with a stall of %v: reaped first (%v), again",
-			last.Sub(greeter.start), lag.Worst(), h.reason(greeter))
+			last.Sub(greeter.Dialed), lag.Worst(), h.reason(greeter))
 		awaitEOF(t, greeter, r, waitFor)
 		require.Eventually(t, func() bool { return h.reason(greeter) != netserver.ReasonNone }, waitFor, time.Millisecond)
 		require.Equal(t, netserver.ReasonIdle, h.reason(greeter))
@@ -268,7 +267,7 @@ func greet(t *testing.T, s *netserver.Server, h *hello, handshake, idleTimeout, 
 	at := awaitEOF(t, greeter, r, waitFor)
 	if lag.Worst() >= margin && at.Sub(last) < idleTimeout {
 		t.Logf("the PING went %v after the dial, with a stall of %v: reaped %v after it, again",
-			last.Sub(greeter.start), lag.Worst(), at.Sub(last))
+			last.Sub(greeter.Dialed), lag.Worst(), at.Sub(last))
 		return false
 	}
 	assert.GreaterOrEqual(t, at.Sub(last), idleTimeout, "closed before the idle timeout")

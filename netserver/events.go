@@ -15,15 +15,16 @@ import (
 	"github.com/netwheel/netwheel/idle"
 )
 
-// events implements gnet.EventHandler.
-type events struct {
+// gnetHandler is the server's gnet.EventHandler: it turns gnet's calls
+// into the server's (OnBoot, OnOpen, OnTraffic, OnClose, OnShutdown).
+type gnetHandler struct {
 	gnet.BuiltinEventEngine
 	s *Server
 }
 
 // OnBoot records the engine and the address it listens on, and lets Start
 // return.
-func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
+func (e *gnetHandler) OnBoot(eng gnet.Engine) gnet.Action {
 	s := e.s
 	s.eng = eng
 	s.addr = boundAddr(eng, s.cfg.Addr)
@@ -33,11 +34,11 @@ func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 
 // OnOpen admits a new connection, sets up its timers and calls the
 // handler's OnOpen.
-func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+func (e *gnetHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := e.s
 	s.accepted.Add(1)
 	l := s.loopFor(gc.EventLoop())
-	now := l.event()
+	now := l.readClock()
 	c := s.proto.newConn()
 	c.gc, c.l, c.s = gc, l, s
 	gc.SetContext(c)
@@ -86,18 +87,18 @@ func (c *Conn) refuse(r Reason) {
 // configuration calls (each is an allocation), and the protocol's state.
 func (c *Conn) startTimers(now time.Duration) error {
 	s := c.s
-	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(r) }}
+	hooks := idle.Hooks{Close: func(r idle.Reason) { c.postClose(Reason(r)) }}
 	if s.idleCfg.KeepaliveTime > 0 {
 		hooks.Probe = func() { c.post(evProbe) }
 	}
 	if s.idleCfg.MaxAgeGrace > 0 && s.proto.warnsOfAge() {
-		hooks.Drain = func() { c.post(evDrain) }
+		hooks.GoAway = func() { c.post(evGoAway) }
 	}
-	tr, err := idle.NewAt(s.wheel, now, s.idleCfg, hooks)
-	if err != nil {
+	tr := new(idle.Tracker)
+	if err := tr.Init(s.wheel, now, s.idleCfg, hooks); err != nil {
 		return fmt.Errorf("idle tracker: %w", err)
 	}
-	c.idle = tr
+	c.timeouts = tr
 	if err := s.proto.open(c); err != nil {
 		tr.Stop()
 		return fmt.Errorf("protocol: %w", err)
@@ -120,7 +121,7 @@ func (s *Server) setSockopts(gc gnet.Conn) {
 func (l *loop) opened(c *Conn) gnet.Action {
 	s := l.s
 	l.inEvent = c // closeWith must not close inside OnOpen: return gnet.Close
-	s.safely(c, func() { s.h.OnOpen(c) })
+	s.safely(c, func() { s.handler.OnOpen(c) })
 	l.inEvent = nil
 	l.flushOwner()
 	if c.closing && !c.closed {
@@ -133,7 +134,7 @@ func (l *loop) opened(c *Conn) gnet.Action {
 // writes out what that sent; while the server is going away from the
 // connection (a shutdown, its max age), it then closes it if it has
 // finished (Conn.goAway).
-func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
+func (e *gnetHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok {
 		return gnet.Close
@@ -144,7 +145,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	s := e.s
 	l := c.l
-	l.event()
+	l.readClock()
 	l.inEvent = c
 	s.safely(c, func() { s.proto.read(c) })
 	l.inEvent = nil
@@ -163,7 +164,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 
 // OnClose releases a closed connection's timers and state, logs and
 // counts its close, and calls the handler's OnClose.
-func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
+func (e *gnetHandler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok || c.closed {
 		return gnet.None
@@ -192,7 +193,7 @@ func (e *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 				s.log.Error("netserver: handler panicked in OnClose", "panic", fmt.Sprint(p))
 			}
 		}()
-		s.h.OnClose(c, c.reason)
+		s.handler.OnClose(c, c.reason)
 	}()
 	s.checkDrained()
 	return gnet.None
@@ -215,9 +216,9 @@ func (s *Server) closeReason(err error) Reason {
 // release stops c's timers, lets its protocol state go and takes it off its
 // loop.
 func (c *Conn) release() {
-	c.idle.Stop()
-	if c.out != nil {
-		c.out.timer.Stop()
+	c.timeouts.Stop()
+	if c.outWatch != nil {
+		c.outWatch.timer.Stop()
 	}
 	c.s.proto.release(c)
 	c.l.removeConn(c)

@@ -159,7 +159,7 @@ func TestLineProtocol(t *testing.T) {
 			c := dial(t, s)
 			done := make(chan time.Time, 1)
 			go func() { // the client's reader: answers pings, notes the close
-				r := bufio.NewReader(c.c)
+				r := bufio.NewReader(c)
 				for {
 					line, err := r.ReadString('\n')
 					if err != nil {
@@ -167,7 +167,7 @@ func TestLineProtocol(t *testing.T) {
 						return
 					}
 					if line == "PING\n" && tc.answerPing {
-						_, _ = c.c.Write([]byte("PONG\n"))
+						_, _ = c.Write([]byte("PONG\n"))
 					}
 				}
 			}()
@@ -178,7 +178,7 @@ func TestLineProtocol(t *testing.T) {
 				// Before the write: the server may act on it before
 				// Write returns here.
 				last = time.Now()
-				c.write([]byte(st.send))
+				c.Push([]byte(st.send))
 			}
 			var at time.Time
 			select {
@@ -218,8 +218,8 @@ func TestConn_AsyncFromOtherGoroutines(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	r := bufio.NewReader(c.c)
-	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	r := bufio.NewReader(c)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 	got := map[string]bool{}
 	for range 100 {
 		line, err := r.ReadString('\n')
@@ -252,7 +252,7 @@ func TestConn_SendAsyncBoundedByOutputLimit(t *testing.T) {
 	s := start(t, netserver.Config{Limits: netserver.Limits{OutputHard: 64 << 10, OutputSoft: -1}}, h)
 	c := dial(t, s)
 	conn := <-h.opened
-	c.write([]byte("x"))
+	c.Push([]byte("x"))
 	<-h.entered // the connection's loop is held in OnMessage: nothing handed over runs
 	msg := make([]byte, 16<<10)
 	sent := 0

@@ -33,7 +33,7 @@ func TestLoop_TakeExpiredInPostOrder(t *testing.T) {
 	for i := range conns {
 		assert.Same(t, conns[i], got[i], "position %d", i)
 	}
-	assert.Equal(t, evClose|evOutput, conns[2].events.Load())
+	assert.Equal(t, evClose|evOutput, conns[2].pending.Load())
 	assert.Nil(t, l.takeExpired(), "the list is empty once taken")
 }
 

@@ -10,15 +10,14 @@ import (
 	"github.com/netwheel/netwheel/retransmit"
 )
 
-// framed is a Framed connection's protocol state, allocated with its Conn
-// (framedConn); a Raw connection has none. It belongs to the event loop,
+// framedState is a Framed connection's protocol state, allocated with its
+// Conn (framedAlloc); a Raw connection has none. It belongs to the event loop,
 // except rtx, which keeps its own rules.
-type framed struct {
+type framedState struct {
 	rtx      retransmit.Tracker
 	unacked  unackedQueue  // payloads of DATA sent and not acknowledged
 	recvNext uint64        // next DATA sequence number expected from the peer
-	sendNext uint64        // sequence number of the next DATA we send
-	ackedTo  uint64        // highest sequence number the peer acknowledged
+	sendNext uint64        // sequence number of the next DATA we send; unacked holds those before it
 	pingTAT  time.Duration // when the peer's PINGs would be back within their rate (allowPing)
 	awayEnd  time.Duration // when the grace of the GOAWAY sent last ends (Conn.goAway)
 	nonce    uint32        // of the last keepalive PING sent
@@ -29,83 +28,83 @@ type framed struct {
 
 // awayNonce is the nonce of the PING sent right after a GOAWAY, whose
 // PONG shows that the peer has read the GOAWAY. Keepalive PINGs count
-// from 1 (framed.nonce) and never reach it.
+// from 1 (framedState.nonce) and never reach it.
 const awayNonce = 1<<64 - 1
 
-// framedConn puts a Framed connection's Conn and protocol state in one
+// framedAlloc puts a Framed connection's Conn and protocol state in one
 // allocation.
-type framedConn struct {
+type framedAlloc struct {
 	Conn
-	framed
+	framedState
 }
 
-// framedProto is the Framed protocol of docs/protocol.md: DATA frames
+// framedProtocol is the Framed protocol of docs/protocol.md: DATA frames
 // numbered, acknowledged and retransmitted, PING and PONG, and a CLOSE
-// frame with a code before the server closes. Its state is c.f.
-type framedProto struct{}
+// frame with a code before the server closes. Its state is c.framed.
+type framedProtocol struct{}
 
 // newConn allocates the Conn and its protocol state together.
-func (framedProto) newConn() *Conn {
-	fc := &framedConn{framed: framed{recvNext: 1, sendNext: 1}}
+func (framedProtocol) newConn() *Conn {
+	fc := &framedAlloc{framedState: framedState{recvNext: 1, sendNext: 1}}
 	c := &fc.Conn
-	c.f = &fc.framed
+	c.framed = &fc.framedState
 	return c
 }
 
 // refusal is a CLOSE frame with r's code.
-func (framedProto) refusal(r Reason) []byte {
+func (framedProtocol) refusal(r Reason) []byte {
 	return frame.AppendClose(nil, closeCode(r), r.String())
 }
 
 // warnsOfAge is true: a GOAWAY tells the peer, and a grace leaves it time
 // to finish.
-func (framedProto) warnsOfAge() bool { return true }
+func (framedProtocol) warnsOfAge() bool { return true }
 
 // open sets up c's retransmission tracker.
-func (framedProto) open(c *Conn) error {
+func (framedProtocol) open(c *Conn) error {
 	s := c.s
-	return c.f.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Handlers{
+	return c.framed.rtx.Init(s.wheel, s.cfg.Retransmit, retransmit.Hooks{
 		Retransmit: func(uint64, int) { c.post(evRetransmit) },
 		GiveUp:     func(error) { c.postClose(ReasonGiveUp) },
-		Sample:     func(rtt time.Duration) { s.m.rtt.Observe(rtt.Seconds()) },
+		Sample:     func(rtt time.Duration) { s.metrics.rtt.Observe(rtt.Seconds()) },
 	})
 }
 
-func (framedProto) read(c *Conn) { c.onFramed() }
+func (framedProtocol) read(c *Conn) { c.onFramed() }
 
 // send queues msg as a DATA frame, kept until the peer acknowledges it.
-func (framedProto) send(c *Conn, msg []byte) error {
-	l := c.own()
+func (framedProtocol) send(c *Conn, msg []byte) error {
+	l := c.claimOutput()
 	s := c.s
-	if c.f.unacked.bytes()+len(msg) > s.lim.unackedBytes {
-		return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.f.unacked.bytes(), s.lim.unackedBytes)
+	if c.framed.unacked.bytes()+len(msg) > s.lim.unackedBytes {
+		return fmt.Errorf("%w: %d bytes unacknowledged, limit %d", ErrUnackedLimit, c.framed.unacked.bytes(), s.lim.unackedBytes)
 	}
 	if queued := c.gc.OutboundBuffered() + len(l.out) + frame.DataHeaderSize + len(msg); queued > s.lim.outputHard {
 		return c.noRoom(queued)
 	}
-	seq := c.f.sendNext
-	if err := c.f.rtx.Sent(seq, l.clock()); err != nil {
+	seq := c.framed.sendNext
+	if err := c.framed.rtx.Sent(seq, l.clock()); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnackedLimit, err)
 	}
-	c.f.sendNext++
-	c.f.unacked.push(msg)
+	c.framed.sendNext++
+	c.framed.unacked.push(msg)
 	l.out = frame.AppendData(l.out, seq, msg)
 	return nil
 }
 
 // sayClose queues a CLOSE frame.
-func (framedProto) sayClose(c *Conn, code frame.Code, text string) {
+func (framedProtocol) sayClose(c *Conn, code frame.Code, text string) {
 	c.sentClose = true
-	l := c.own()
+	l := c.claimOutput()
 	l.out = frame.AppendClose(l.out, code, text)
 }
 
 // goAway queues a GOAWAY with r's code, the last DATA sent and grace, and
 // a PING after it, whose PONG (awayNonce) shows that the peer has read it.
-func (framedProto) goAway(c *Conn, r Reason, grace time.Duration) {
-	l := c.own()
-	c.f.toldAway = true
-	l.out = frame.AppendGoAway(l.out, closeCode(r), c.f.sendNext-1, grace, r.String()+": finish what is in flight")
+func (framedProtocol) goAway(c *Conn, r Reason, grace time.Duration) {
+	l := c.claimOutput()
+	c.framed.toldAway = true
+	l.out = frame.AppendGoAway(l.out, closeCode(r), c.framed.sendNext-1, grace, r.String()+": finish what is in flight")
 	l.out = frame.AppendPing(l.out, awayNonce)
 }
 
@@ -114,46 +113,46 @@ func (framedProto) goAway(c *Conn, r Reason, grace time.Duration) {
 // either no GOAWAY was sent (a silent shutdown), or the peer's GOAWAY has
 // arrived, so its input is complete, or, in a shutdown, the peer has read
 // the GOAWAY (it answered the PING after it) without answering it.
-func (framedProto) finished(c *Conn) bool {
+func (framedProtocol) finished(c *Conn) bool {
 	if !c.isIdle() {
 		return false
 	}
-	return !c.f.toldAway || c.f.peerAway || (c.away == ReasonShutdown && c.f.readAway)
+	return !c.framed.toldAway || c.framed.peerAway || (c.away == ReasonShutdown && c.framed.readAway)
 }
 
 // probe sends a PING with a new nonce.
-func (framedProto) probe(c *Conn) {
-	c.f.nonce++
-	l := c.own()
-	l.out = frame.AppendPing(l.out, uint64(c.f.nonce))
+func (framedProtocol) probe(c *Conn) {
+	c.framed.nonce++
+	l := c.claimOutput()
+	l.out = frame.AppendPing(l.out, uint64(c.framed.nonce))
 }
 
 // retransmit resends the earliest unacknowledged DATA frame (RFC 6298 5.4).
-func (framedProto) retransmit(c *Conn) {
-	if c.f.unacked.len() == 0 {
+func (framedProtocol) retransmit(c *Conn) {
+	if c.framed.unacked.len() == 0 {
 		return
 	}
 	s := c.s
-	l := c.own()
-	l.out = frame.AppendData(l.out, c.f.ackedTo+1, c.f.unacked.front())
+	l := c.claimOutput()
+	l.out = frame.AppendData(l.out, c.framed.sendNext-uint64(c.framed.unacked.len()), c.framed.unacked.front())
 	s.retransmits.Add(1)
-	s.m.rto.Observe(c.f.rtx.Stats().RTO.Seconds())
+	s.metrics.rto.Observe(c.framed.rtx.Stats().RTO.Seconds())
 }
 
-func (framedProto) unacked(c *Conn) (bytes, msgs int) {
-	return c.f.unacked.bytes(), c.f.unacked.len()
+func (framedProtocol) unacked(c *Conn) (bytes, msgs int) {
+	return c.framed.unacked.bytes(), c.framed.unacked.len()
 }
 
 // release stops the retransmission tracker and lets the kept payloads go.
-func (framedProto) release(c *Conn) {
-	c.f.rtx.Close()
-	c.f.unacked.reset(true)
+func (framedProtocol) release(c *Conn) {
+	c.framed.rtx.Stop()
+	c.framed.unacked.reset(true)
 }
 
 // onFramed parses c's inbound frames.
 func (c *Conn) onFramed() {
 	now := c.l.clock()
-	c.idle.BytesInAt(now)
+	c.timeouts.BytesInAt(now)
 	if c.gc.InboundBuffered() < int(c.need) {
 		return // the frame under way is still short: do not look at it again
 	}
@@ -188,7 +187,7 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 			}
 			if len(rest) > 0 && !c.inFrame {
 				c.inFrame = true
-				c.idle.FrameStartAt(now)
+				c.timeouts.FrameStartAt(now)
 			}
 			break
 		}
@@ -204,64 +203,63 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 		c.need = 0
 		if c.inFrame {
 			c.inFrame = false
-			c.idle.FrameEnd()
+			c.timeouts.FrameEnd()
 		}
 		if !c.handshook {
 			c.handshook = true
-			c.idle.HandshakeDone()
+			c.timeouts.HandshakeDone()
 		}
 		switch f.Type {
 		case frame.TypeData:
 			switch {
-			case c.f.peerAway && f.Seq >= c.f.recvNext:
+			case c.framed.peerAway && f.Seq >= c.framed.recvNext:
 				c.closeWith(ReasonProtocol) // new DATA after the peer's GOAWAY
-			case f.Seq == c.f.recvNext:
-				c.f.recvNext++
-				c.idle.ActivityAt(now)
+			case f.Seq == c.framed.recvNext:
+				c.framed.recvNext++
+				c.timeouts.ActivityAt(now)
 				needAck = true
 				s.messages.OnMessage(c, f.Payload)
-			case f.Seq < c.f.recvNext:
+			case f.Seq < c.framed.recvNext:
 				needAck = true // a retransmission: acknowledge again, deliver once
 			default:
 				c.closeWith(ReasonProtocol)
 			}
 		case frame.TypeAck:
-			if f.Seq >= c.f.sendNext {
+			if f.Seq >= c.framed.sendNext {
 				c.closeWith(ReasonProtocol)
 				break
 			}
-			if f.Seq > c.f.ackedTo {
-				c.f.rtx.AckedThrough(f.Seq, now)
-				c.f.unacked.pop(int(f.Seq - c.f.ackedTo))
-				c.f.ackedTo = f.Seq
+			if first := c.framed.sendNext - uint64(c.framed.unacked.len()); f.Seq >= first {
+				c.framed.rtx.AckedThrough(f.Seq, now)
+				c.framed.unacked.pop(int(f.Seq - first + 1))
 			}
 		case frame.TypePing:
 			if !c.allowPing(now) {
 				c.closeWith(ReasonPingFlood)
 				break
 			}
-			l := c.own()
+			l := c.claimOutput()
 			l.out = frame.AppendPong(l.out, f.Nonce)
 		case frame.TypePong:
 			if f.Nonce == awayNonce {
-				c.f.readAway = true
+				c.framed.readAway = true
 			}
 		case frame.TypeGoAway:
 			// The peer sends no new DATA from here; its last must be the
 			// last that arrived, as TCP keeps order.
-			if f.Seq != c.f.recvNext-1 {
+			if f.Seq != c.framed.recvNext-1 {
 				c.closeWith(ReasonProtocol)
 				break
 			}
-			c.f.peerAway = true
+			c.framed.peerAway = true
 		case frame.TypeClose:
 			c.sentClose = true // the peer is going: no need to tell it
 			c.closeWith(ReasonPeerClosed)
 		}
 	}
 	if needAck && !c.closing {
-		l := c.own()
-		l.out = frame.AppendAck(l.out, c.f.recvNext-1)
+		l := c.claimOutput()
+		l.out = frame.AppendAck(l.out, c.framed.recvNext-1)
 	}
 	return used
 }
@@ -277,10 +275,10 @@ func (c *Conn) allowPing(now time.Duration) bool {
 	if interval == 0 {
 		return true
 	}
-	tat := max(c.f.pingTAT, now) + interval
+	tat := max(c.framed.pingTAT, now) + interval
 	if tat-now > time.Second {
 		return false
 	}
-	c.f.pingTAT = tat
+	c.framed.pingTAT = tat
 	return true
 }

@@ -2,10 +2,6 @@ package netserver_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +10,7 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/internal/testnet"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
@@ -33,105 +30,16 @@ func overLink(t *testing.T, s *netserver.Server) string {
 	return p.Addr().String()
 }
 
-// peer is a frame.Conn client over the link that sends a numbered DATA
-// every period (or only when told) until the server says GOAWAY, and
-// records what comes back until the final CLOSE.
-type peer struct {
-	fc     *frame.Conn
-	dialed time.Time // before the dial: a lower bound for the server's open
-
-	mu     sync.Mutex
-	sent   int           // DATA sent (payloads "0", "1", ...)
-	echoes int           // echoes received, each checked in order
-	bad    error         // the first echo out of order, or an unexpected error
-	code   frame.Code    // of the final CLOSE
-	closed time.Time     // when the final CLOSE arrived
-	done   chan struct{} // closed when the reader has ended
-}
-
-// dialPeer connects a peer to addr with the given replies.
-func dialPeer(t *testing.T, addr string, replies frame.Reply) *peer {
+// dialPeer connects a testpeer to addr with the given replies, and starts
+// its echo reader.
+func dialPeer(t *testing.T, addr string, replies frame.Reply) *testpeer.Peer {
 	t.Helper()
-	p := &peer{dialed: time.Now(), done: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	fc, err := frame.Dial(ctx, addr)
+	p, err := testpeer.Dial(t, addr, 0)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = fc.NetConn().Close() })
-	require.NoError(t, fc.NetConn().SetDeadline(time.Now().Add(30*time.Second)))
-	fc.SetReplies(replies)
-	p.fc = fc
-	go p.read()
+	require.NoError(t, p.SetDeadline(time.Now().Add(30*time.Second)))
+	p.Frames.SetReplies(replies)
+	p.StartEchoes()
 	return p
-}
-
-// send sends the next DATA; it reports false once the Conn refuses (GOAWAY)
-// or fails.
-func (p *peer) send() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed.IsZero() || p.bad != nil {
-		return false
-	}
-	if _, err := p.fc.Send(fmt.Appendf(nil, "%d", p.sent)); err != nil {
-		if !errors.Is(err, frame.ErrGoingAway) && p.bad == nil {
-			p.bad = fmt.Errorf("send %d: %w", p.sent, err)
-		}
-		return false
-	}
-	p.sent++
-	return true
-}
-
-// every sends a DATA every period until the peer stops sending.
-func (p *peer) every(period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for p.send() {
-		select {
-		case <-t.C:
-		case <-p.done:
-			return
-		}
-	}
-}
-
-// read takes the echoes, in order, until the final CLOSE.
-func (p *peer) read() {
-	defer close(p.done)
-	for {
-		b, err := p.fc.Recv()
-		p.mu.Lock()
-		var ce *frame.CloseError
-		switch {
-		case errors.As(err, &ce):
-			p.code, p.closed = ce.Code, time.Now()
-		case err != nil:
-			if p.bad == nil {
-				p.bad = fmt.Errorf("before the final CLOSE: %w", err)
-			}
-		case string(b) != fmt.Sprint(p.echoes):
-			if p.bad == nil {
-				p.bad = fmt.Errorf("echo %q, want %d", b, p.echoes)
-			}
-		default:
-			p.echoes++
-		}
-		p.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
-}
-
-// wait waits for the reader to end.
-func (p *peer) wait(t *testing.T, within time.Duration) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatal("the peer's connection did not end")
-	}
 }
 
 // TestShutdown_DrainOverLongLink is issue 26's third case: over a link
@@ -145,17 +53,14 @@ func TestShutdown_DrainOverLongLink(t *testing.T) {
 	const conns = 30
 	s := start(t, framedCfg(), nil)
 	addr := overLink(t, s)
-	peers := make([]*peer, conns)
+	peers := make([]*testpeer.Peer, conns)
 	for i := range peers {
 		peers[i] = dialPeer(t, addr, frame.ReplyAll)
-		go peers[i].every(50 * time.Millisecond)
+		go peers[i].SendEvery(50 * time.Millisecond)
 	}
 	require.Eventually(t, func() bool { // every peer busy: echoes coming back
 		for _, p := range peers {
-			p.mu.Lock()
-			n := p.echoes
-			p.mu.Unlock()
-			if n < 5 {
+			if p.Tally().Echoes < 5 {
 				return false
 			}
 		}
@@ -172,21 +77,19 @@ func TestShutdown_DrainOverLongLink(t *testing.T) {
 
 	inFlight := 0
 	for i, p := range peers {
-		p.wait(t, 5*time.Second)
-		p.mu.Lock()
-		assert.NoError(t, p.bad, "peer %d", i)
-		assert.Equal(t, frame.CodeShutdown, p.code, "peer %d: final CLOSE", i)
-		assert.Equal(t, p.sent, p.echoes, "peer %d: every DATA sent is echoed", i)
-		assert.EqualValues(t, p.sent, p.fc.Acked(), "peer %d: every DATA sent is acknowledged", i)
-		away, ok := p.fc.GoingAway()
+		r := p.Wait(5 * time.Second)
+		assert.NoError(t, r.Err, "peer %d", i)
+		assert.Equal(t, frame.CodeShutdown, r.Code, "peer %d: final CLOSE", i)
+		assert.Equal(t, r.Sent, r.Echoes, "peer %d: every DATA sent is echoed", i)
+		assert.EqualValues(t, r.Sent, p.Frames.Acked(), "peer %d: every DATA sent is acknowledged", i)
+		away, ok := p.Frames.GoingAway()
 		if assert.True(t, ok, "peer %d: told GOAWAY", i) {
 			assert.Equal(t, frame.CodeShutdown, away.Code)
 			assert.LessOrEqual(t, away.Grace, 5*time.Second)
-			if away.At.Before(p.closed) {
+			if away.At.Before(r.Closed) {
 				inFlight++
 			}
 		}
-		p.mu.Unlock()
 	}
 	assert.Equal(t, conns, inFlight, "GOAWAY came before the final CLOSE")
 	st := s.Stats()
@@ -220,41 +123,39 @@ func TestMaxAge_GraceOverLongLink(t *testing.T) {
 	cfg.Retransmit = retransmit.Config{MaxRetransmits: 3}
 	s := start(t, cfg, nil)
 	addr := overLink(t, s)
-	busy := make([]*peer, conns)
-	quiet := make([]*peer, conns)
+	busy := make([]*testpeer.Peer, conns)
+	quiet := make([]*testpeer.Peer, conns)
 	for i := range conns {
 		busy[i] = dialPeer(t, addr, frame.ReplyAll)
-		go busy[i].every(50 * time.Millisecond)
+		go busy[i].SendEvery(50 * time.Millisecond)
 		quiet[i] = dialPeer(t, addr, frame.ReplyAck|frame.ReplyPong)
-		go quiet[i].every(3 * time.Second)
+		go quiet[i].SendEvery(3 * time.Second)
 	}
 	for _, p := range append(busy, quiet...) {
-		p.wait(t, maxAge+grace+5*time.Second)
+		p.Wait(maxAge + grace + 5*time.Second)
 	}
 	for i, p := range busy {
-		p.mu.Lock()
-		assert.NoError(t, p.bad, "busy peer %d", i)
-		assert.Equal(t, frame.CodeMaxAge, p.code, "busy peer %d: final CLOSE", i)
-		assert.Positive(t, p.sent)
-		assert.Equal(t, p.sent, p.echoes, "busy peer %d: every DATA sent is echoed", i)
-		assert.EqualValues(t, p.sent, p.fc.Acked(), "busy peer %d: every DATA sent is acknowledged", i)
-		assert.False(t, p.closed.Before(p.dialed.Add(maxAge)), "busy peer %d: closed before its max age", i)
-		assert.True(t, p.closed.Before(p.dialed.Add(maxAge+grace)), "busy peer %d: kept to the end of the grace, though finished", i)
-		away, ok := p.fc.GoingAway()
+		r := p.Tally()
+		assert.NoError(t, r.Err, "busy peer %d", i)
+		assert.Equal(t, frame.CodeMaxAge, r.Code, "busy peer %d: final CLOSE", i)
+		assert.Positive(t, r.Sent)
+		assert.Equal(t, r.Sent, r.Echoes, "busy peer %d: every DATA sent is echoed", i)
+		assert.EqualValues(t, r.Sent, p.Frames.Acked(), "busy peer %d: every DATA sent is acknowledged", i)
+		assert.False(t, r.Closed.Before(p.Dialed.Add(maxAge)), "busy peer %d: closed before its max age", i)
+		assert.True(t, r.Closed.Before(p.Dialed.Add(maxAge+grace)), "busy peer %d: kept to the end of the grace, though finished", i)
+		away, ok := p.Frames.GoingAway()
 		if assert.True(t, ok, "busy peer %d: told GOAWAY", i) {
 			assert.Equal(t, frame.CodeMaxAge, away.Code)
 			assert.Equal(t, grace, away.Grace)
 		}
-		p.mu.Unlock()
 	}
 	for i, p := range quiet {
-		p.mu.Lock()
-		assert.NoError(t, p.bad, "quiet peer %d", i)
-		assert.Equal(t, frame.CodeMaxAge, p.code, "quiet peer %d: final CLOSE", i)
-		assert.GreaterOrEqual(t, p.sent, 2, "quiet peer %d sent in the grace too", i)
-		assert.Equal(t, p.sent, p.echoes, "quiet peer %d: every DATA sent is echoed", i)
-		assert.False(t, p.closed.Before(p.dialed.Add(maxAge+grace)), "quiet peer %d: closed before the grace ended", i)
-		p.mu.Unlock()
+		r := p.Tally()
+		assert.NoError(t, r.Err, "quiet peer %d", i)
+		assert.Equal(t, frame.CodeMaxAge, r.Code, "quiet peer %d: final CLOSE", i)
+		assert.GreaterOrEqual(t, r.Sent, 2, "quiet peer %d sent in the grace too", i)
+		assert.Equal(t, r.Sent, r.Echoes, "quiet peer %d: every DATA sent is echoed", i)
+		assert.False(t, r.Closed.Before(p.Dialed.Add(maxAge+grace)), "quiet peer %d: closed before the grace ended", i)
 	}
 	st := s.Stats()
 	assert.Equal(t, map[string]int64{"max_age": 2 * conns}, st.Closed, "nothing but max_age")
@@ -284,17 +185,17 @@ func TestFramed_PeerGoAway(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, s)
-			c.write(tc.send)
+			c.Push(tc.send)
 			if tc.want != 0 {
-				code, _ := c.waitClose(5 * time.Second)
+				code, _ := c.WaitClose(5 * time.Second)
 				assert.Equal(t, tc.want, code)
 				return
 			}
-			c.write(frame.AppendPing(nil, 7)) // answered after what came before
+			c.Push(frame.AppendPing(nil, 7)) // answered after what came before
 			var acked uint64
 			pong := false
 			for acked < 2 || !pong {
-				f, err := c.next(2 * time.Second)
+				f, err := c.Next(2 * time.Second)
 				require.NoError(t, err, "acked %d, pong %v", acked, pong)
 				require.NotEqual(t, frame.TypeClose, f.Type, "closed: %s", f.Reason)
 				switch f.Type {
@@ -322,13 +223,13 @@ func TestShutdown_DuringMaxAgeGrace(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
 	c := dial(t, s)
-	c.fc.SetReplies(frame.ReplyAck | frame.ReplyPong)
-	f, err := c.next(5 * time.Second)
+	c.Frames.SetReplies(frame.ReplyAck | frame.ReplyPong)
+	f, err := c.Next(5 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, frame.TypeGoAway, f.Type)
 	assert.Equal(t, frame.CodeMaxAge, f.Code)
 	assert.Equal(t, 10*time.Second, f.Grace)
-	f, err = c.next(5 * time.Second)
+	f, err = c.Next(5 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, frame.TypePing, f.Type) // answered by the Conn
 
@@ -336,12 +237,12 @@ func TestShutdown_DuringMaxAgeGrace(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(ctx) }()
-	f, err = c.next(5 * time.Second)
+	f, err = c.Next(5 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, frame.TypeGoAway, f.Type)
 	assert.Equal(t, frame.CodeShutdown, f.Code)
 	assert.LessOrEqual(t, f.Grace, 2*time.Second)
-	code, _ := c.waitClose(5 * time.Second)
+	code, _ := c.WaitClose(5 * time.Second)
 	assert.Equal(t, frame.CodeShutdown, code)
 	require.NoError(t, <-done)
 	assert.Equal(t, map[string]int64{"shutdown": 1}, s.Stats().Closed)
@@ -349,11 +250,11 @@ func TestShutdown_DuringMaxAgeGrace(t *testing.T) {
 
 // openedConn dials s and returns once the server has answered a PING: the
 // connection is open, and idle.
-func openedConn(t *testing.T, s *netserver.Server) *client {
+func openedConn(t *testing.T, s *netserver.Server) *testpeer.Peer {
 	t.Helper()
 	c := dial(t, s)
-	c.write(frame.AppendPing(nil, 1))
-	_, err := c.next(2 * time.Second)
+	c.Push(frame.AppendPing(nil, 1))
+	_, err := c.Next(2 * time.Second)
 	require.NoError(t, err)
 	return c
 }
@@ -366,14 +267,14 @@ func TestShutdown_TellsALoneConnection(t *testing.T) {
 	cfg.EventLoops = 1
 	s := start(t, cfg, nil)
 	c := openedConn(t, s)
-	c.fc.SetReplies(frame.ReplyAll)
+	c.Frames.SetReplies(frame.ReplyAll)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(ctx) }()
-	code, _ := c.waitClose(5 * time.Second)
+	code, _ := c.WaitClose(5 * time.Second)
 	assert.Equal(t, frame.CodeShutdown, code)
-	_, told := c.fc.GoingAway()
+	_, told := c.Frames.GoingAway()
 	assert.True(t, told)
 	require.NoError(t, <-done)
 }
@@ -388,7 +289,7 @@ func TestShutdown_Silent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
-	f, err := c.next(2 * time.Second)
-	assert.True(t, errors.Is(err, io.EOF) || isReset(err), "closed with nothing sent; got %+v, %v", f, err)
+	f, err := c.Next(2 * time.Second)
+	assert.True(t, testpeer.Closed(err), "closed with nothing sent; got %+v, %v", f, err)
 	assert.Equal(t, int64(1), s.Stats().Closed["shutdown"])
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
@@ -107,10 +108,10 @@ func TestHalfOpen(t *testing.T) {
 				// Establish the connection and make the server know it: a
 				// DATA, its ACK and echo.
 				sentData := time.Now()
-				c.write(frame.AppendData(nil, 1, []byte("are you there")))
+				c.Push(frame.AppendData(nil, 1, []byte("are you there")))
 				var gotAck, gotEcho bool
 				for !gotAck || !gotEcho {
-					f, err := c.next(waitFor)
+					f, err := c.Next(waitFor)
 					require.NoError(t, err)
 					switch f.Type {
 					case frame.TypeAck:
@@ -134,8 +135,8 @@ func TestHalfOpen(t *testing.T) {
 					// read the ACK (TCP keeps order), so nothing is in flight
 					// when the peer vanishes.
 					earliest = time.Now()
-					c.write(append(frame.AppendAck(nil, 1), frame.AppendPing(nil, 42)...))
-					f, err := c.next(waitFor)
+					c.Push(append(frame.AppendAck(nil, 1), frame.AppendPing(nil, 42)...))
+					f, err := c.Next(waitFor)
 					require.NoError(t, err)
 					require.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 42}, f)
 					latest = time.Now()
@@ -164,7 +165,7 @@ func TestHalfOpen(t *testing.T) {
 				// nor its FIN reached it. Frames sent before the vanishing
 				// took effect (a probe, a retransmission) may still arrive.
 				for {
-					f, err := c.next(150 * time.Millisecond)
+					f, err := c.Next(150 * time.Millisecond)
 					if errors.Is(err, os.ErrDeadlineExceeded) {
 						break
 					}
@@ -264,7 +265,7 @@ func newNetns(t *testing.T) *netns {
 // dial connects to addr from inside the namespace, and closes the connection
 // (with a reset, so the namespace is not kept alive by an orphan socket) when
 // the test ends.
-func (ns *netns) dial(t *testing.T, addr string) *client {
+func (ns *netns) dial(t *testing.T, addr string) *testpeer.Peer {
 	t.Helper()
 	type result struct {
 		c        net.Conn
@@ -327,7 +328,7 @@ func (ns *netns) dial(t *testing.T, addr string) *client {
 	})
 	require.Equal(t, ns.peerIP.String(), r.c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String(),
 		"the client's socket lives in the namespace")
-	return newClient(t, r.c, start, 0)
+	return testpeer.New(t, r.c, start, 0)
 }
 
 // vanish makes the peer disappear without a FIN or RST.

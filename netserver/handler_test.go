@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 )
 
@@ -68,10 +69,10 @@ func TestNew_HandlerKinds(t *testing.T) {
 func TestRaw_StreamHandlerAlone(t *testing.T) {
 	s := start(t, netserver.Config{}, upper{})
 	c := dial(t, s)
-	c.write([]byte("one\ntw"))
-	c.write([]byte("o\n"))
-	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(5*time.Second)))
-	r := bufio.NewReader(c.c)
+	c.Push([]byte("one\ntw"))
+	c.Push([]byte("o\n"))
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	r := bufio.NewReader(c)
 	for _, want := range []string{"ONE\n", "TWO\n"} {
 		line, err := r.ReadString('\n')
 		require.NoError(t, err)
@@ -99,22 +100,22 @@ func (w *closeWatcher) OnClose(_ *netserver.Conn, r netserver.Reason) { w.closed
 func TestConn_AsyncAfterClose(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		closeIt    func(t *testing.T, client *client, conn *netserver.Conn)
+		closeIt    func(t *testing.T, client *testpeer.Peer, conn *netserver.Conn)
 		wantReason netserver.Reason
 	}{
 		{
 			name:       "peer closed",
-			closeIt:    func(t *testing.T, client *client, _ *netserver.Conn) { require.NoError(t, client.c.Close()) },
+			closeIt:    func(t *testing.T, client *testpeer.Peer, _ *netserver.Conn) { require.NoError(t, client.Close()) },
 			wantReason: netserver.ReasonPeerClosed,
 		},
 		{
 			name:       "handler closed",
-			closeIt:    func(_ *testing.T, client *client, _ *netserver.Conn) { client.write([]byte("quit")) },
+			closeIt:    func(_ *testing.T, client *testpeer.Peer, _ *netserver.Conn) { client.Push([]byte("quit")) },
 			wantReason: netserver.ReasonServerClosed,
 		},
 		{
 			name: "CloseAsync",
-			closeIt: func(t *testing.T, _ *client, conn *netserver.Conn) {
+			closeIt: func(t *testing.T, _ *testpeer.Peer, conn *netserver.Conn) {
 				require.NoError(t, conn.CloseAsync(netserver.ReasonApplication))
 			},
 			wantReason: netserver.ReasonApplication,
@@ -128,8 +129,8 @@ func TestConn_AsyncAfterClose(t *testing.T) {
 			require.NoError(t, conn.SendAsync([]byte("open\n")), "open: handed over")
 			// Read it, so that the peer's close is a FIN, not a reset for
 			// unread data.
-			require.NoError(t, client.c.SetReadDeadline(time.Now().Add(5*time.Second)))
-			line, err := bufio.NewReader(client.c).ReadString('\n')
+			require.NoError(t, client.SetReadDeadline(time.Now().Add(5*time.Second)))
+			line, err := bufio.NewReader(client).ReadString('\n')
 			require.NoError(t, err)
 			require.Equal(t, "open\n", line)
 			tc.closeIt(t, client, conn)

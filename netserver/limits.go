@@ -1,8 +1,9 @@
 package netserver
 
 import (
-	"math"
 	"time"
+
+	"github.com/netwheel/netwheel/internal/setting"
 )
 
 // Default limits, used where a Limits field is zero.
@@ -16,8 +17,8 @@ const (
 
 // Limits bound what one connection may hold in the server's memory, in the
 // manner of Redis's client-output-buffer-limit. Every zero field means its
-// default (Default*), so the zero Limits is on; a negative field turns that
-// bound off. Crossing a bound closes only that connection: with
+// default (Default*), so the zero Limits is on; Off (exactly -1) turns
+// that bound off, and any other negative value is an error. Crossing a bound closes only that connection: with
 // ReasonOutputLimit for queued output, with ReasonUnackedLimit for
 // unacknowledged data. The close is logged at warn level with the sizes.
 //
@@ -61,33 +62,34 @@ type limits struct {
 	pingInterval  time.Duration // 0: PINGs unlimited
 }
 
-func (l Limits) resolve() limits {
-	pick := func(v, def int) int {
-		switch {
-		case v == 0:
-			return def
-		case v < 0:
-			return math.MaxInt
-		}
-		return v
+// withDefaults is l with every zero field replaced by its default, the
+// Framed-only ones (UnackedBytes, PingsPerSecond) only when framed, and
+// OutputSoft and OutputSoftFor both Off when either is. It is the one
+// place the Default* limits are applied.
+func (l Limits) withDefaults(framed bool) Limits {
+	l.OutputHard = setting.Or(l.OutputHard, DefaultOutputHard)
+	l.OutputSoft = setting.Or(l.OutputSoft, DefaultOutputSoft)
+	l.OutputSoftFor = setting.Or(l.OutputSoftFor, DefaultOutputSoftFor)
+	if l.OutputSoft == Off || l.OutputSoftFor == Off {
+		l.OutputSoft, l.OutputSoftFor = Off, Off
 	}
+	if framed {
+		l.UnackedBytes = setting.Or(l.UnackedBytes, DefaultUnackedBytes)
+		l.PingsPerSecond = setting.Or(l.PingsPerSecond, DefaultPingsPerSecond)
+	}
+	return l
+}
+
+// run is l, resolved by withDefaults, in the form the event loops read.
+func (l Limits) run() limits {
 	r := limits{
-		outputHard:    pick(l.OutputHard, DefaultOutputHard),
-		outputSoft:    pick(l.OutputSoft, DefaultOutputSoft),
-		outputSoftFor: l.OutputSoftFor,
-		unackedBytes:  pick(l.UnackedBytes, DefaultUnackedBytes),
+		outputHard:    setting.Bound(l.OutputHard),
+		outputSoft:    setting.Bound(l.OutputSoft),
+		outputSoftFor: max(l.OutputSoftFor, 0),
+		unackedBytes:  setting.Bound(l.UnackedBytes),
 	}
-	if pps := pick(l.PingsPerSecond, DefaultPingsPerSecond); pps != math.MaxInt {
-		r.pingInterval = max(time.Second/time.Duration(pps), 1)
-	}
-	switch {
-	case l.OutputSoftFor == 0:
-		r.outputSoftFor = DefaultOutputSoftFor
-	case l.OutputSoftFor < 0:
-		r.outputSoft = math.MaxInt
-	}
-	if r.outputSoft == math.MaxInt {
-		r.outputSoftFor = 0
+	if l.PingsPerSecond > 0 {
+		r.pingInterval = max(time.Second/time.Duration(l.PingsPerSecond), 1)
 	}
 	return r
 }

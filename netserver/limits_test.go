@@ -105,15 +105,15 @@ func TestOutput_HardLimitClosesNonReader(t *testing.T) {
 
 			other := dial(t, s)
 			if tc.proto == netserver.Framed {
-				other.write(frame.AppendPing(nil, 9))
-				f, err := other.next(waitFor)
+				other.Push(frame.AppendPing(nil, 9))
+				f, err := other.Next(waitFor)
 				require.NoError(t, err)
 				assert.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 9}, f)
 			} else {
-				other.write([]byte("still here"))
-				require.NoError(t, other.c.SetReadDeadline(time.Now().Add(2*time.Second)))
+				other.Push([]byte("still here"))
+				require.NoError(t, other.SetReadDeadline(time.Now().Add(2*time.Second)))
 				buf := make([]byte, 10)
-				_, err := other.c.Read(buf)
+				_, err := other.Read(buf)
 				require.NoError(t, err)
 				assert.Equal(t, "still here", string(buf))
 			}
@@ -235,12 +235,12 @@ func TestUnacked_BytesLimit(t *testing.T) {
 	c := dial(t, s)
 	payload := bytes.Repeat([]byte("u"), 10_000)
 	for seq := uint64(1); seq <= 5; seq++ {
-		c.write(frame.AppendData(nil, seq, payload))
+		c.Push(frame.AppendData(nil, seq, payload))
 	}
 	echoes := 0
 	var code frame.Code
 	for {
-		f, err := c.next(waitFor)
+		f, err := c.Next(waitFor)
 		if err != nil {
 			break
 		}
@@ -264,7 +264,6 @@ func TestFramed_SlowFrameNotRepeeked(t *testing.T) {
 	cfg.MaxFrame = 256 << 10
 	s := start(t, cfg, nil)
 	c := dialMax(t, s, cfg.MaxFrame)
-	require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
 	payload := make([]byte, 200<<10)
 	for i := range payload {
 		payload[i] = byte(i)
@@ -273,11 +272,11 @@ func TestFramed_SlowFrameNotRepeeked(t *testing.T) {
 	before := s.Peeks()
 	const piece = 2 << 10
 	for off := 0; off < len(wire); off += piece {
-		c.write(wire[off:min(off+piece, len(wire))])
+		c.Push(wire[off:min(off+piece, len(wire))])
 		time.Sleep(time.Millisecond) // the peer's pace: each piece a read of its own
 	}
 	for {
-		f, err := c.next(waitFor)
+		f, err := c.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type == frame.TypeData {
 			assert.True(t, bytes.Equal(payload, f.Payload), "echo intact")
@@ -295,9 +294,8 @@ func TestFramed_FrameDeadlineFromFirstHeaderByte(t *testing.T) {
 	cfg.Timeouts = idle.Config{FrameTimeout: frameTimeout}
 	s := start(t, cfg, nil)
 	c := dial(t, s)
-	require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
-	c.write(frame.AppendPing(nil, 1))
-	f, err := c.next(waitFor)
+	c.Push(frame.AppendPing(nil, 1))
+	f, err := c.Next(waitFor)
 	require.NoError(t, err)
 	require.Equal(t, frame.TypePong, f.Type)
 
@@ -315,12 +313,12 @@ func TestFramed_FrameDeadlineFromFirstHeaderByte(t *testing.T) {
 				case <-time.After(120 * time.Millisecond): // the peer's pace
 				}
 			}
-			if _, err := c.c.Write(header[i : i+1]); err != nil {
+			if _, err := c.Write(header[i : i+1]); err != nil {
 				return
 			}
 		}
 	}()
-	code, at := c.waitClose(5 * time.Second)
+	code, at := c.WaitClose(5 * time.Second)
 	assert.Equal(t, frame.CodeFrameDeadline, code)
 	assert.GreaterOrEqual(t, at.Sub(first), frameTimeout)
 	// Counted from the fourth byte (the whole length), the close would come
@@ -342,11 +340,11 @@ func TestFramed_PingFlood(t *testing.T) {
 	for i := range 150 {
 		burst = frame.AppendPing(burst, uint64(i))
 	}
-	flood.write(burst)
+	flood.Push(burst)
 	pongs := 0
 	code, _ := func() (frame.Code, error) {
 		for {
-			f, err := flood.next(waitFor)
+			f, err := flood.Next(waitFor)
 			if err != nil {
 				return 0, err
 			}
@@ -365,8 +363,8 @@ func TestFramed_PingFlood(t *testing.T) {
 
 	steady := dial(t, s)
 	for i := range 60 { // 50 a second for 1.2 s: within the rate
-		steady.write(frame.AppendPing(nil, uint64(i)))
-		f, err := steady.next(waitFor)
+		steady.Push(frame.AppendPing(nil, uint64(i)))
+		f, err := steady.Next(waitFor)
 		require.NoError(t, err, "ping %d", i)
 		require.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: uint64(i)}, f)
 		time.Sleep(20 * time.Millisecond) // the peer's pace

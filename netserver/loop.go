@@ -36,10 +36,10 @@ type loop struct {
 	peeks   atomic.Int64  // framed inbound buffers looked at; written by the loop, read by tests
 }
 
-// event starts an OnOpen or OnTraffic call of the loop: it reads the wheel's
-// clock, once, for everything the event stamps or arms (see clock), and
-// returns it.
-func (l *loop) event() time.Duration {
+// readClock starts an OnOpen or OnTraffic call of the loop: it reads the
+// wheel's clock, once, for everything the event stamps or arms (see
+// clock), and returns it.
+func (l *loop) readClock() time.Duration {
 	l.now = l.s.wheel.Now()
 	return l.now
 }
@@ -106,7 +106,7 @@ const (
 	evClose uint32 = 1 << iota
 	evProbe
 	evRetransmit
-	evDrain
+	evGoAway
 	evOutput
 )
 
@@ -129,7 +129,7 @@ const (
 
 // post hands events to the event loop. Any goroutine; allocation-free.
 func (c *Conn) post(ev uint32) {
-	c.events.Or(ev)
+	c.pending.Or(ev)
 	if c.flags.Or(flagQueued)&flagQueued == 0 {
 		l := c.l
 		for {
@@ -143,7 +143,7 @@ func (c *Conn) post(ev uint32) {
 }
 
 func (c *Conn) postClose(r Reason) {
-	c.hookReason.CompareAndSwap(0, uint32(r))
+	c.timeoutReason.CompareAndSwap(0, uint32(r))
 	c.post(evClose)
 }
 
@@ -170,7 +170,7 @@ func (l *loop) runExpiries(context.Context) error {
 		next := c.next
 		c.next = nil
 		c.flags.And(^uint32(flagQueued))
-		ev := c.events.Swap(0)
+		ev := c.pending.Swap(0)
 		if !c.closed && !c.closing {
 			l.s.expiries.Add(1)
 			l.s.safely(c, func() { c.handleEvents(ev) })
@@ -198,10 +198,10 @@ func (l *loop) takeExpired() *Conn {
 func (c *Conn) handleEvents(ev uint32) {
 	s := c.s
 	if ev&evClose != 0 {
-		if due, ok := c.idle.Due(); ok {
-			s.m.late.Observe((s.wheel.Now() - due).Seconds())
+		if due, ok := c.timeouts.Due(); ok {
+			s.metrics.late.Observe((s.wheel.Now() - due).Seconds())
 		}
-		r := Reason(c.hookReason.Load())
+		r := Reason(c.timeoutReason.Load())
 		if r == ReasonMaxAge && c.away == ReasonShutdown {
 			r = ReasonShutdown // the peer was told the shutdown's GOAWAY last
 		}
@@ -213,7 +213,7 @@ func (c *Conn) handleEvents(ev uint32) {
 			return
 		}
 	}
-	if ev&evDrain != 0 {
+	if ev&evGoAway != 0 {
 		// Max age reached: tell the peer now; the close follows once it
 		// has finished, or after the grace.
 		c.goAway(ReasonMaxAge, s.idleCfg.MaxAgeGrace)

@@ -1,7 +1,6 @@
 package netserver
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"net/http"
@@ -30,7 +29,7 @@ var closeDelayBuckets = []float64{
 }
 
 func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
-	ns := cmp.Or(s.cfg.MetricsNamespace, "netwheel")
+	ns := s.cfg.MetricsNamespace // resolved by New
 	labels := s.cfg.MetricsLabels
 	name := func(n string) string { return ns + "_" + n }
 	m := &metrics{

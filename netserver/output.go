@@ -24,10 +24,11 @@ type outWatch struct {
 	aboveSoft bool            // queued output was above OutputSoft when last looked
 }
 
-// own makes c the owner of its loop's output buffer, writing out first what
-// the buffer holds for another connection (a handler may Send to several
-// connections of its loop in one event), and returns the loop.
-func (c *Conn) own() *loop {
+// claimOutput makes c the owner of its loop's output buffer, writing out
+// first what the buffer holds for another connection (a handler may Send to
+// several connections of its loop in one event), and returns the loop,
+// whose out then takes c's output.
+func (c *Conn) claimOutput() *loop {
 	l := c.l
 	if l.owner != c {
 		if prev := l.owner; prev != nil {
@@ -66,8 +67,8 @@ func (c *Conn) flush() {
 		return
 	}
 	_, _ = c.gc.Write(l.out)
-	if c.out != nil {
-		c.out.written += uint64(len(l.out))
+	if c.outWatch != nil {
+		c.outWatch.written += uint64(len(l.out))
 	}
 	l.trimOut()
 	if !c.closed {
@@ -109,12 +110,12 @@ func (c *Conn) closeOutputLimit(msg string, attrs ...any) {
 }
 
 // watchOutput looks at c's queued output at now, on the loop: after every
-// write and, with look set, whenever c.out's timer fires while output is
-// queued (the first write that leaves output queued allocates c.out). It
+// write and, with look set, whenever c.outWatch's timer fires while output is
+// queued (the first write that leaves output queued allocates c.outWatch). It
 // closes c with ReasonWriteStall when the output has made no progress for
 // the write-stall timeout, and with ReasonOutputLimit when it has stayed
 // above OutputSoft for OutputSoftFor; otherwise, while output is queued, it
-// arms c.out's timer to look again.
+// arms c.outWatch's timer to look again.
 //
 // The write stall is idle.WriteStall's to decide. Progress is a queued
 // byte leaving for the socket or, when looking (one getsockopt, on Linux),
@@ -131,7 +132,7 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 		return
 	}
 	queued := c.gc.OutboundBuffered()
-	o := c.out
+	o := c.outWatch
 	if queued == 0 {
 		if o != nil && o.stall.Pending() {
 			o.stall.Empty()
@@ -145,7 +146,7 @@ func (c *Conn) watchOutput(now time.Duration, look bool) {
 		// counting what is queued as written.
 		o = &outWatch{written: uint64(queued)}
 		o.timer.Init(s.wheel, func() { c.post(evOutput) })
-		c.out = o
+		c.outWatch = o
 	}
 	o.stall.Queued(now, o.written-uint64(queued))
 	if look && stall > 0 {

@@ -7,8 +7,8 @@ import (
 )
 
 // protocol is what the Raw and Framed protocols do differently. A Server
-// holds one (raw or framedProto, chosen by Config.Protocol in New) for all
-// its connections; its methods keep a connection's state in the Conn, and
+// holds one (rawProtocol or framedProtocol, chosen by Config.Protocol in
+// New) for all its connections; its methods keep a connection's state in the Conn, and
 // run on the connection's event loop.
 type protocol interface {
 	// newConn allocates a connection with the protocol's state.
@@ -18,7 +18,7 @@ type protocol interface {
 	refusal(r Reason) []byte
 	// warnsOfAge reports whether the protocol tells the peer when the
 	// connection reaches its maximum age (goAway), so that the idle
-	// tracker's Drain hook is worth its allocation.
+	// tracker's GoAway hook is worth its allocation.
 	warnsOfAge() bool
 	// open sets up c's protocol state, once c's idle tracker is set up. An
 	// error is a bug: the configuration was validated by New.
@@ -52,7 +52,7 @@ type protocol interface {
 // protocolFor returns the implementation of p.
 func protocolFor(p Protocol) protocol {
 	if p == Framed {
-		return framedProto{}
+		return framedProtocol{}
 	}
-	return raw{}
+	return rawProtocol{}
 }

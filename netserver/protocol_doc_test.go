@@ -55,21 +55,21 @@ func TestProtocolDoc_ExampleIsWhatTheServerSends(t *testing.T) {
 	client, server := docExample(t)
 	s := start(t, framedCfg(), nil)
 	c := dial(t, s)
-	c.write(client[0])
+	c.Push(client[0])
 	var want []byte
 	for _, b := range server {
 		want = append(want, b...)
 	}
 	got := make([]byte, 0, len(want))
-	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(3*time.Second)))
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(3*time.Second)))
 	for len(got) < len(want) {
 		buf := make([]byte, len(want)-len(got))
-		n, err := c.c.Read(buf)
+		n, err := c.Read(buf)
 		require.NoError(t, err)
 		got = append(got, buf[:n]...)
 	}
 	assert.Equal(t, hex.EncodeToString(want), hex.EncodeToString(got))
 	for _, b := range client[1:] {
-		c.write(b) // the rest of the client's side is accepted
+		c.Push(b) // the rest of the client's side is accepted
 	}
 }

@@ -6,29 +6,29 @@ import (
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
-// raw is the Raw protocol: a byte stream the handler parses, with no
+// rawProtocol is the Raw protocol: a byte stream the handler parses, with no
 // protocol state and nothing of its own to send.
-type raw struct{}
+type rawProtocol struct{}
 
-func (raw) newConn() *Conn                      { return &Conn{} }
-func (raw) refusal(Reason) []byte               { return nil }
-func (raw) warnsOfAge() bool                    { return false }
-func (raw) open(*Conn) error                    { return nil }
-func (raw) read(c *Conn)                        { c.onRaw() }
-func (raw) sayClose(*Conn, frame.Code, string)  {}
-func (raw) goAway(*Conn, Reason, time.Duration) {}
-func (raw) retransmit(*Conn)                    {}
-func (raw) unacked(*Conn) (int, int)            { return 0, 0 }
-func (raw) release(*Conn)                       {}
+func (rawProtocol) newConn() *Conn                      { return &Conn{} }
+func (rawProtocol) refusal(Reason) []byte               { return nil }
+func (rawProtocol) warnsOfAge() bool                    { return false }
+func (rawProtocol) open(*Conn) error                    { return nil }
+func (rawProtocol) read(c *Conn)                        { c.onRaw() }
+func (rawProtocol) sayClose(*Conn, frame.Code, string)  {}
+func (rawProtocol) goAway(*Conn, Reason, time.Duration) {}
+func (rawProtocol) retransmit(*Conn)                    {}
+func (rawProtocol) unacked(*Conn) (int, int)            { return 0, 0 }
+func (rawProtocol) release(*Conn)                       {}
 
 // finished reports whether c, going away, may close: nothing is
 // unfinished (isIdle). Raw has no notice to send, so that is all a
 // shutdown can know.
-func (raw) finished(c *Conn) bool { return c.isIdle() }
+func (rawProtocol) finished(c *Conn) bool { return c.isIdle() }
 
 // send queues msg as it is.
-func (raw) send(c *Conn, msg []byte) error {
-	l := c.own()
+func (rawProtocol) send(c *Conn, msg []byte) error {
+	l := c.claimOutput()
 	if queued := c.gc.OutboundBuffered() + len(l.out) + len(msg); queued > c.s.lim.outputHard {
 		return c.noRoom(queued)
 	}
@@ -38,8 +38,8 @@ func (raw) send(c *Conn, msg []byte) error {
 
 // probe has the handler send its protocol's probe (New has checked that it
 // implements Prober when keepalive probes are on).
-func (raw) probe(c *Conn) {
-	if p, ok := c.s.h.(Prober); ok {
+func (rawProtocol) probe(c *Conn) {
+	if p, ok := c.s.handler.(Prober); ok {
 		p.OnProbe(c)
 	}
 }
@@ -52,9 +52,9 @@ func (c *Conn) onRaw() {
 		return
 	}
 	if now := c.l.clock(); s.cfg.HandlerMarks {
-		c.idle.BytesInAt(now)
+		c.timeouts.BytesInAt(now)
 	} else {
-		c.idle.ReceivedAt(now)
+		c.timeouts.ReceivedAt(now)
 		c.HandshakeDone()
 	}
 	if s.stream == nil {

@@ -5,44 +5,68 @@ import (
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
-// Reason says why a connection closed. It is idle.Reason: one vocabulary,
-// with the same names and values, for idle's trackers and the server. Its
-// String names are stable, lower_snake_case metric labels.
-type Reason = idle.Reason
+// Reason says why a connection closed. The timeouts, ReasonIdle to
+// ReasonWriteStall, are idle's, with its values and names (Reason(r)
+// converts an idle.Reason); the reasons after them are the server's own.
+// Its String names are stable, lower_snake_case metric labels.
+type Reason uint8
 
-// The reasons a connection closes (see idle.Reason for each).
+// The reasons a connection closes. ReasonNone is the zero value: still open.
 const (
-	ReasonNone          = idle.ReasonNone
-	ReasonPeerClosed    = idle.ReasonPeerClosed
-	ReasonError         = idle.ReasonError
-	ReasonServerClosed  = idle.ReasonServerClosed
-	ReasonShutdown      = idle.ReasonShutdown
-	ReasonIdle          = idle.ReasonIdle
-	ReasonDeadPeer      = idle.ReasonDeadPeer
-	ReasonKeepalive     = idle.ReasonKeepalive
-	ReasonFrameDeadline = idle.ReasonFrameDeadline
-	ReasonHandshake     = idle.ReasonHandshake
-	ReasonMaxAge        = idle.ReasonMaxAge
-	ReasonWriteStall    = idle.ReasonWriteStall
-	ReasonGiveUp        = idle.ReasonGiveUp
-	ReasonProtocol      = idle.ReasonProtocol
-	ReasonTooLarge      = idle.ReasonTooLarge
-	ReasonOverload      = idle.ReasonOverload
-	ReasonPanic         = idle.ReasonPanic
-	ReasonOutputLimit   = idle.ReasonOutputLimit
-	ReasonUnackedLimit  = idle.ReasonUnackedLimit
-	ReasonPingFlood     = idle.ReasonPingFlood
-	ReasonApplication   = idle.ReasonApplication
+	ReasonNone          = Reason(idle.ReasonNone)
+	ReasonIdle          = Reason(idle.ReasonIdle)          // no application activity for IdleTimeout
+	ReasonDeadPeer      = Reason(idle.ReasonDeadPeer)      // no inbound byte for ReadSilenceTimeout
+	ReasonKeepalive     = Reason(idle.ReasonKeepalive)     // keepalive probes went unanswered
+	ReasonFrameDeadline = Reason(idle.ReasonFrameDeadline) // a frame or request took longer than FrameTimeout
+	ReasonHandshake     = Reason(idle.ReasonHandshake)     // the handshake took longer than HandshakeTimeout
+	ReasonMaxAge        = Reason(idle.ReasonMaxAge)        // the connection outlived MaxAge and its grace period
+	ReasonWriteStall    = Reason(idle.ReasonWriteStall)    // queued output made no progress within WriteStallTimeout
 )
 
-// numReasons sizes arrays indexed by Reason.
-const numReasons = idle.NumReasons
+// The reasons only a server closes with.
+const (
+	ReasonPeerClosed   = Reason(idle.NumReasons) + iota // the peer closed (EOF, or a framed CLOSE)
+	ReasonError                                         // a read or write failed (reset by peer, broken pipe)
+	ReasonServerClosed                                  // the server's handler closed it
+	ReasonShutdown                                      // the server shut down
+	ReasonGiveUp                                        // retransmission gave up
+	ReasonProtocol                                      // malformed input: a bad frame, type or sequence number
+	ReasonTooLarge                                      // a frame or message longer than the limit
+	ReasonOverload                                      // too many connections
+	ReasonPanic                                         // the handler panicked
+	ReasonOutputLimit                                   // queued output over its hard limit, or over its soft limit too long
+	ReasonUnackedLimit                                  // unacknowledged data over its limit
+	ReasonPingFlood                                     // PINGs faster than their limit
+	ReasonApplication                                   // the handler closed it with a code of its protocol's own
+
+	numReasons // sizes arrays indexed by Reason
+)
+
+var reasonNames = [numReasons]string{
+	ReasonPeerClosed: "peer_closed", ReasonError: "error", ReasonServerClosed: "server_closed",
+	ReasonShutdown: "shutdown", ReasonGiveUp: "retransmit_give_up", ReasonProtocol: "protocol_error",
+	ReasonTooLarge: "frame_too_large", ReasonOverload: "overload", ReasonPanic: "handler_panic",
+	ReasonOutputLimit: "output_limit", ReasonUnackedLimit: "unacked_limit", ReasonPingFlood: "ping_flood",
+	ReasonApplication: "application",
+}
+
+// String returns the reason's metric label, such as "idle" or
+// "peer_closed"; an unknown value gives "unknown".
+func (r Reason) String() string {
+	switch {
+	case r < ReasonPeerClosed:
+		return idle.Reason(r).String()
+	case r < numReasons:
+		return reasonNames[r]
+	}
+	return "unknown"
+}
 
 // Reasons lists every reason a connection can close with (without
 // ReasonNone), for pre-registering metric labels.
 func Reasons() []Reason {
 	rs := make([]Reason, 0, numReasons-1)
-	for r := Reason(1); int(r) < numReasons; r++ {
+	for r := Reason(1); r < numReasons; r++ {
 		rs = append(rs, r)
 	}
 	return rs

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
@@ -57,7 +58,7 @@ func TestFramed_RandomSplits(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))
 		payloads := randomPayloads(rng, frames, maxFrame-(frame.DataHeaderSize-frame.LenSize))
 		wg.Go(func() {
-			results[run] = randomSplitRun(s.Addr().String(), rng, payloads, maxFrame, timeout)
+			results[run] = randomSplitRun(t, s.Addr().String(), rng, payloads, maxFrame, timeout)
 		})
 	}
 	wg.Wait()
@@ -115,7 +116,7 @@ type splitResult struct {
 
 // randomSplitRun sends payloads on a connection of its own, cut at random
 // places, and compares the echoes.
-func randomSplitRun(addr string, rng *rand.Rand, payloads [][]byte, maxFrame int, timeout time.Duration) (r splitResult) {
+func randomSplitRun(t *testing.T, addr string, rng *rand.Rand, payloads [][]byte, maxFrame int, timeout time.Duration) (r splitResult) {
 	began := time.Now()
 	defer func() { r.took = time.Since(began) }()
 	r.frames = len(payloads)
@@ -124,14 +125,14 @@ func randomSplitRun(addr string, rng *rand.Rand, payloads [][]byte, maxFrame int
 		want = append(want, p...)
 	}
 	r.sent = len(want)
-	w, err := dialWire(addr, maxFrame)
+	w, err := testpeer.Dial(t, addr, maxFrame)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	defer w.c.Close()
+	defer w.Close()
 	deadline := time.Now().Add(timeout)
-	if err := w.c.SetWriteDeadline(deadline); err != nil {
+	if err := w.SetWriteDeadline(deadline); err != nil {
 		r.err = err
 		return r
 	}
@@ -163,12 +164,12 @@ func randomSplitRun(addr string, rng *rand.Rand, payloads [][]byte, maxFrame int
 	default:
 		// Everything came back; the connection must still be open.
 		const nonce = 0x5ca1
-		if _, err := w.c.Write(frame.AppendPing(nil, nonce)); err != nil {
+		if _, err := w.Write(frame.AppendPing(nil, nonce)); err != nil {
 			r.err = fmt.Errorf("PING after the echoes: %w", err)
 			return r
 		}
 		for {
-			f, err := w.next(deadline)
+			f, err := w.Next(time.Until(deadline))
 			if err != nil {
 				r.err = fmt.Errorf("waiting for PONG after the echoes: %w", err)
 				return r
@@ -198,7 +199,7 @@ const clientWindow = 256
 // is signalled by the reader after each new echo; done is closed when the
 // reader returns. Everything else belongs to the writer.
 type splitWriter struct {
-	w        *wire
+	w        *testpeer.Peer
 	rng      *rand.Rand
 	payloads [][]byte
 	seen     atomic.Uint64 // echoes read, in order
@@ -220,7 +221,7 @@ func (sw *splitWriter) read(deadline time.Time) ([]byte, error) {
 	var got []byte
 	var ends []int // ends[i]: where echo i+1 ends in got
 	for sw.seen.Load() < n {
-		f, err := sw.w.next(deadline)
+		f, err := sw.w.Next(time.Until(deadline))
 		if err != nil {
 			return got, fmt.Errorf("after %d of %d echoes: %w", sw.seen.Load(), n, err)
 		}
@@ -350,13 +351,13 @@ func (sw *splitWriter) fill(size int) bool {
 func (sw *splitWriter) send(b []byte, oneByOne bool) error {
 	if !oneByOne {
 		sw.writes++
-		_, err := sw.w.c.Write(b)
+		_, err := sw.w.Write(b)
 		return err
 	}
 	for i := range b {
 		sw.writes++
 		sw.oneByte++
-		if _, err := sw.w.c.Write(b[i : i+1]); err != nil {
+		if _, err := sw.w.Write(b[i : i+1]); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -20,47 +19,10 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
-
-// wire is a framed client connection that, unlike client, may be driven from
-// any goroutine: it returns errors instead of failing the test. It reads
-// the server's frames through frame.Conn, with the Conn's replies off, and
-// the test writes its frames, encoded with frame's functions and cut as it
-// pleases, on c. Its reads and its writes may run in two goroutines at
-// once, but each in only one.
-type wire struct {
-	c  *net.TCPConn
-	fc *frame.Conn // reads only
-}
-
-// dialWire connects to addr with TCP_NODELAY, so every Write leaves at once
-// as its own segment, and accepts frames of length up to max.
-func dialWire(addr string, max int) (*wire, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	tc := c.(*net.TCPConn)
-	if err := tc.SetNoDelay(true); err != nil {
-		tc.Close()
-		return nil, err
-	}
-	fc := frame.NewConn(tc, max)
-	fc.SetReplies(0)
-	return &wire{c: tc, fc: fc}, nil
-}
-
-// next reads the server's next frame, failing once deadline passes; io.EOF
-// (or a reset) means the server closed the connection. The frame's Payload
-// and Reason are valid until the next call.
-func (w *wire) next(deadline time.Time) (frame.Frame, error) {
-	if err := w.c.SetReadDeadline(deadline); err != nil {
-		return frame.Frame{}, err
-	}
-	return w.fc.Next()
-}
 
 // pattern returns n bytes that differ from those of any other (tag, offset),
 // so an echo shifted by a byte or taken from another frame does not match.
@@ -72,15 +34,16 @@ func pattern(tag byte, n int) []byte {
 	return p
 }
 
-// expectEchoes reads until the server has echoed every payload (its own DATA
-// frames, numbered 1, 2, ...) and acknowledged them all, then checks that the
-// connection is still open and clean: it acknowledges the echoes, pings, and
-// requires the PONG with nothing but retransmissions before it.
-func (w *wire) expectEchoes(deadline time.Time, payloads [][]byte) error {
+// expectEchoes reads from w until the server has echoed every payload (its
+// own DATA frames, numbered 1, 2, ...) and acknowledged them all, then checks
+// that the connection is still open and clean: it acknowledges the echoes,
+// pings, and requires the PONG with nothing but retransmissions before it.
+// It fails no test, so any goroutine may call it.
+func expectEchoes(w *testpeer.Peer, deadline time.Time, payloads [][]byte) error {
 	n := uint64(len(payloads))
 	var echoed, acked uint64
 	for echoed < n || acked < n {
-		f, err := w.next(deadline)
+		f, err := w.Next(time.Until(deadline))
 		if err != nil {
 			return fmt.Errorf("after %d of %d echoes and ACK %d: %w", echoed, n, acked, err)
 		}
@@ -107,11 +70,11 @@ func (w *wire) expectEchoes(deadline time.Time, payloads [][]byte) error {
 		}
 	}
 	const nonce = 0x5e6
-	if _, err := w.c.Write(frame.AppendPing(frame.AppendAck(nil, n), nonce)); err != nil {
+	if _, err := w.Write(frame.AppendPing(frame.AppendAck(nil, n), nonce)); err != nil {
 		return fmt.Errorf("ACK and PING after the echoes: %w", err)
 	}
 	for {
-		f, err := w.next(deadline)
+		f, err := w.Next(time.Until(deadline))
 		if err != nil {
 			return fmt.Errorf("waiting for PONG after the echoes: %w", err)
 		}
@@ -152,7 +115,7 @@ func TestFramed_EverySplitPoint(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[k] = echoSplit(s.Addr().String(), stream[:k], stream[k:], pause, timeout, payloads)
+			errs[k] = echoSplit(t, s.Addr().String(), stream[:k], stream[k:], pause, timeout, payloads)
 		})
 	}
 	wg.Wait()
@@ -169,34 +132,32 @@ func TestFramed_EverySplitPoint(t *testing.T) {
 }
 
 // echoSplit sends first, then after pause second, on a new connection, and
-// checks the echoes of payloads.
-func echoSplit(addr string, first, second []byte, pause, timeout time.Duration, payloads [][]byte) error {
-	w, err := dialWire(addr, frame.DefaultMax)
+// checks the echoes of payloads. It fails no test.
+func echoSplit(t *testing.T, addr string, first, second []byte, pause, timeout time.Duration, payloads [][]byte) error {
+	w, err := testpeer.Dial(t, addr, 0)
 	if err != nil {
 		return err
 	}
-	defer w.c.Close()
+	defer w.Close()
 	deadline := time.Now().Add(timeout)
-	if err := w.c.SetWriteDeadline(deadline); err != nil {
+	if err := w.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
-	if _, err := w.c.Write(first); err != nil {
+	if _, err := w.Write(first); err != nil {
 		return err
 	}
 	time.Sleep(pause) // pacing the writer, not waiting for a timer
-	if _, err := w.c.Write(second); err != nil {
+	if _, err := w.Write(second); err != nil {
 		return err
 	}
-	return w.expectEchoes(deadline, payloads)
+	return expectEchoes(w, deadline, payloads)
 }
 
 // TestFramed_OneBytePerWrite sends two DATA frames and a PING one byte per
 // write, each byte its own segment: the server must reassemble all three.
 func TestFramed_OneBytePerWrite(t *testing.T) {
 	s := start(t, framedCfg(), nil)
-	w, err := dialWire(s.Addr().String(), frame.DefaultMax)
-	require.NoError(t, err)
-	t.Cleanup(func() { w.c.Close() })
+	w := dial(t, s)
 	payloads := [][]byte{{'a'}, []byte("one byte at a time")}
 	const nonce = 77
 	var stream []byte
@@ -205,9 +166,9 @@ func TestFramed_OneBytePerWrite(t *testing.T) {
 	}
 	stream = frame.AppendPing(stream, nonce)
 	deadline := time.Now().Add(3 * time.Second)
-	require.NoError(t, w.c.SetWriteDeadline(deadline))
+	require.NoError(t, w.SetWriteDeadline(deadline))
 	for i := range stream {
-		_, err := w.c.Write(stream[i : i+1])
+		_, err := w.Write(stream[i : i+1])
 		require.NoError(t, err, "byte %d of %d", i, len(stream))
 		time.Sleep(time.Millisecond) // pacing, so the server reads bytes one by one
 	}
@@ -215,7 +176,7 @@ func TestFramed_OneBytePerWrite(t *testing.T) {
 	var acked uint64
 	pong := false
 	for len(echoes) < len(payloads) || acked < uint64(len(payloads)) || !pong {
-		f, err := w.next(deadline)
+		f, err := w.Next(time.Until(deadline))
 		require.NoError(t, err, "after %d echoes, ACK %d, pong %v", len(echoes), acked, pong)
 		switch f.Type {
 		case frame.TypeData:
@@ -285,14 +246,13 @@ func TestFramed_Slowloris(t *testing.T) {
 			t.Parallel()
 			s := newServer(t)
 			c := dial(t, s)
-			require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
 			full := frame.AppendData(nil, 1, make([]byte, 100))
 			sendable := full[:len(full)-1] // never complete, however slow the server
 			require.Greater(t, time.Duration((len(sendable)-tc.first)/tc.piece)*tc.every, frameTimeout+slack,
 				"the trickle outlasts the deadline")
 			lag := lagmeter.New(t)
 			firstAt := time.Now()
-			c.write(sendable[:tc.first])
+			c.Push(sendable[:tc.first])
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			wg.Go(func() {
@@ -304,7 +264,7 @@ func TestFramed_Slowloris(t *testing.T) {
 						return
 					case <-tick.C:
 					}
-					if _, err := c.c.Write(sendable[i:min(i+tc.piece, len(sendable))]); err != nil {
+					if _, err := c.Write(sendable[i:min(i+tc.piece, len(sendable))]); err != nil {
 						return
 					}
 				}
@@ -329,11 +289,11 @@ func TestFramed_Slowloris(t *testing.T) {
 
 // readUntilClosed reads the server's frames until it closes the connection,
 // and returns them and when the close was seen.
-func readUntilClosed(c *client, timeout time.Duration) ([]frame.Frame, time.Time, error) {
+func readUntilClosed(c *testpeer.Peer, timeout time.Duration) ([]frame.Frame, time.Time, error) {
 	var frames []frame.Frame
 	for {
-		f, err := c.next(timeout)
-		if errors.Is(err, io.EOF) || isReset(err) {
+		f, err := c.Next(timeout)
+		if testpeer.Closed(err) {
 			return frames, time.Now(), nil
 		}
 		if err != nil {
@@ -354,7 +314,6 @@ func trickleInTime(t *testing.T, s *netserver.Server, frameTimeout time.Duration
 	t.Helper()
 	lag := lagmeter.New(t)
 	c := dial(t, s)
-	require.NoError(t, c.c.(*net.TCPConn).SetNoDelay(true))
 	payload := pattern(4, 8)
 	full := frame.AppendData(nil, 1, payload)
 	const every = 4 * time.Millisecond
@@ -369,7 +328,7 @@ func trickleInTime(t *testing.T, s *netserver.Server, frameTimeout time.Duration
 		if i > 0 {
 			time.Sleep(every) // pacing the trickle
 		}
-		if _, err := c.c.Write(full[i : i+1]); err != nil {
+		if _, err := c.Write(full[i : i+1]); err != nil {
 			if late(time.Since(first)) {
 				t.Logf("closed during a trickle of %v, with %v lost to the machine: %v", time.Since(first), lag.Stalled(), err)
 				return false
@@ -381,8 +340,8 @@ func trickleInTime(t *testing.T, s *netserver.Server, frameTimeout time.Duration
 	var echo []byte
 	acked := false
 	for echo == nil || !acked {
-		f, err := c.next(waitFor)
-		if (errors.Is(err, io.EOF) || isReset(err)) && late(trickled) {
+		f, err := c.Next(waitFor)
+		if testpeer.Closed(err) && late(trickled) {
 			t.Logf("closed after a trickle of %v, with %v lost to the machine", trickled, lag.Stalled())
 			return false
 		}
@@ -405,8 +364,8 @@ func trickleInTime(t *testing.T, s *netserver.Server, frameTimeout time.Duration
 	}
 	assert.Equal(t, payload, echo, "every trickled byte was kept")
 	// The completed frame cleared its deadline: the connection outlives it.
-	c.write(frame.AppendAck(nil, 1))
-	f, err := c.next(max(time.Until(first.Add(frameTimeout+200*time.Millisecond)), 50*time.Millisecond))
+	c.Push(frame.AppendAck(nil, 1))
+	f, err := c.Next(max(time.Until(first.Add(frameTimeout+200*time.Millisecond)), 50*time.Millisecond))
 	var ne net.Error
 	require.True(t, errors.As(err, &ne) && ne.Timeout(), "got %v (%v code=%v) after a completed frame", err, f.Type, f.Code)
 	assert.Empty(t, s.Stats().Closed)

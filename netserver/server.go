@@ -31,7 +31,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -41,12 +40,12 @@ import (
 type Server struct {
 	// Set by New, read-only after.
 	cfg          Config
-	h            ConnHandler
+	handler      ConnHandler
 	messages     Handler       // h as a Handler, if it is one; nil if stream is used
 	stream       StreamHandler // h, for a Raw server whose handler implements OnStream; else nil
 	proto        protocol
 	log          *slog.Logger
-	m            *metrics
+	metrics      *metrics
 	idleCfg      idle.Config
 	maxFrame     int
 	stallTimeout time.Duration
@@ -99,21 +98,22 @@ type Server struct {
 // or, for the Raw protocol, a StreamHandler; anything else, and nil, is an
 // error wrapping ErrConfig. It starts nothing: call Start.
 func New(cfg Config, h ConnHandler) (*Server, error) {
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfg.resolve()
+	if err != nil {
 		return nil, err
 	}
 	messages, stream, err := handlerFor(cfg.Protocol, h)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Protocol == Raw && cfg.Timeouts.KeepaliveTime != 0 {
+	if cfg.Protocol == Raw && cfg.Timeouts.KeepaliveTime > 0 {
 		if _, ok := h.(Prober); !ok {
 			return nil, fmt.Errorf("%w: Timeouts.KeepaliveTime with the raw protocol needs a Handler that implements Prober (netserver has no probe of its own to send); or use Kernel.KeepaliveIdle", ErrConfig)
 		}
 	}
 	s := &Server{
 		cfg:       cfg,
-		h:         h,
+		handler:   h,
 		messages:  messages,
 		stream:    stream,
 		log:       cfg.Logger,
@@ -128,22 +128,24 @@ func New(cfg Config, h ConnHandler) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.maxFrame == 0 {
-		s.maxFrame = frame.DefaultMax
-	}
 	// The write-stall timeout is the server's own: only the event loop can
-	// tell whether output is still queued.
+	// tell whether output is still queued. A Raw connection without
+	// HandlerMarks has no frames, so its Tracker keeps no frame deadline
+	// (WithDefaults leaves FrameTimeout zero for HandlerMarks).
 	s.idleCfg = cfg.Timeouts
 	s.stallTimeout = s.idleCfg.WriteStallTimeout
 	s.idleCfg.WriteStallTimeout = idle.Off
-	s.lim = cfg.Limits.resolve()
+	if cfg.Protocol == Raw && !cfg.HandlerMarks {
+		s.idleCfg.FrameTimeout = idle.Off
+	}
+	s.lim = cfg.Limits.run()
 	s.outputLook = outputLook(s.stallTimeout, s.lim.outputSoftFor)
 	s.loops.Store(&[]*loop{})
 	m, err := newMetrics(s, cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	s.m = m
+	s.metrics = m
 	return s, nil
 }
 
@@ -227,7 +229,7 @@ func (s *Server) Stats() Stats {
 	if w := s.wheelPub.Load(); w != nil {
 		st.TimersPending = w.Len()
 	}
-	for r := ReasonNone + 1; int(r) < numReasons; r++ {
+	for r := ReasonNone + 1; r < numReasons; r++ {
 		if n := s.closed[r].Load(); n != 0 {
 			st.Closed[r.String()] = n
 		}
@@ -239,7 +241,7 @@ func (s *Server) Stats() Stats {
 // process metrics, in the Prometheus text format, from a registry of the
 // server's own: the same whether or not Config.Registerer also receives
 // them. Any goroutine.
-func (s *Server) MetricsHandler() http.Handler { return s.m.handler }
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
 
 // stopped reports whether the server has stopped, its engine ended. Any
 // goroutine.

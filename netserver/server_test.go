@@ -2,7 +2,6 @@ package netserver_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
@@ -59,20 +59,20 @@ func TestRaw_EchoAndIdleReap(t *testing.T) {
 	s := start(t, netserver.Config{Timeouts: idle.Config{IdleTimeout: timeout}}, nil)
 	lag := lagmeter.New(t)
 	c := dial(t, s)
-	c.write([]byte("hello"))
+	c.Push([]byte("hello"))
 	got := make([]byte, 5)
-	_, err := io.ReadFull(c.c, got)
+	_, err := io.ReadFull(c, got)
 	require.NoError(t, err)
 	assert.Equal(t, "hello", string(got))
 	last := time.Now() // after our last byte arrived back: the server saw it before
-	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(5*time.Second)))
-	_, err = c.c.Read(got)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = c.Read(got)
 	closed := time.Now()
 	require.ErrorIs(t, err, io.EOF)
 	// The server closes between timeout and timeout + 2 ticks + slack, measured
 	// from the client (which saw its echo after the server's last activity);
 	// the slack grows with the time this process was kept off the CPU.
-	assert.GreaterOrEqual(t, closed.Sub(c.start), timeout, "closed before the idle timeout")
+	assert.GreaterOrEqual(t, closed.Sub(c.Dialed), timeout, "closed before the idle timeout")
 	late := lag.Slack(2*time.Millisecond + 100*time.Millisecond)
 	assert.Less(t, closed.Sub(last), timeout+late, "closed too late")
 	require.Eventually(t, func() bool { return s.Stats().Closed["idle"] == 1 }, waitFor, time.Millisecond)
@@ -119,11 +119,11 @@ func TestFramed_EchoAcksAndCumulativeAckStopsRetransmission(t *testing.T) {
 	for seq := uint64(1); seq <= 3; seq++ {
 		out = frame.AppendData(out, seq, []byte{byte('a' + seq)})
 	}
-	c.write(out)
+	c.Push(out)
 	var echoes []frame.Frame
 	acked := uint64(0)
 	for len(echoes) < 3 || acked < 3 {
-		f, err := c.next(waitFor)
+		f, err := c.Next(waitFor)
 		require.NoError(t, err)
 		switch f.Type {
 		case frame.TypeAck:
@@ -137,8 +137,8 @@ func TestFramed_EchoAcksAndCumulativeAckStopsRetransmission(t *testing.T) {
 		assert.Equal(t, []byte{byte('a' + i + 1)}, f.Payload)
 	}
 	// One cumulative ACK for all three: nothing may be retransmitted.
-	c.write(frame.AppendAck(nil, 3))
-	f, err := c.next(300 * time.Millisecond)
+	c.Push(frame.AppendAck(nil, 3))
+	f, err := c.Next(300 * time.Millisecond)
 	require.Error(t, err, "got %v %d after the cumulative ack", f.Type, f.Seq)
 	assert.Zero(t, s.Stats().Retransmits)
 }
@@ -150,12 +150,12 @@ func TestFramed_RetransmitLadderAndGiveUp(t *testing.T) {
 	lag := lagmeter.New(t)
 	c := dial(t, s)
 	wrote := time.Now() // the server cannot have echoed, nor started its timer, before this
-	c.write(frame.AppendData(nil, 1, []byte("x")))
+	c.Push(frame.AppendData(nil, 1, []byte("x")))
 	var sent []time.Time
 	var code frame.Code
 	for {
-		f, err := c.next(5 * time.Second)
-		if errors.Is(err, io.EOF) || isReset(err) {
+		f, err := c.Next(5 * time.Second)
+		if testpeer.Closed(err) {
 			break
 		}
 		require.NoError(t, err)
@@ -194,14 +194,14 @@ func TestFramed_KeepaliveSurviveAndDeath(t *testing.T) {
 	go func() {
 		pings := 0
 		for {
-			f, err := alive.next(time.Second)
+			f, err := alive.Next(time.Second)
 			if err != nil {
 				done <- pings
 				return
 			}
 			if f.Type == frame.TypePing {
 				pings++
-				_, _ = alive.c.Write(frame.AppendPong(nil, f.Nonce))
+				_, _ = alive.Write(frame.AppendPong(nil, f.Nonce))
 				if pings == 4 {
 					done <- pings
 					return
@@ -214,10 +214,10 @@ func TestFramed_KeepaliveSurviveAndDeath(t *testing.T) {
 	// A silent peer is closed after Time + Timeout.
 	lag := lagmeter.New(t)
 	dead := dial(t, s)
-	code, at := dead.waitClose(5 * time.Second)
+	code, at := dead.WaitClose(5 * time.Second)
 	assert.Equal(t, frame.CodeDeadPeer, code)
-	assert.GreaterOrEqual(t, at.Sub(dead.start), 300*time.Millisecond)
-	assert.Less(t, at.Sub(dead.start), 300*time.Millisecond+lag.Slack(200*time.Millisecond))
+	assert.GreaterOrEqual(t, at.Sub(dead.Dialed), 300*time.Millisecond)
+	assert.Less(t, at.Sub(dead.Dialed), 300*time.Millisecond+lag.Slack(200*time.Millisecond))
 	assert.GreaterOrEqual(t, s.Stats().Probes, int64(5))
 }
 
@@ -241,15 +241,15 @@ func TestFramed_OversizedAndProtocolErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, s)
-			c.write(tc.send)
-			code, _ := c.waitClose(5 * time.Second)
+			c.Push(tc.send)
+			code, _ := c.WaitClose(5 * time.Second)
 			assert.Equal(t, tc.want, code)
 		})
 	}
 	// And the server still serves everyone else.
 	ok := dial(t, s)
-	ok.write(frame.AppendPing(nil, 7))
-	f, err := ok.next(waitFor)
+	ok.Push(frame.AppendPing(nil, 7))
+	f, err := ok.Next(waitFor)
 	require.NoError(t, err)
 	assert.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 7}, f)
 	st := s.Stats()
@@ -262,16 +262,16 @@ func TestMaxConns(t *testing.T) {
 	cfg.MaxConns = 2
 	s := start(t, cfg, nil)
 	a, b := dial(t, s), dial(t, s)
-	for _, c := range []*client{a, b} { // make sure both are open
-		c.write(frame.AppendPing(nil, 1))
-		_, err := c.next(waitFor)
+	for _, c := range []*testpeer.Peer{a, b} { // make sure both are open
+		c.Push(frame.AppendPing(nil, 1))
+		_, err := c.Next(waitFor)
 		require.NoError(t, err)
 	}
 	extra := dial(t, s)
-	code, _ := extra.waitClose(waitFor)
+	code, _ := extra.WaitClose(waitFor)
 	assert.Equal(t, frame.CodeOverload, code)
-	a.write(frame.AppendPing(nil, 2))
-	_, err := a.next(waitFor)
+	a.Push(frame.AppendPing(nil, 2))
+	_, err := a.Next(waitFor)
 	assert.NoError(t, err, "the connections within the limit keep working")
 	assert.Equal(t, int64(2), s.Stats().Open)
 }
@@ -288,12 +288,12 @@ func (panicky) OnMessage(c *netserver.Conn, msg []byte) {
 func TestHandlerPanicClosesOnlyThatConnection(t *testing.T) {
 	s := start(t, framedCfg(), panicky{})
 	bad, good := dial(t, s), dial(t, s)
-	bad.write(frame.AppendData(nil, 1, []byte("boom")))
-	code, _ := bad.waitClose(waitFor)
+	bad.Push(frame.AppendData(nil, 1, []byte("boom")))
+	code, _ := bad.WaitClose(waitFor)
 	assert.Equal(t, frame.CodeInternal, code)
-	good.write(frame.AppendData(nil, 1, []byte("fine")))
+	good.Push(frame.AppendData(nil, 1, []byte("fine")))
 	for {
-		f, err := good.next(waitFor)
+		f, err := good.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type == frame.TypeData {
 			assert.Equal(t, "fine", string(f.Payload))
@@ -311,16 +311,16 @@ func TestShutdown_ClosesIdleWaitsForBusy(t *testing.T) {
 	require.NoError(t, s.Start())
 	idleC := dial(t, s)
 	busy := dial(t, s)
-	busy.write(frame.AppendData(nil, 1, []byte("unacked"))) // the echo stays unacknowledged
+	busy.Push(frame.AppendData(nil, 1, []byte("unacked"))) // the echo stays unacknowledged
 	for {
-		f, err := busy.next(waitFor)
+		f, err := busy.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type == frame.TypeData {
 			break
 		}
 	}
-	idleC.write(frame.AppendPing(nil, 1))
-	_, err = idleC.next(waitFor)
+	idleC.Push(frame.AppendPing(nil, 1))
+	_, err = idleC.Next(waitFor)
 	require.NoError(t, err)
 
 	var shutdownErr atomic.Value
@@ -337,28 +337,28 @@ func TestShutdown_ClosesIdleWaitsForBusy(t *testing.T) {
 	}()
 	// The idle connection gets GOAWAY and a PING; its Conn answers both,
 	// and it is closed once its answer arrives.
-	idleC.fc.SetReplies(frame.ReplyAll)
-	code, _ := idleC.waitClose(waitFor)
+	idleC.Frames.SetReplies(frame.ReplyAll)
+	code, _ := idleC.WaitClose(waitFor)
 	assert.Equal(t, frame.CodeShutdown, code, "the idle connection is told and closed at once")
-	away, ok := idleC.fc.GoingAway()
+	away, ok := idleC.Frames.GoingAway()
 	require.True(t, ok, "GOAWAY came before the CLOSE")
 	assert.Equal(t, frame.CodeShutdown, away.Code)
 	// The busy one answers GOAWAY but has not acknowledged its echo.
-	f, err := busy.next(waitFor)
+	f, err := busy.Next(waitFor)
 	for err == nil && f.Type == frame.TypeAck { // of its DATA 1
-		f, err = busy.next(waitFor)
+		f, err = busy.Next(waitFor)
 	}
 	require.NoError(t, err)
 	require.Equal(t, frame.TypeGoAway, f.Type)
 	assert.Equal(t, uint64(1), f.Seq, "the server's last DATA")
-	busy.write(frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, ""))
+	busy.Push(frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, ""))
 	select {
 	case <-done:
 		t.Fatal("Shutdown returned while a connection still had unacknowledged data")
 	case <-time.After(100 * time.Millisecond):
 	}
-	busy.write(frame.AppendAck(nil, 1)) // done with it: now it has finished
-	code, _ = busy.waitClose(waitFor)
+	busy.Push(frame.AppendAck(nil, 1)) // done with it: now it has finished
+	code, _ = busy.WaitClose(waitFor)
 	assert.Equal(t, frame.CodeShutdown, code)
 	<-done
 	assert.Nil(t, shutdownErr.Load())
@@ -374,35 +374,4 @@ func withAddr(cfg netserver.Config) netserver.Config {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.EventLoops = 2
 	return cfg
-}
-
-// broadcast sends every message to every connection of the server (one event
-// loop, so the handler may touch them all).
-type broadcast struct{ conns map[*netserver.Conn]bool }
-
-func (b *broadcast) OnOpen(c *netserver.Conn) { b.conns[c] = true }
-func (b *broadcast) OnMessage(_ *netserver.Conn, msg []byte) {
-	for c := range b.conns {
-		_ = c.Send(msg)
-	}
-}
-func (b *broadcast) OnClose(c *netserver.Conn, _ netserver.Reason) { delete(b.conns, c) }
-
-// TestSendToOtherConnections: output a handler queues for several
-// connections in one event reaches each of them, and only them.
-func TestSendToOtherConnections(t *testing.T) {
-	s := start(t, netserver.Config{EventLoops: 1}, &broadcast{conns: map[*netserver.Conn]bool{}})
-	a, b := dial(t, s), dial(t, s)
-	require.Eventually(t, func() bool { return s.Stats().Open == 2 }, waitFor, time.Millisecond)
-	a.write([]byte("hi"))
-	for _, c := range []*client{a, b} {
-		got := make([]byte, 2)
-		require.NoError(t, c.c.SetReadDeadline(time.Now().Add(2*time.Second)))
-		_, err := io.ReadFull(c.c, got)
-		require.NoError(t, err)
-		assert.Equal(t, "hi", string(got))
-		require.NoError(t, c.c.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
-		n, _ := c.c.Read(got)
-		assert.Zero(t, n, "nothing more for this connection")
-	}
 }

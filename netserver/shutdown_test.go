@@ -7,29 +7,27 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/internal/lagmeter"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // busyConn opens a framed connection whose echo stays unacknowledged, so a
 // graceful shutdown must wait for it.
-func busyConn(t *testing.T, s *netserver.Server) *client {
+func busyConn(t *testing.T, s *netserver.Server) *testpeer.Peer {
 	t.Helper()
 	busy := dial(t, s)
-	busy.write(frame.AppendData(nil, 1, []byte("unacked")))
+	busy.Push(frame.AppendData(nil, 1, []byte("unacked")))
 	for {
-		f, err := busy.next(waitFor)
+		f, err := busy.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type == frame.TypeData {
 			return busy
@@ -84,8 +82,8 @@ func TestShutdown_DeadlineCutsBusyConnections(t *testing.T) {
 	var types []frame.Type
 	var code frame.Code
 	for {
-		f, err := busy.next(2 * time.Second)
-		if errors.Is(err, io.EOF) || isReset(err) {
+		f, err := busy.Next(2 * time.Second)
+		if testpeer.Closed(err) {
 			break
 		}
 		require.NoError(t, err)
@@ -146,9 +144,9 @@ func TestShutdown_StopsAcceptingFirst(t *testing.T) {
 
 	// The busy connection is still served: a ping is answered (after the
 	// server's GOAWAY and its PING).
-	busy.write(frame.AppendPing(nil, 42))
+	busy.Push(frame.AppendPing(nil, 42))
 	for {
-		f, err := busy.next(waitFor)
+		f, err := busy.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type != frame.TypeAck && f.Type != frame.TypeGoAway && f.Type != frame.TypePing {
 			assert.Equal(t, frame.Frame{Type: frame.TypePong, Nonce: 42}, f)
@@ -160,8 +158,8 @@ func TestShutdown_StopsAcceptingFirst(t *testing.T) {
 		t.Fatalf("Shutdown returned (%v) while a connection had unacknowledged data", err)
 	default:
 	}
-	busy.write(append(frame.AppendAck(nil, 1), frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, "")...))
-	code, _ := busy.waitClose(waitFor)
+	busy.Push(append(frame.AppendAck(nil, 1), frame.AppendGoAway(nil, frame.CodeShutdown, 1, 0, "")...))
+	code, _ := busy.WaitClose(waitFor)
 	assert.Equal(t, frame.CodeShutdown, code)
 	require.NoError(t, <-done)
 }
@@ -277,95 +275,6 @@ func TestShutdown_DuringStart(t *testing.T) {
 	}
 }
 
-// MetricsHandler serves the server's metrics when a custom Registerer is
-// given too (it served the default registry then).
-func TestMetricsHandler_WithCustomRegisterer(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	cfg := framedCfg()
-	cfg.Registerer = reg
-	s := start(t, cfg, nil)
-	dial(t, s).write(frame.AppendPing(nil, 1))
-	rec := httptest.NewRecorder()
-	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	assert.Contains(t, rec.Body.String(), "netwheel_connections_accepted_total")
-	assert.Contains(t, rec.Body.String(), "go_goroutines")
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	var names []string
-	for _, mf := range mfs {
-		names = append(names, mf.GetName())
-	}
-	assert.Contains(t, strings.Join(names, " "), "netwheel_connections_accepted_total", "the custom registry has them too")
-}
-
-// Stats and the metrics may be read from other goroutines while Start runs
-// (the race detector fails this test if the wheel is shared unsafely).
-func TestStatsDuringStart(t *testing.T) {
-	s, err := netserver.New(withAddr(framedCfg()), netserver.Echo{})
-	require.NoError(t, err)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_ = s.Stats()
-			s.MetricsHandler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
-		}
-	}()
-	require.NoError(t, s.Start())
-	time.Sleep(20 * time.Millisecond) // let the reader overlap the running server too
-	close(stop)
-	wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, s.Shutdown(ctx))
-}
-
-// Two servers share one registry with their own constant labels, under a
-// namespace of their own.
-func TestMetrics_NamespaceAndLabelsShareARegistry(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	for _, name := range []string{"api", "admin"} {
-		cfg := framedCfg()
-		cfg.Registerer = reg
-		cfg.MetricsNamespace = "edge"
-		cfg.MetricsLabels = prometheus.Labels{"server": name}
-		s := start(t, cfg, nil)
-		if name == "api" {
-			dial(t, s).write(frame.AppendPing(nil, 1))
-			require.Eventually(t, func() bool { return s.Stats().Accepted == 1 }, waitFor, time.Millisecond)
-		}
-	}
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	accepted := map[string]float64{}
-	for _, mf := range mfs {
-		assert.True(t, strings.HasPrefix(mf.GetName(), "edge_"), mf.GetName())
-		if mf.GetName() != "edge_connections_accepted_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "server" {
-					accepted[lp.GetValue()] = m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	assert.Equal(t, map[string]float64{"api": 1, "admin": 0}, accepted)
-
-	_, err = netserver.New(netserver.Config{Addr: ":0", MetricsLabels: prometheus.Labels{"reason": "x"}}, netserver.Echo{})
-	assert.ErrorIs(t, err, netserver.ErrConfig, "reason is the close counters' label")
-	_, err = netserver.New(netserver.Config{Addr: ":0", MetricsNamespace: "no-dashes"}, netserver.Echo{})
-	assert.ErrorIs(t, err, netserver.ErrConfig)
-}
-
 // Shutdown closes every connection of a loop, however many: idle ones at
 // once, busy ones at the deadline, all with the reason shutdown, and each
 // peer reads to the end. One loop holds them all, so its slice of open
@@ -377,7 +286,7 @@ func TestShutdown_ClosesEveryConnectionOfALoop(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
 	const busy, idle = 6, 3
-	var conns []*client
+	var conns []*testpeer.Peer
 	for i := range busy + idle {
 		if i%3 == 2 {
 			conns = append(conns, dial(t, s)) // idle: nothing unacknowledged
@@ -398,8 +307,8 @@ func TestShutdown_ClosesEveryConnectionOfALoop(t *testing.T) {
 	assert.Zero(t, s.Stats().Open)
 	assert.Equal(t, int64(busy+idle), s.Stats().Closed["shutdown"], "closes by reason: %v", s.Stats().Closed)
 	for i, c := range conns {
-		_ = c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, err := io.Copy(io.Discard, c.c)
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := io.Copy(io.Discard, c)
 		assert.NoError(t, err, "connection %d: read until the server closed it", i)
 	}
 }

@@ -20,7 +20,7 @@ func TestConn_Size(t *testing.T) {
 	}{
 		{name: "Conn", size: unsafe.Sizeof(Conn{}), maxBytes: 112},
 		{name: "outWatch (once output stays queued)", size: unsafe.Sizeof(outWatch{}), maxBytes: 112},
-		{name: "framedConn (Framed: Conn, protocol state, retransmit.Tracker)", size: unsafe.Sizeof(framedConn{}), maxBytes: 576},
+		{name: "framedAlloc (Framed: Conn, protocol state, retransmit.Tracker)", size: unsafe.Sizeof(framedAlloc{}), maxBytes: 576},
 	}
 	for _, tt := range tests {
 		assert.LessOrEqualf(t, tt.size, tt.maxBytes, "%s: %d bytes, more than its %d-byte size class", tt.name, tt.size, tt.maxBytes)

@@ -55,20 +55,24 @@ func (s *Server) Start() error {
 		}
 		s.listeners = s.ownListeners(foreign, want)
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", s.maxConns)
+			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", maxConnsAttr(s.maxConns))
 		return nil
 	case <-s.done:
 		return fmt.Errorf("netserver: listen on %s: %w", addr, s.runErr)
 	}
 }
 
-// tick returns the wheel's tick: Config.Tick or its default.
-func (s *Server) tick() time.Duration {
-	if s.cfg.Tick == 0 {
-		return wheel.DefaultTick
+// maxConnsAttr is the bound on open connections as logged: "none" for
+// none (MaxConns Off, or an open-file limit unknown).
+func maxConnsAttr(n int64) any {
+	if n == 0 {
+		return "none"
 	}
-	return s.cfg.Tick
+	return n
 }
+
+// tick returns the wheel's tick, resolved by New.
+func (s *Server) tick() time.Duration { return s.cfg.Tick }
 
 // size returns the number of event loops to run, resolves the bound on
 // open connections (s.maxConns) for it, and warns if the loops leave the
@@ -147,7 +151,7 @@ func (s *Server) gnetOptions(loops int, reusePort bool) []gnet.Option {
 // s.done when both have.
 func (s *Server) run(addr string, opts []gnet.Option) {
 	defer close(s.done)
-	s.runErr = gnet.Run(&events{s: s}, "tcp://"+addr, opts...)
+	s.runErr = gnet.Run(&gnetHandler{s: s}, "tcp://"+addr, opts...)
 	// Every loop has returned: no connection is left to arm a timer.
 	s.wheel.Stop()
 }

@@ -1,47 +1,68 @@
 package netserver
 
 import (
-	"cmp"
 	"fmt"
-	"net"
 	"regexp"
+	"runtime"
 	"strings"
 
+	"github.com/netwheel/netwheel/internal/fdlimit"
+	"github.com/netwheel/netwheel/internal/setting"
 	"github.com/netwheel/netwheel/netserver/frame"
-	"github.com/netwheel/netwheel/retransmit"
-	"github.com/netwheel/netwheel/wheel"
 )
 
-// validate checks c and resolves its Timeouts (see timeouts), as New needs
-// them.
-func (c *Config) validate() error {
-	if c.Addr == "" {
-		return fmt.Errorf("%w: Addr is empty: want host:port, e.g. 127.0.0.1:9000", ErrConfig)
-	}
-	_, port, err := net.SplitHostPort(c.Addr)
-	if err == nil {
-		_, err = net.LookupPort("tcp", port) // a number in [0, 65535], or a service name
-	}
-	if err != nil {
-		return fmt.Errorf("%w: Addr %q: %v", ErrConfig, c.Addr, err)
-	}
-	return c.check()
+// Validate reports whether New would accept c as a configuration: nil, or
+// an error wrapping ErrConfig that names the field and says what is
+// allowed. It checks what WithDefaults checks, and Addr. Any goroutine.
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
 }
 
-// check is validate but for Addr.
-func (c *Config) check() error {
+// resolve is c as New runs it, Addr checked, or New's configuration error.
+func (c Config) resolve() (Config, error) {
+	if err := setting.CheckAddr("Addr", c.Addr); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return c.WithDefaults()
+}
+
+// check validates the fields of c one by one, as given: the rule for
+// negative values, and what each field allows alone, with the protocol or
+// on this machine (CPUs, open-file limit). The layers below (wheel, idle,
+// retransmit) check their own fields when WithDefaults resolves them.
+func (c Config) check() error {
 	if c.Protocol != Raw && c.Protocol != Framed {
 		return fmt.Errorf("%w: %v: want Raw or Framed", ErrConfig, c.Protocol)
 	}
-	if c.EventLoops < 0 {
-		return fmt.Errorf("%w: EventLoops %d is negative", ErrConfig, c.EventLoops)
+	for _, f := range []struct {
+		name string
+		err  error
+	}{
+		{"", setting.CheckOn("EventLoops", c.EventLoops)},
+		{"", setting.Check("MaxConns", c.MaxConns)},
+		{"", setting.CheckOn("MaxFrame", c.MaxFrame)},
+		{"Limits.", setting.Check("OutputHard", c.Limits.OutputHard)},
+		{"Limits.", setting.Check("OutputSoft", c.Limits.OutputSoft)},
+		{"Limits.", setting.Check("OutputSoftFor", c.Limits.OutputSoftFor)},
+		{"Limits.", setting.Check("UnackedBytes", c.Limits.UnackedBytes)},
+		{"Limits.", setting.Check("PingsPerSecond", c.Limits.PingsPerSecond)},
+		{"Kernel.", setting.CheckOn("KeepaliveIdle", c.Kernel.KeepaliveIdle)},
+		{"Kernel.", setting.CheckOn("KeepaliveInterval", c.Kernel.KeepaliveInterval)},
+		{"Kernel.", setting.CheckOn("KeepaliveCount", c.Kernel.KeepaliveCount)},
+		{"Kernel.", setting.CheckOn("UserTimeout", c.Kernel.UserTimeout)},
+	} {
+		if f.err != nil {
+			return fmt.Errorf("%w: %s%w", ErrConfig, f.name, f.err)
+		}
 	}
-	if c.Tick != 0 && (c.Tick < wheel.MinTick || c.Tick > wheel.MaxTick) {
-		return fmt.Errorf("%w: Tick %v outside [%v, %v]", ErrConfig, c.Tick, wheel.MinTick, wheel.MaxTick)
+	if lim := MaxEventLoopsPerCore * runtime.NumCPU(); c.EventLoops > lim {
+		return fmt.Errorf("%w: EventLoops %d is beyond %d per core (%d here): more loops only add threads",
+			ErrConfig, c.EventLoops, MaxEventLoopsPerCore, lim)
 	}
-	timeouts, err := c.timeouts()
-	if err != nil {
-		return fmt.Errorf("%w: Timeouts: %w", ErrConfig, err)
+	if files := fdlimit.OpenFiles(); files > 0 && c.MaxConns > 0 && uint64(c.MaxConns) > files {
+		return fmt.Errorf("%w: MaxConns %d is above the open-file limit %d: the server would run out of descriptors before the bound (raise the limit, ulimit -n, first)",
+			ErrConfig, c.MaxConns, files)
 	}
 	if c.Protocol == Raw && c.Timeouts.FrameTimeout > 0 && !c.HandlerMarks {
 		return fmt.Errorf("%w: Timeouts.FrameTimeout needs the framed protocol, or HandlerMarks (raw has no frames; a handler marks its requests)", ErrConfig)
@@ -49,12 +70,7 @@ func (c *Config) check() error {
 	if c.Protocol == Framed && c.HandlerMarks {
 		return fmt.Errorf("%w: HandlerMarks is for the raw protocol: framed frames mark their own activity, requests and handshake", ErrConfig)
 	}
-	if c.Protocol == Framed {
-		if _, err := retransmit.NewEstimator(c.Retransmit); err != nil {
-			return fmt.Errorf("%w: Retransmit: %w", ErrConfig, err)
-		}
-	}
-	if c.MaxFrame < 0 || c.MaxFrame > 1<<30 {
+	if c.MaxFrame > 1<<30 {
 		return fmt.Errorf("%w: MaxFrame %d outside [0, 1GiB]", ErrConfig, c.MaxFrame)
 	}
 	if c.MaxFrame != 0 && c.MaxFrame < frame.DataHeaderSize {
@@ -81,27 +97,28 @@ func (c *Config) check() error {
 	if c.Protocol == Raw && l.UnackedBytes > 0 {
 		return fmt.Errorf("%w: Limits.UnackedBytes needs the framed protocol (raw has no acknowledgements)", ErrConfig)
 	}
-	if c.Protocol == Framed {
-		// One largest message must fit each bound, or Echo would close a
-		// polite peer for sending it.
-		maxFrame, r := cmp.Or(c.MaxFrame, frame.DefaultMax), l.resolve()
-		if payload := maxFrame - (frame.DataHeaderSize - frame.LenSize); payload > r.unackedBytes {
-			return fmt.Errorf("%w: MaxFrame %d allows %d-byte messages, above Limits.UnackedBytes %d: raise UnackedBytes or lower MaxFrame",
-				ErrConfig, maxFrame, payload, r.unackedBytes)
-		}
-		if wire := frame.LenSize + maxFrame; wire > r.outputHard {
-			return fmt.Errorf("%w: MaxFrame %d makes %d-byte frames, above Limits.OutputHard %d: raise OutputHard or lower MaxFrame",
-				ErrConfig, maxFrame, wire, r.outputHard)
-		}
-	}
 	k := c.Kernel
-	if k.KeepaliveIdle < 0 || k.KeepaliveInterval < 0 || k.KeepaliveCount < 0 || k.UserTimeout < 0 {
-		return fmt.Errorf("%w: Kernel settings must not be negative", ErrConfig)
-	}
 	if k.KeepaliveIdle == 0 && (k.KeepaliveInterval != 0 || k.KeepaliveCount != 0) {
 		return fmt.Errorf("%w: Kernel.KeepaliveInterval/Count need Kernel.KeepaliveIdle", ErrConfig)
 	}
-	c.Timeouts = timeouts
+	return nil
+}
+
+// fits checks a resolved Framed c: one largest message must fit each
+// bound, or Echo would close a polite peer for sending it.
+func (c Config) fits() error {
+	if c.Protocol != Framed {
+		return nil
+	}
+	r := c.Limits.run()
+	if payload := c.MaxFrame - (frame.DataHeaderSize - frame.LenSize); payload > r.unackedBytes {
+		return fmt.Errorf("%w: MaxFrame %d allows %d-byte messages, above Limits.UnackedBytes %d: raise UnackedBytes or lower MaxFrame",
+			ErrConfig, c.MaxFrame, payload, r.unackedBytes)
+	}
+	if wire := frame.LenSize + c.MaxFrame; wire > r.outputHard {
+		return fmt.Errorf("%w: MaxFrame %d makes %d-byte frames, above Limits.OutputHard %d: raise OutputHard or lower MaxFrame",
+			ErrConfig, c.MaxFrame, wire, r.outputHard)
+	}
 	return nil
 }
 

@@ -16,7 +16,7 @@ func benchTrackers(b *testing.B, w *wheel.Wheel, n, inflight int) ([]retransmit.
 	b.Helper()
 	trs := make([]retransmit.Tracker, n)
 	next := make([]uint64, n)
-	h := retransmit.Handlers{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
+	h := retransmit.Hooks{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
 	for i := range trs {
 		if err := trs[i].Init(w, retransmit.Config{MaxRetransmits: 1 << 30, GiveUpAfter: time.Hour}, h); err != nil {
 			b.Fatal(err)

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/netwheel/netwheel/internal/setting"
+	"github.com/netwheel/netwheel/wheel"
 )
 
-// Off turns a give-up limit off: any negative value does, and Off names
-// one. It is an untyped constant, so it fits a count and a duration alike.
-const Off = -1
+// Off turns a give-up limit off. It is exactly -1, an untyped constant
+// that fits a count and a duration alike; any other negative value is an
+// error.
+const Off = setting.Off
 
 // Defaults applied to zero fields of Config.
 const (
@@ -59,11 +63,13 @@ func (v Variant) String() string {
 
 // Config configures an Estimator and a Tracker. One rule holds for every
 // field, as in every netwheel configuration: zero means the default
-// documented on it, and a negative value (Off) turns a limit off. Only the
-// give-up limits, MaxRetransmits and GiveUpAfter, can be off; the RTO
-// parameters and Window cannot, and a negative one, like a contradiction,
-// makes NewEstimator and NewTracker fail with an error wrapping
-// ErrInvalidConfig. The Estimator reads only the first five fields.
+// documented on it, and Off (exactly -1) turns a limit off; any other
+// negative value is an error naming the field. Only the give-up limits,
+// MaxRetransmits and GiveUpAfter, can be off; the RTO parameters and
+// Window cannot, and a negative one, like a contradiction, makes Validate,
+// NewEstimator and NewTracker fail with an error wrapping
+// ErrInvalidConfig. WithDefaults shows what a Config resolves to. The
+// Estimator reads only the first five fields.
 type Config struct {
 	// InitialRTO is the RTO before the first RTT sample (0: 1 s). It is
 	// clamped into [MinRTO, MaxRTO].
@@ -108,9 +114,9 @@ var (
 	// ErrSequence is returned by Tracker.Sent when seq is not one more than
 	// the previous seq.
 	ErrSequence = errors.New("retransmit: sequence out of order")
-	// ErrClosed is returned by Tracker.Sent after the tracker gave up or
-	// was closed.
-	ErrClosed = errors.New("retransmit: tracker closed")
+	// ErrStopped is returned by Tracker.Sent after the tracker gave up or
+	// was stopped.
+	ErrStopped = errors.New("retransmit: tracker stopped")
 
 	// ErrGiveUp is matched by every *GiveUpError.
 	ErrGiveUp = errors.New("retransmit: give up")
@@ -122,7 +128,7 @@ var (
 	ErrUnackedTimeout = errors.New("retransmit: unacknowledged too long")
 )
 
-// GiveUpError is the close reason a Tracker delivers to Handlers.GiveUp.
+// GiveUpError is the close reason a Tracker delivers to Hooks.GiveUp.
 // errors.Is matches it against ErrGiveUp and against Limit.
 type GiveUpError struct {
 	// Limit is ErrMaxRetransmits or ErrUnackedTimeout: which limit was hit.
@@ -145,7 +151,8 @@ func (e *GiveUpError) Error() string {
 // Unwrap returns ErrGiveUp and Limit, so errors.Is matches both.
 func (e *GiveUpError) Unwrap() []error { return []error{ErrGiveUp, e.Limit} }
 
-// resolved is a validated Config with defaults applied, in nanoseconds.
+// resolved is a validated Config with defaults applied, in nanoseconds,
+// and the give-up limits that are off as values never reached.
 type resolved struct {
 	initialNanos, minNanos, maxNanos, granNanos int64
 	linux                                       bool
@@ -158,55 +165,91 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
-// resolve validates c and applies defaults; defaultGran replaces a zero
-// Granularity.
-func (c Config) resolve(defaultGran time.Duration) (resolved, error) {
+// Validate reports whether NewEstimator and NewTracker would accept c: nil,
+// or an error wrapping ErrInvalidConfig that names the field. It may be
+// called from any goroutine.
+func (c Config) Validate() error {
+	_, err := c.WithDefaults(0)
+	return err
+}
+
+// WithDefaults returns c as an Estimator or a Tracker on a wheel of the
+// given tick runs it, or the error NewEstimator and NewTracker would
+// return: every zero field replaced by its default (Granularity by tick;
+// a zero tick means wheel.DefaultTick, as for a standalone Estimator),
+// InitialRTO clamped into [MinRTO, MaxRTO], and a give-up limit that is
+// Off left Off. A negative value other than Off, and Off where a field
+// cannot be off, is an error naming the field. The result resolves to
+// itself. It is the one place where this package's defaults are applied:
+// a layer above calls it rather than copying them. It allocates only for
+// an error and may be called from any goroutine.
+func (c Config) WithDefaults(tick time.Duration) (Config, error) {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
+		off  bool
 	}{
-		{"InitialRTO", c.InitialRTO}, {"MinRTO", c.MinRTO}, {"MaxRTO", c.MaxRTO},
-		{"Granularity", c.Granularity}, {"GiveUpAfter", max(c.GiveUpAfter, 0)},
+		{"InitialRTO", c.InitialRTO, false}, {"MinRTO", c.MinRTO, false}, {"MaxRTO", c.MaxRTO, false},
+		{"Granularity", c.Granularity, false}, {"GiveUpAfter", c.GiveUpAfter, true},
 	} {
-		if f.d < 0 {
-			return resolved{}, invalid("%s %v is negative", f.name, f.d)
+		check := setting.CheckOn[time.Duration]
+		if f.off {
+			check = setting.Check[time.Duration]
+		}
+		if err := check(f.name, f.d); err != nil {
+			return c, invalid("%w", err)
 		}
 		if f.d > MaxSample {
-			return resolved{}, invalid("%s %v exceeds %v", f.name, f.d, MaxSample)
+			return c, invalid("%s %v exceeds %v", f.name, f.d, MaxSample)
 		}
 	}
-	if c.Variant != RFC6298 && c.Variant != Linux {
-		return resolved{}, invalid("unknown %v", c.Variant)
+	if err := setting.Check("MaxRetransmits", c.MaxRetransmits); err != nil {
+		return c, invalid("%w", err)
 	}
-	if c.Window < 0 || c.Window > MaxWindow {
-		return resolved{}, invalid("Window %d outside [0, %d]", c.Window, MaxWindow)
+	if err := setting.CheckOn("Window", c.Window); err != nil {
+		return c, invalid("%w", err)
+	}
+	if c.Variant != RFC6298 && c.Variant != Linux {
+		return c, invalid("unknown %v", c.Variant)
+	}
+	if c.Window > MaxWindow {
+		return c, invalid("Window %d outside [0, %d]", c.Window, MaxWindow)
+	}
+	c.MinRTO = setting.Or(c.MinRTO, DefaultMinRTO)
+	c.MaxRTO = setting.Or(c.MaxRTO, DefaultMaxRTO)
+	if c.MinRTO > c.MaxRTO {
+		return c, invalid("MinRTO %v exceeds MaxRTO %v", c.MinRTO, c.MaxRTO)
+	}
+	c.InitialRTO = min(max(setting.Or(c.InitialRTO, DefaultInitialRTO), c.MinRTO), c.MaxRTO)
+	c.Granularity = setting.Or(c.Granularity, setting.Or(tick, wheel.DefaultTick))
+	c.MaxRetransmits = setting.Or(c.MaxRetransmits, DefaultMaxRetransmits)
+	c.GiveUpAfter = setting.Or(c.GiveUpAfter, DefaultGiveUpAfter)
+	c.Window = setting.Or(c.Window, DefaultWindow)
+	return c, nil
+}
+
+// resolve is c as WithDefaults(tick) resolves it, in the form the
+// Estimator and the Tracker read.
+func (c Config) resolve(tick time.Duration) (resolved, error) {
+	c, err := c.WithDefaults(tick)
+	if err != nil {
+		return resolved{}, err
 	}
 	r := resolved{
-		initialNanos:   int64(orDefault(c.InitialRTO, DefaultInitialRTO)),
-		minNanos:       int64(orDefault(c.MinRTO, DefaultMinRTO)),
-		maxNanos:       int64(orDefault(c.MaxRTO, DefaultMaxRTO)),
-		granNanos:      int64(orDefault(c.Granularity, defaultGran)),
+		initialNanos:   int64(c.InitialRTO),
+		minNanos:       int64(c.MinRTO),
+		maxNanos:       int64(c.MaxRTO),
+		granNanos:      int64(c.Granularity),
 		linux:          c.Variant == Linux,
 		maxRetransmits: c.MaxRetransmits,
-		giveUpNanos:    int64(orDefault(c.GiveUpAfter, DefaultGiveUpAfter)),
+		giveUpNanos:    int64(c.GiveUpAfter),
 		window:         c.Window,
 	}
-	if r.minNanos > r.maxNanos {
-		return resolved{}, invalid("MinRTO %v exceeds MaxRTO %v",
-			time.Duration(r.minNanos), time.Duration(r.maxNanos))
-	}
-	r.initialNanos = min(max(r.initialNanos, r.minNanos), r.maxNanos)
-	switch {
-	case r.maxRetransmits == 0:
-		r.maxRetransmits = DefaultMaxRetransmits
-	case r.maxRetransmits < 0:
+	if c.MaxRetransmits == Off {
 		r.maxRetransmits = math.MaxInt
 	}
-	if c.GiveUpAfter < 0 {
+	if c.GiveUpAfter == Off {
 		r.giveUpNanos = giveUpNever
-	}
-	if r.window == 0 {
-		r.window = DefaultWindow
 	}
 	return r, nil
 }
@@ -214,10 +257,3 @@ func (c Config) resolve(defaultGran time.Duration) (resolved, error) {
 // giveUpNever is the give-up time of GiveUpAfter Off: beyond any RTO
 // (MaxSample), and far enough from overflow when added to a send time.
 const giveUpNever = 1 << 62
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}

@@ -27,12 +27,15 @@ func TestConfig_Invalid(t *testing.T) {
 		{name: "min above max", cfg: retransmit.Config{MinRTO: 2 * time.Second, MaxRTO: time.Second}, mention: "exceeds MaxRTO"},
 		{name: "min above default max", cfg: retransmit.Config{MinRTO: 61 * time.Second}, mention: "exceeds MaxRTO"},
 		{name: "unknown variant", cfg: retransmit.Config{Variant: 7}, mention: "Variant(7)"},
-		{name: "negative window", cfg: retransmit.Config{Window: -1}, mention: "Window"},
+		{name: "negative window", cfg: retransmit.Config{Window: -1}, mention: "Window -1 is negative: 0 means the default, and it cannot be off"},
+		{name: "initial off", cfg: retransmit.Config{InitialRTO: retransmit.Off}, mention: "InitialRTO -1ns is negative: 0 means the default, and it cannot be off"},
+		{name: "retransmits typo", cfg: retransmit.Config{MaxRetransmits: -5}, mention: "MaxRetransmits -5 is negative: 0 means the default, -1 (Off) turns it off"},
+		{name: "give-up typo", cfg: retransmit.Config{GiveUpAfter: -time.Second}, mention: "GiveUpAfter -1s is negative: 0 means the default, -1 (Off) turns it off"},
 		{name: "window too big", cfg: retransmit.Config{Window: retransmit.MaxWindow + 1}, mention: "Window"},
 	}
 	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
 	defer w.Stop()
-	h := retransmit.Handlers{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
+	h := retransmit.Hooks{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := retransmit.NewEstimator(tt.cfg)
@@ -42,6 +45,40 @@ func TestConfig_Invalid(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.mention)
 			_, err = retransmit.NewTracker(w, tt.cfg, h)
 			assert.ErrorIs(t, err, retransmit.ErrInvalidConfig)
+			assert.ErrorIs(t, tt.cfg.Validate(), retransmit.ErrInvalidConfig)
+		})
+	}
+}
+
+// WithDefaults is the one place the defaults are applied: zero fields take
+// them, Off stays off, Granularity follows the wheel's tick, and a
+// resolved Config resolves to itself.
+func TestConfig_WithDefaults(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name string
+		cfg  retransmit.Config
+		tick time.Duration
+		want retransmit.Config
+	}{
+		{name: "zero", want: retransmit.Config{InitialRTO: retransmit.DefaultInitialRTO, MinRTO: retransmit.DefaultMinRTO,
+			MaxRTO: retransmit.DefaultMaxRTO, Granularity: wheel.DefaultTick, MaxRetransmits: retransmit.DefaultMaxRetransmits,
+			GiveUpAfter: retransmit.DefaultGiveUpAfter, Window: retransmit.DefaultWindow}},
+		{name: "tick is the granularity", tick: 10 * ms, want: retransmit.Config{InitialRTO: time.Second, MinRTO: 200 * ms,
+			MaxRTO: time.Minute, Granularity: 10 * ms, MaxRetransmits: 10, GiveUpAfter: 30 * time.Second, Window: 1024}},
+		{name: "off stays off, initial clamped",
+			cfg: retransmit.Config{InitialRTO: 50 * ms, Variant: retransmit.Linux, MaxRetransmits: retransmit.Off, GiveUpAfter: retransmit.Off, Window: 8},
+			want: retransmit.Config{InitialRTO: 200 * ms, MinRTO: 200 * ms, MaxRTO: time.Minute, Granularity: ms, Variant: retransmit.Linux,
+				MaxRetransmits: retransmit.Off, GiveUpAfter: retransmit.Off, Window: 8}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.cfg.WithDefaults(tt.tick)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			again, err := got.WithDefaults(tt.tick)
+			require.NoError(t, err)
+			assert.Equal(t, got, again, "resolves to itself")
 		})
 	}
 }
@@ -49,12 +86,12 @@ func TestConfig_Invalid(t *testing.T) {
 func TestNewTracker_Invalid(t *testing.T) {
 	w := wheel.New(wheel.WithClock(wheel.NewManualClock()))
 	defer w.Stop()
-	ok := retransmit.Handlers{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
+	ok := retransmit.Hooks{Retransmit: func(uint64, int) {}, GiveUp: func(error) {}}
 	_, err := retransmit.NewTracker(nil, retransmit.Config{}, ok)
 	assert.ErrorIs(t, err, retransmit.ErrInvalidConfig)
-	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Handlers{GiveUp: ok.GiveUp})
+	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Hooks{GiveUp: ok.GiveUp})
 	assert.ErrorIs(t, err, retransmit.ErrInvalidConfig)
-	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Handlers{Retransmit: ok.Retransmit})
+	_, err = retransmit.NewTracker(w, retransmit.Config{}, retransmit.Hooks{Retransmit: ok.Retransmit})
 	assert.ErrorIs(t, err, retransmit.ErrInvalidConfig)
 }
 
@@ -128,12 +165,12 @@ func TestTracker_GiveUpLimitsOff(t *testing.T) {
 	defer w.Stop()
 	retx := 0
 	tr, err := retransmit.NewTracker(w, retransmit.Config{MaxRetransmits: retransmit.Off, GiveUpAfter: retransmit.Off,
-		MaxRTO: time.Second}, retransmit.Handlers{
+		MaxRTO: time.Second}, retransmit.Hooks{
 		Retransmit: func(uint64, int) { retx++ },
 		GiveUp:     func(err error) { t.Errorf("gave up: %v", err) },
 	})
 	require.NoError(t, err)
-	defer tr.Close()
+	defer tr.Stop()
 	require.NoError(t, tr.Sent(1, w.Now()))
 	for range 4 * retransmit.DefaultMaxRetransmits {
 		clk.Advance(time.Second)
@@ -159,12 +196,12 @@ func TestTracker_OneGiveUpLimitOff(t *testing.T) {
 			w := wheel.New(wheel.WithClock(clk))
 			defer w.Stop()
 			var gaveUp error
-			tr, err := retransmit.NewTracker(w, tc.cfg, retransmit.Handlers{
+			tr, err := retransmit.NewTracker(w, tc.cfg, retransmit.Hooks{
 				Retransmit: func(uint64, int) {},
 				GiveUp:     func(err error) { gaveUp = err },
 			})
 			require.NoError(t, err)
-			defer tr.Close()
+			defer tr.Stop()
 			require.NoError(t, tr.Sent(1, w.Now()))
 			for range 60 {
 				clk.Advance(time.Second)

@@ -27,7 +27,7 @@
 //
 // The package is pure logic: it never reads the system clock. Callers pass
 // now, a reading of the Tracker's wheel (Wheel.Now), to every per-message
-// call; the timer's expiry reads the wheel's clock itself. Handlers run on
+// call; the timer's expiry reads the wheel's clock itself. Hooks run on
 // the wheel's goroutine and must not block. Tests drive everything with a
 // wheel.ManualClock, as the examples do.
 //

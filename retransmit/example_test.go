@@ -67,7 +67,7 @@ func ExampleTracker() {
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
 
-	tr, _ := retransmit.NewTracker(w, retransmit.Config{MaxRetransmits: 2}, retransmit.Handlers{
+	tr, _ := retransmit.NewTracker(w, retransmit.Config{MaxRetransmits: 2}, retransmit.Hooks{
 		// On the wheel's goroutine: queue the resend on the connection's loop.
 		Retransmit: func(seq uint64, attempt int) {
 			fmt.Printf("%v: resend %d (attempt %d)\n", clk.Now(), seq, attempt)

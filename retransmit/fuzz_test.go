@@ -141,7 +141,7 @@ func FuzzTracker(f *testing.F) {
 		}
 		var events []event
 		tr, err := retransmit.NewTracker(w, retransmit.Config{Window: window, MaxRetransmits: 5, GiveUpAfter: 20 * time.Second},
-			retransmit.Handlers{
+			retransmit.Hooks{
 				Retransmit: func(seq uint64, attempt int) { events = append(events, event{seq: seq, attempt: attempt}) },
 				GiveUp:     func(error) { events = append(events, event{giveUp: true}) },
 			})
@@ -157,7 +157,7 @@ func FuzzTracker(f *testing.F) {
 				err := tr.Sent(next, now)
 				switch {
 				case closed:
-					require.ErrorIs(t, err, retransmit.ErrClosed)
+					require.ErrorIs(t, err, retransmit.ErrStopped)
 				case next-head >= uint64(window):
 					require.ErrorIs(t, err, retransmit.ErrWindowFull)
 				default:
@@ -212,7 +212,7 @@ func FuzzTracker(f *testing.F) {
 				}
 			}
 			st := tr.Stats()
-			require.Equal(t, closed, st.Closed)
+			require.Equal(t, closed, st.Stopped)
 			if !closed {
 				require.Equal(t, outstanding, st.Outstanding)
 				require.Equal(t, outstanding > 0, w.Len() == 1, "timer armed iff something is outstanding")

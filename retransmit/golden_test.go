@@ -143,8 +143,8 @@ type recorder struct {
 	samples []time.Duration
 }
 
-func (r *recorder) handlers() retransmit.Handlers {
-	return retransmit.Handlers{
+func (r *recorder) handlers() retransmit.Hooks {
+	return retransmit.Hooks{
 		Retransmit: func(seq uint64, attempt int) {
 			r.actions = append(r.actions, goldenAction{At: int64(r.clk.Now()), Kind: "retransmit", Seq: seq, Attempt: attempt})
 		},
@@ -211,7 +211,7 @@ func TestTracker_Golden(t *testing.T) {
 				assert.Equal(t, time.Duration(s.Stats.RTO), st.RTO, name)
 				assert.Equal(t, s.Stats.Backoffs, st.Backoffs, name)
 				assert.Equal(t, s.Stats.Outstanding, st.Outstanding, name)
-				assert.Equal(t, s.Stats.Closed, st.Closed, name)
+				assert.Equal(t, s.Stats.Closed, st.Stopped, name)
 			}
 			// Every sample the tracker took reached the Sample handler.
 			assert.Equal(t, uint64(len(rec.samples)), tr.Stats().Samples)
@@ -227,7 +227,7 @@ func sentResult(err error) string {
 		return "window_full"
 	case err == retransmit.ErrSequence:
 		return "sequence"
-	case err == retransmit.ErrClosed:
+	case err == retransmit.ErrStopped:
 		return "closed"
 	}
 	return "unexpected: " + err.Error()

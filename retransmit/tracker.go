@@ -7,9 +7,9 @@ import (
 	"github.com/netwheel/netwheel/wheel"
 )
 
-// Handlers are the Tracker's calls back into the server. Retransmit and
+// Hooks are the Tracker's calls back into the server. Retransmit and
 // GiveUp are required; Sample is optional.
-type Handlers struct {
+type Hooks struct {
 	// Retransmit asks the server to resend seq; attempt counts the
 	// retransmissions of seq so far, this one included (1 for the first),
 	// and is what an ack may echo to AckedAttempt. It runs on the wheel's
@@ -18,7 +18,7 @@ type Handlers struct {
 	// connection's event loop. It may call any Tracker method.
 	Retransmit func(seq uint64, attempt int)
 	// GiveUp delivers the close reason, a *GiveUpError, once, after which
-	// the Tracker is closed. It runs like Retransmit.
+	// the Tracker is stopped. It runs like Retransmit.
 	GiveUp func(err error)
 	// Sample, if set, receives every RTT sample the Tracker feeds its
 	// Estimator (for metrics). It runs on the goroutine that called the ack
@@ -76,7 +76,7 @@ type Tracker struct {
 	// and stopping it happen under mu).
 	timer wheel.Timer
 	w     *wheel.Wheel
-	h     Handlers
+	hooks Hooks
 	cfg   resolved
 
 	// Everything below mu is guarded by mu: the caller's methods and the
@@ -92,14 +92,14 @@ type Tracker struct {
 	acked       uint64
 	// The flags together, not between the words: 16 bytes less padding.
 	started     bool // a Sent has fixed head and next
-	closed      bool
+	stopped     bool
 	armedGiveUp bool // the timer is armed for the give-up deadline of the message first sent at armedFirst
 }
 
 // NewTracker returns a Tracker on w. See Init.
-func NewTracker(w *wheel.Wheel, cfg Config, h Handlers) (*Tracker, error) {
+func NewTracker(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 	t := &Tracker{}
-	if err := t.Init(w, cfg, h); err != nil {
+	if err := t.Init(w, cfg, hooks); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -109,18 +109,18 @@ func NewTracker(w *wheel.Wheel, cfg Config, h Handlers) (*Tracker, error) {
 // means w.Tick(). It fails with an error wrapping ErrInvalidConfig if cfg is
 // invalid, w is nil or Retransmit or GiveUp is nil. Call it once, before
 // sharing t; it allocates the initial ring and the timer's callback.
-func (t *Tracker) Init(w *wheel.Wheel, cfg Config, h Handlers) error {
+func (t *Tracker) Init(w *wheel.Wheel, cfg Config, hooks Hooks) error {
 	if w == nil {
 		return invalid("nil wheel")
 	}
-	if h.Retransmit == nil || h.GiveUp == nil {
-		return invalid("Handlers.Retransmit and Handlers.GiveUp are required")
+	if hooks.Retransmit == nil || hooks.GiveUp == nil {
+		return invalid("Hooks.Retransmit and Hooks.GiveUp are required")
 	}
 	r, err := cfg.resolve(w.Tick())
 	if err != nil {
 		return err
 	}
-	t.w, t.h, t.cfg = w, h, r
+	t.w, t.hooks, t.cfg = w, hooks, r
 	t.est.init(r)
 	t.ring = make([]entry, min(8, ceilPow2(r.window)))
 	t.timer.Init(w, t.expire)
@@ -138,15 +138,15 @@ func ceilPow2(n int) int {
 // Sent records the first transmission of seq at now. It fails with
 // ErrSequence unless seq is one more than the previous seq (any seq for the
 // first call), with ErrWindowFull if Window sequence numbers are already
-// outstanding (the oldest unacked one included), and with ErrClosed after
-// the Tracker gave up or was closed; a failed Sent records nothing. If
+// outstanding (the oldest unacked one included), and with ErrStopped after
+// the Tracker gave up or was stopped; a failed Sent records nothing. If
 // nothing was outstanding it starts the timer for the RTO (or GiveUpAfter,
 // if shorter). O(1), allocation-free once the ring has grown.
 func (t *Tracker) Sent(seq uint64, now time.Duration) error {
 	t.mu.Lock()
-	if t.closed {
+	if t.stopped {
 		t.mu.Unlock()
-		return ErrClosed
+		return ErrStopped
 	}
 	if !t.started {
 		t.head, t.next, t.started = seq, seq, true
@@ -214,7 +214,7 @@ func (t *Tracker) Acked(seq uint64, now time.Duration) bool {
 
 // AckedAttempt is Acked for a protocol whose ack names which transmission
 // it answers: attempt 0 is the first transmission, n the n-th
-// retransmission (as passed to Handlers.Retransmit). The RTT is sampled
+// retransmission (as passed to Hooks.Retransmit). The RTT is sampled
 // when attempt is the latest transmission of seq, the only one whose send
 // time the Tracker keeps; an ack naming an older one yields no sample. This
 // departs from Karn's rule on purpose: the ack says which transmission it
@@ -227,7 +227,7 @@ func (t *Tracker) AckedAttempt(seq uint64, attempt int, now time.Duration) bool 
 // ack implements Acked (attempt -1) and AckedAttempt.
 func (t *Tracker) ack(seq uint64, attempt int, now time.Duration) bool {
 	t.mu.Lock()
-	if t.closed || seq-t.head >= t.next-t.head {
+	if t.stopped || seq-t.head >= t.next-t.head {
 		t.mu.Unlock()
 		return false
 	}
@@ -253,8 +253,8 @@ func (t *Tracker) ack(seq uint64, attempt int, now time.Duration) bool {
 	sampled := t.est.Sample(rtt)
 	t.rearm(headMoved, int64(now))
 	t.mu.Unlock()
-	if sampled && t.h.Sample != nil {
-		t.h.Sample(rtt)
+	if sampled && t.hooks.Sample != nil {
+		t.hooks.Sample(rtt)
 	}
 	return true
 }
@@ -281,7 +281,7 @@ func (t *Tracker) rearm(headMoved bool, nowNanos int64) {
 // stopped if nothing remains. O(messages acknowledged), allocation-free.
 func (t *Tracker) AckedThrough(seq uint64, now time.Duration) int {
 	t.mu.Lock()
-	if t.closed || seq-t.head >= t.next-t.head {
+	if t.stopped || seq-t.head >= t.next-t.head {
 		t.mu.Unlock()
 		return 0
 	}
@@ -306,8 +306,8 @@ func (t *Tracker) AckedThrough(seq uint64, now time.Duration) int {
 	sampled := t.est.Sample(rtt)
 	t.rearm(n > 0, int64(now))
 	t.mu.Unlock()
-	if sampled && t.h.Sample != nil {
-		t.h.Sample(rtt)
+	if sampled && t.hooks.Sample != nil {
+		t.hooks.Sample(rtt)
 	}
 	return n
 }
@@ -317,8 +317,8 @@ func (t *Tracker) expire() {
 	t.mu.Lock()
 	// A pending timer means an ack or Sent re-armed it after this firing
 	// began: that arming's expiry will come. Nothing outstanding or closed:
-	// the firing lost a race with the last ack or Close.
-	if t.closed || t.outstanding == 0 || t.timer.Pending() {
+	// the firing lost a race with the last ack or Stop.
+	if t.stopped || t.outstanding == 0 || t.timer.Pending() {
 		t.mu.Unlock()
 		return
 	}
@@ -333,11 +333,11 @@ func (t *Tracker) expire() {
 		limit = ErrMaxRetransmits
 	}
 	if limit != nil {
-		t.closed = true
+		t.stopped = true
 		err := &GiveUpError{Limit: limit, Seq: seq, Retransmits: int(e.retx),
 			Unacked: time.Duration(now - e.firstNanos)}
 		t.mu.Unlock()
-		t.h.GiveUp(err)
+		t.hooks.GiveUp(err)
 		return
 	}
 	e.retx++
@@ -347,21 +347,24 @@ func (t *Tracker) expire() {
 	t.est.Backoff()
 	t.arm(now)
 	t.mu.Unlock()
-	t.h.Retransmit(seq, attempt)
+	t.hooks.Retransmit(seq, attempt)
 }
 
-// Close stops the timer and closes the Tracker: later Sent calls fail with
-// ErrClosed, acks are ignored, and no expiry decides a retransmission or a
-// give-up after Close returns. A handler call decided just before Close
-// (its lock already released) may still run once, concurrently or after;
-// a server that closes a connection should ignore such a late call. Close
-// is idempotent and may be called from any goroutine, including a
-// handler.
-func (t *Tracker) Close() {
+// Stop stops the timer and the Tracker: later Sent calls fail with
+// ErrStopped, acks are ignored, and no expiry decides a retransmission or
+// a give-up after Stop returns. A hook call decided just before Stop (its
+// lock already released) may still run once, concurrently or after; a
+// server that closes a connection should ignore such a late call. Stop
+// reports whether it stopped a running Tracker (false: stopped already, or
+// it gave up). It is idempotent and may be called from any goroutine,
+// including a hook.
+func (t *Tracker) Stop() bool {
 	t.mu.Lock()
-	t.closed = true
+	stopped := !t.stopped
+	t.stopped = true
 	t.timer.Stop()
 	t.mu.Unlock()
+	return stopped
 }
 
 // Stats is a snapshot of a Tracker for metrics.
@@ -372,7 +375,7 @@ type Stats struct {
 	Samples                      uint64 // RTT samples taken
 	Acked                        uint64 // messages acknowledged
 	Retransmits                  uint64 // retransmissions requested
-	Closed                       bool
+	Stopped                      bool
 }
 
 // Stats returns a snapshot of t. It takes t's mutex, so it may be called
@@ -383,6 +386,6 @@ func (t *Tracker) Stats() Stats {
 	return Stats{
 		SRTT: t.est.SRTT(), RTTVar: t.est.RTTVar(), RTO: t.est.RTO(), LatestRTT: t.est.LatestRTT(),
 		Backoffs: t.est.Backoffs(), Outstanding: t.outstanding, Samples: t.est.Samples(),
-		Acked: t.acked, Retransmits: t.retransmits, Closed: t.closed,
+		Acked: t.acked, Retransmits: t.retransmits, Stopped: t.stopped,
 	}
 }

@@ -86,14 +86,14 @@ func TestTracker_StaleExpiryAfterClose(t *testing.T) {
 	clk, w, d, rec, tr := newDeferredTracker(t, retransmit.Config{})
 	require.NoError(t, tr.Sent(0, 0))
 	clk.Advance(time.Second)
-	tr.Close()
+	tr.Stop()
 	d.runAll()
 	assert.Empty(t, rec.actions)
 	assert.Zero(t, w.Len())
-	assert.ErrorIs(t, tr.Sent(1, clk.Now()), retransmit.ErrClosed)
+	assert.ErrorIs(t, tr.Sent(1, clk.Now()), retransmit.ErrStopped)
 	assert.False(t, tr.Acked(0, clk.Now()))
-	assert.True(t, tr.Stats().Closed)
-	tr.Close() // idempotent
+	assert.True(t, tr.Stats().Stopped)
+	tr.Stop() // idempotent
 }
 
 func TestTracker_CloseStopsTimer(t *testing.T) {
@@ -105,23 +105,23 @@ func TestTracker_CloseStopsTimer(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tr.Sent(0, 0))
 	require.Equal(t, 1, w.Len())
-	tr.Close()
+	tr.Stop()
 	assert.Zero(t, w.Len())
 	clk.Advance(time.Minute)
 	assert.Empty(t, rec.actions)
 }
 
-// Handlers run without the Tracker's lock: they may call back into it.
-func TestTracker_HandlersMayCallTracker(t *testing.T) {
+// Hooks run without the Tracker's lock: they may call back into it.
+func TestTracker_HooksMayCallTracker(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
 	var tr *retransmit.Tracker
 	var giveUpSentErr error
 	var retransmitStats []retransmit.Stats
-	tr, err := retransmit.NewTracker(w, retransmit.Config{MaxRetransmits: 2}, retransmit.Handlers{
+	tr, err := retransmit.NewTracker(w, retransmit.Config{MaxRetransmits: 2}, retransmit.Hooks{
 		Retransmit: func(seq uint64, attempt int) { retransmitStats = append(retransmitStats, tr.Stats()) },
-		GiveUp:     func(err error) { giveUpSentErr = tr.Sent(1, clk.Now()); tr.Close() },
+		GiveUp:     func(err error) { giveUpSentErr = tr.Sent(1, clk.Now()); tr.Stop() },
 		Sample:     func(time.Duration) { _ = tr.Stats() },
 	})
 	require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestTracker_HandlersMayCallTracker(t *testing.T) {
 	assert.Equal(t, 1, retransmitStats[0].Backoffs)
 	assert.Equal(t, 2*time.Second, retransmitStats[0].RTO)
 	assert.Equal(t, uint64(2), retransmitStats[1].Retransmits)
-	assert.ErrorIs(t, giveUpSentErr, retransmit.ErrClosed)
+	assert.ErrorIs(t, giveUpSentErr, retransmit.ErrStopped)
 }
 
 func TestTracker_NothingSentYet(t *testing.T) {
@@ -212,7 +212,7 @@ func TestTracker_AllocsPerRun(t *testing.T) {
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	defer w.Stop()
-	tr, err := retransmit.NewTracker(w, retransmit.Config{}, retransmit.Handlers{
+	tr, err := retransmit.NewTracker(w, retransmit.Config{}, retransmit.Hooks{
 		Retransmit: func(uint64, int) {}, GiveUp: func(error) {}, Sample: func(time.Duration) {},
 	})
 	require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 	tr, err := retransmit.NewTracker(w, retransmit.Config{
 		MinRTO: 200 * time.Microsecond, InitialRTO: 200 * time.Microsecond, MaxRTO: time.Millisecond,
 		MaxRetransmits: 1 << 30, Window: 64,
-	}, retransmit.Handlers{
+	}, retransmit.Hooks{
 		Retransmit: func(seq uint64, attempt int) {
 			retransmits.Add(1)
 			if through := sentThrough.Load(); seq >= through {
@@ -338,7 +338,7 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 	badMu.Unlock()
 	assert.Equal(t, uint64(retransmits.Load()), st.Retransmits)
 	assert.Equal(t, seq, st.Acked)
-	assert.False(t, st.Closed)
+	assert.False(t, st.Stopped)
 	t.Logf("sent %d, retransmits %d", seq, retransmits.Load())
 }
 
@@ -356,13 +356,13 @@ func TestTracker_AckedAttemptAfterExpiry(t *testing.T) {
 	retransmitted := make(chan int, 1)
 	var samples []time.Duration
 	cfg := retransmit.Config{InitialRTO: 100 * ms, MinRTO: 100 * ms}
-	tr, err := retransmit.NewTracker(w, cfg, retransmit.Handlers{
+	tr, err := retransmit.NewTracker(w, cfg, retransmit.Hooks{
 		Retransmit: func(_ uint64, attempt int) { retransmitted <- attempt },
 		GiveUp:     func(err error) { t.Errorf("gave up: %v", err) },
 		Sample:     func(rtt time.Duration) { samples = append(samples, rtt) },
 	})
 	require.NoError(t, err)
-	defer tr.Close()
+	defer tr.Stop()
 	require.NoError(t, tr.Sent(0, w.Now()))
 	var attempt int
 	select {

@@ -296,8 +296,8 @@ func reportCPU(b *testing.B, w *wheel.Wheel) func() {
 
 // BenchmarkWheel_BurstLateness arms 100 000 timers in a burst, with
 // deadlines spread uniformly over 2 s, and reports how late they fire
-// (p50-late-ms, p99-late-ms: the callback's Elapsed minus the deadline
-// computed from Elapsed read just before arming). impl=wheel arms with
+// (p50-late-ms, p99-late-ms: the callback's Now minus the deadline
+// computed from Now read just before arming). impl=wheel arms with
 // AfterFunc; impl=stdlib with time.AfterFunc, measured the same way. One op
 // is one burst (about 2 s); run it with -benchtime=1x.
 func BenchmarkWheel_BurstLateness(b *testing.B) {

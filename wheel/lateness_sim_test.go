@@ -29,7 +29,7 @@ const fzTick = int64(time.Millisecond)
 
 type fzStamp struct {
 	val    time.Duration
-	callAt int64 // when the Now/Elapsed call was made
+	callAt int64 // when the Now call was made
 }
 
 type fzSim struct {
@@ -124,7 +124,7 @@ func (s *fzSim) timerOp(where string) {
 		d := s.randDur()
 		e := s.w.Now()
 		s.stamps = append(s.stamps, fzStamp{val: e, callAt: s.now})
-		s.logf("%s: T%d.ResetFrom(Elapsed=%v, %v)", where, i, e, d)
+		s.logf("%s: T%d.ResetFrom(Now=%v, %v)", where, i, e, d)
 		s.tm[i].ResetFrom(e, d)
 		s.arm(i, int64(e)+max(int64(d), 0))
 	case p < 65:

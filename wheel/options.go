@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/netwheel/netwheel/internal/setting"
 )
 
 // Tick limits accepted by WithTick.
@@ -27,7 +29,8 @@ type config struct {
 // Option configures a Wheel.
 type Option func(*config)
 
-// WithTick sets the wheel's resolution (default 1ms). It must lie within
+// WithTick sets the wheel's resolution; 0 means DefaultTick (1ms), as a
+// zero tick does everywhere in netwheel. Any other value must lie within
 // [MinTick, MaxTick]: Validate reports a tick outside as an error, and New
 // panics on it.
 func WithTick(d time.Duration) Option {
@@ -78,13 +81,24 @@ func Validate(opts ...Option) error {
 	return err
 }
 
+// ResolveTick returns the tick a wheel built WithTick(d) runs at: d, or
+// DefaultTick for 0; or Validate's error. It is the one place the wheel's
+// default is applied: a configuration that holds a tick resolves it here
+// rather than copying DefaultTick. Any goroutine.
+func ResolveTick(d time.Duration) (time.Duration, error) {
+	d = setting.Or(d, DefaultTick)
+	if d < MinTick || d > MaxTick {
+		return d, fmt.Errorf("%w: %v not in [%v, %v]", ErrTick, d, MinTick, MaxTick)
+	}
+	return d, nil
+}
+
 func configOf(opts []Option) (config, error) {
-	cfg := config{tick: DefaultTick}
+	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.tick < MinTick || cfg.tick > MaxTick {
-		return cfg, fmt.Errorf("%w: %v not in [%v, %v]", ErrTick, cfg.tick, MinTick, MaxTick)
-	}
-	return cfg, nil
+	var err error
+	cfg.tick, err = ResolveTick(cfg.tick)
+	return cfg, err
 }

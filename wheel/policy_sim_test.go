@@ -38,7 +38,8 @@ func TestSimulated_KeepaliveArmsFromExactInstants(t *testing.T) {
 	var closedAt int64 = -1
 	var reason idle.Reason
 	opened := now
-	tr, err := idle.NewAt(w, time.Duration(opened), only(idle.Config{
+	tr := new(idle.Tracker)
+	err := tr.Init(w, time.Duration(opened), only(idle.Config{
 		KeepaliveTime: time.Duration(kaTime), KeepaliveTimeout: time.Duration(kaWait), KeepaliveCount: kaCount,
 	}), idle.Hooks{
 		Close: func(r idle.Reason) { closedAt, reason = now, r },
@@ -89,7 +90,7 @@ func TestSimulated_KeepaliveAnswerInTheProbesTick(t *testing.T) {
 	w := newSim(t, &now)
 	w.AfterFunc(time.Hour, func() {})
 	var probes []int64
-	tr, err := idle.New(w, only(idle.Config{
+	tr, err := idle.NewTracker(w, only(idle.Config{
 		KeepaliveTime: time.Duration(ka), KeepaliveTimeout: time.Duration(ka), KeepaliveCount: 3,
 	}), idle.Hooks{
 		Close: func(r idle.Reason) { t.Errorf("closed (%v): the peer answered", r) },
@@ -153,7 +154,7 @@ type simPeer struct {
 	lastIn, lastAct    int64 // the last byte, the last activity
 	frameAt, writeAt   int64 // the frame, the output in flight since; -1: none
 	handshakeDone      bool
-	drainedAt          int64 // when Drain was called; -1: not yet
+	goneAwayAt         int64 // when GoAway was called; -1: not yet
 	lastProbe          int64
 	unanswered         int // probes since the last byte
 	probes             int
@@ -173,9 +174,9 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 	dur := func() time.Duration { return durations[rng.IntN(len(durations))] }
 	// stamped calls the call that reads the clock (the one without At, however
 	// late the driver) or the exact time, at random.
-	stamped := func(coarse func(), exact func(time.Duration)) {
+	stamped := func(reads func(), exact func(time.Duration)) {
 		if rng.IntN(2) == 0 {
-			coarse()
+			reads()
 		} else {
 			exact(w.Now())
 		}
@@ -191,7 +192,7 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 	peers := make([]*simPeer, 24)
 	for i := range peers {
 		p := &simPeer{opened: now, silentFrom: start + rng.Int64N(300*ms), lastIn: now, lastAct: now,
-			frameAt: -1, writeAt: -1, drainedAt: -1, lastProbe: -1, rng: rand.New(rand.NewPCG(seed, 100+uint64(i)))}
+			frameAt: -1, writeAt: -1, goneAwayAt: -1, lastProbe: -1, rng: rand.New(rand.NewPCG(seed, 100+uint64(i)))}
 		cfg := &p.cfg
 		if !all || rng.IntN(2) == 0 {
 			cfg.KeepaliveTime, cfg.KeepaliveTimeout, cfg.KeepaliveCount = dur(), dur(), 1+rng.IntN(3)
@@ -242,10 +243,10 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 					p.next = min(p.next, now+p.rng.Int64N(2*int64(cfg.KeepaliveTimeout)))
 				}
 			},
-			Drain: func() {
-				require.Equal(t, int64(-1), p.drainedAt, "peer %d: a second Drain", i)
-				require.GreaterOrEqual(t, now-p.opened, int64(cfg.MaxAge), "peer %d: drained early, %+v", i, *cfg)
-				p.drainedAt = now
+			GoAway: func() {
+				require.Equal(t, int64(-1), p.goneAwayAt, "peer %d: a second GoAway", i)
+				require.GreaterOrEqual(t, now-p.opened, int64(cfg.MaxAge), "peer %d: told to go away early, %+v", i, *cfg)
+				p.goneAwayAt = now
 			},
 			Close: func(r idle.Reason) {
 				require.False(t, p.closed)
@@ -280,9 +281,10 @@ func simulatePolicies(t *testing.T, seed uint64, all bool) {
 		}
 		var err error
 		if rng.IntN(2) == 0 {
-			p.tr, err = idle.New(w, only(*cfg), hooks)
+			p.tr, err = idle.NewTracker(w, only(*cfg), hooks)
 		} else {
-			p.tr, err = idle.NewAt(w, w.Now(), only(*cfg), hooks)
+			p.tr = new(idle.Tracker)
+			err = p.tr.Init(w, w.Now(), only(*cfg), hooks)
 		}
 		require.NoError(t, err, "%+v", *cfg)
 		p.next = now + gap(p)

@@ -11,8 +11,11 @@
 // about an hour, and netserver's output limits are on), -max-conns is
 // bounded by the open-file limit, and the metrics server keeps few
 // connections, none idle for long. Flags follow netserver's one rule: 0 is
-// the default (echo -h shows it) and -1 turns a protection off. -max-conns
-// above the open-file limit and -event-loops beyond 4 per core are refused.
+// the default (echo -h shows it), off (or -1) turns a protection off, and
+// any other negative value is an error. echo only maps flags onto a
+// netserver.Config: netserver checks it (a deadline shorter than the tick,
+// -max-conns above the open-file limit, -event-loops beyond 4 per core are
+// refused) and echo prints its words.
 //
 //	go run ./cmd/echo -addr 127.0.0.1:9000 -idle-timeout 1m -metrics 127.0.0.1:9100 -pprof
 //	go run ./cmd/echo -proto framed -keepalive-time 15s -keepalive-timeout 5s
@@ -28,10 +31,13 @@
 // they go idle, for at most -shutdown-timeout; the connections left then
 // are cut, each told CLOSE code 2 (framed), counted and logged, and echo
 // waits (up to a second) until they are closed before it exits.
+// -shutdown-timeout 0 is the default, 10 s; off cuts the connections at
+// once.
 //
-// Exit status: 0 after a clean shutdown, every connection drained before
+// Exit status: 0 after a clean shutdown, nothing left to cut at
 // -shutdown-timeout; 1 on a runtime error or when the shutdown had to cut
-// connections at its deadline; 2 on a usage error.
+// connections at its deadline; 2 on a usage error: a bad flag, or a
+// configuration netserver refuses.
 package main
 
 import (

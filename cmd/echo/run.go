@@ -22,7 +22,7 @@ import (
 const (
 	exitOK    = 0
 	exitError = 1 // a runtime error, or a shutdown that cut busy connections
-	exitUsage = 2 // bad flags or an invalid configuration
+	exitUsage = 2 // bad flags or a configuration netserver refuses
 )
 
 // Bounds of the metrics server, so that scrapers, idle or hostile, hold
@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	select {
 	case <-ctx.Done():
-		log.Info("echo: shutting down", "grace", o.shutdownTimeout.String())
+		log.Info("echo: shutting down", "grace", off(o.shutdownTimeout))
 	case err := <-metricsDone:
 		log.Error("echo: metrics server failed, shutting down", "err", err)
 		metricsDone <- err // for the wait below
@@ -111,21 +111,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("echo: the server stopped by itself", "err", srv.Err())
 		code = exitError
 	}
-	// The grace period runs on its own clock: ctx is already done.
+	// The grace period runs on its own clock: ctx is already done. With
+	// no grace (off), the connections left are cut at once.
 	began := time.Now()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(o.shutdownTimeout, 0))
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("echo: shutdown deadline passed; cutting the connections left", "err", err, "grace", o.shutdownTimeout.String())
-		code = exitError
-	}
+	shutdownErr := srv.Shutdown(sctx)
 	select {
 	case <-srv.Done():
 	case <-time.After(stopWait):
 		log.Error("echo: the server did not stop in time after the shutdown deadline", "wait", stopWait.String())
 		code = exitError
 	}
+	// A deadline that passed with nothing left to cut is a clean shutdown.
 	st := srv.Stats()
+	if st.Cut > 0 {
+		log.Warn("echo: shutdown deadline passed; cut the connections left", "err", shutdownErr, "cut", st.Cut, "grace", off(o.shutdownTimeout))
+		code = exitError
+	}
 	log.Info("echo: drained", "took", time.Since(began).String(), "cut", st.Cut,
 		"closed_shutdown", st.Closed[netserver.ReasonShutdown.String()], "open", st.Open)
 	if hs != nil {
@@ -171,12 +174,6 @@ func newLogger(w io.Writer, o options) *slog.Logger {
 // Durations are strings so that JSON logs read as well as text ones.
 func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln net.Listener) []any {
 	cfg, _ = cfg.WithDefaults() // New accepted it
-	off := func(d time.Duration) string {
-		if d <= 0 {
-			return "off"
-		}
-		return d.String()
-	}
 	size := func(n int) string {
 		if n < 0 {
 			return "off"
@@ -261,10 +258,18 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 			"keepalive_count", keepaliveCount(k),
 			"user_timeout", sys(k.UserTimeout),
 		),
-		"shutdown_timeout", o.shutdownTimeout.String(),
+		"shutdown_timeout", off(o.shutdownTimeout),
 		"metrics", metrics,
 		"pprof", o.pprof,
 	)
+}
+
+// off is a duration as logged: "off" for none (0 or Off).
+func off(d time.Duration) string {
+	if d <= 0 {
+		return "off"
+	}
+	return d.String()
 }
 
 // keepaliveInterval and keepaliveCount report what the kernel's keepalive

@@ -341,9 +341,10 @@ func TestRun_ExitStatus(t *testing.T) {
 			wantStderr: []string{"echo: netserver: invalid config", "99999"}},
 		{name: "duration out of range", args: []string{"-idle-timeout", "9999999h"}, wantCode: 2, wantStderr: []string{"out of range"}},
 		{name: "max conns above the open-file limit", args: []string{"-max-conns", "1000000000"}, wantCode: 2,
-			wantStderr: []string{"above the open-file limit"}},
+			wantStderr: []string{"echo: netserver: invalid config: MaxConns 1000000000 is above the open-file limit"}},
 		{name: "event loops beyond 4 per core", args: []string{"-event-loops", "100000"}, wantCode: 2,
-			wantStderr: []string{"-event-loops 100000 is beyond 4 per core"}},
+			wantStderr: []string{"echo: netserver: invalid config: EventLoops 100000 is beyond 4 per core"}},
+		{name: "bad metrics address", args: []string{"-metrics", "bad"}, wantCode: 2, wantStderr: []string{`echo: -metrics "bad"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,9 @@
-// Package readme holds one test: that every Go snippet of the README is the
-// text of an example test, so that the snippets compile and run as the
-// examples do, and neither can change without the other.
+// Package readme holds the tests of the README and docs/: that every Go
+// snippet of the README is the text of an example test, so that the
+// snippets compile and run as the examples do, and neither can change
+// without the other; that the README's lines for depending on the module
+// name the module and its release; that every relative link resolves;
+// that deploy/kubernetes's Job tests the server its manifests deploy.
 //
 // A README ```go block is either the body of an Example function (pasted
 // into a func main, it runs) or a run of top-level declarations (pasted

@@ -12,6 +12,9 @@
 // It is for tests, not for measuring: the delay is a lower bound, kept
 // strictly (a byte never leaves early), and lateness depends on the Go
 // scheduler and the machine's load.
+//
+// Serve is the accept loop of the tests' own servers: a goroutine per
+// connection, everything closed and waited for at the test's cleanup.
 package testnet
 
 import (

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -17,20 +18,10 @@ import (
 // path. The peer echoes the client's bytes as they are (its DATA come back
 // as DATA in the same sequence, its ACKs as ACKs).
 func TestConn_SendAndNextAllocationFree(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
+	addr := testnet.Serve(t, func(nc net.Conn, _ uint64) {
 		_, _ = io.CopyBuffer(nc, struct{ io.Reader }{nc}, make([]byte, 32<<10))
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
+	})
+	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	require.NoError(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
 	c := frame.NewConn(nc, 0)
@@ -51,5 +42,4 @@ func TestConn_SendAndNextAllocationFree(t *testing.T) {
 	}
 	assert.Zero(t, testing.AllocsPerRun(200, roundTrip))
 	require.NoError(t, c.Close(frame.CodeNormal, ""))
-	<-done
 }

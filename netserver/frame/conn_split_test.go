@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -52,22 +53,14 @@ func TestConn_AnySegmentationOverTCP(t *testing.T) {
 	}
 	lastData := uint64(120)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
 	type answers struct {
 		pongs   []uint64
 		lastAck uint64
 	}
 	peer := make(chan answers, 1)
-	go func() {
+	addr := testnet.Serve(t, func(nc net.Conn, _ uint64) {
 		var got answers
 		defer func() { peer <- got }()
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
 		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
 		// The Conn's answers, read while the stream goes out.
 		done := make(chan struct{})
@@ -102,11 +95,11 @@ func TestConn_AnySegmentationOverTCP(t *testing.T) {
 			rest = rest[n:]
 		}
 		<-done
-	}()
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := frame.Dial(ctx, ln.Addr().String())
+	c, err := frame.Dial(ctx, addr)
 	require.NoError(t, err)
 	defer c.Close(frame.CodeNormal, "")
 	require.NoError(t, c.NetConn().SetDeadline(time.Now().Add(20*time.Second)))

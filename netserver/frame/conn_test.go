@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/testpeer"
 	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
@@ -46,15 +47,14 @@ func startFramed(t *testing.T) *netserver.Server {
 	return srv
 }
 
+// dial returns the frame.Conn, every reply on, of a testpeer dialed to srv.
 func dial(t *testing.T, srv *netserver.Server) *frame.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := frame.Dial(ctx, srv.Addr().String())
+	p, err := testpeer.Dial(t, srv.Addr().String(), 0)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.NetConn().Close() })
-	require.NoError(t, c.NetConn().SetDeadline(time.Now().Add(5*time.Second)))
-	return c
+	require.NoError(t, p.SetDeadline(time.Now().Add(5*time.Second)))
+	p.Frames.SetReplies(frame.ReplyAll)
+	return p.Frames
 }
 
 // nextOf reads frames until one of type typ, and returns it.

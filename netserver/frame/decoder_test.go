@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/internal/testnet"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -92,17 +93,8 @@ func TestDecoder_Errors(t *testing.T) {
 // acknowledged, a retransmission is acknowledged again and skipped, PINGs
 // are answered, ACKs recorded, and the peer's CLOSE ends Recv.
 func TestConn_AgainstAScriptedPeer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
 	peerGot := make(chan []frame.Frame, 1)
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			peerGot <- nil
-			return
-		}
-		defer nc.Close()
+	addr := testnet.Serve(t, func(nc net.Conn, _ uint64) {
 		var out []byte
 		out = frame.AppendData(out, 1, []byte("one"))
 		out = frame.AppendPing(out, 9)
@@ -130,11 +122,11 @@ func TestConn_AgainstAScriptedPeer(t *testing.T) {
 		}
 		_, _ = nc.Write(frame.AppendClose(nil, frame.CodeIdle, "bye"))
 		peerGot <- got
-	}()
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := frame.Dial(ctx, ln.Addr().String())
+	c, err := frame.Dial(ctx, addr)
 	require.NoError(t, err)
 	require.NoError(t, c.NetConn().SetDeadline(time.Now().Add(5*time.Second)))
 	seq, err := c.Send([]byte("mine"))

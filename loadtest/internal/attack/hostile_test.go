@@ -177,23 +177,30 @@ func serveEach(t *testing.T, handle func(c net.Conn)) string {
 // address; mangle, if set, may change each chunk it echoes (i counts the
 // chunks of a connection).
 func startEchoServer(t *testing.T, mangle func(i int, b []byte)) string {
-	return serveEach(t, func(c net.Conn) {
-		buf := make([]byte, 4096)
-		for i := 0; ; i++ {
-			n, err := c.Read(buf)
-			if n > 0 {
-				if mangle != nil {
-					mangle(i, buf[:n])
-				}
-				if _, werr := c.Write(buf[:n]); werr != nil {
-					return
-				}
+	return serveEach(t, func(c net.Conn) { echo(c, 0, mangle) })
+}
+
+// echo echoes c's input, chunk by chunk, until the peer closes or is silent
+// for idle (0: never); mangle is startEchoServer's.
+func echo(c net.Conn, idle time.Duration, mangle func(i int, b []byte)) {
+	buf := make([]byte, 4096)
+	for i := 0; ; i++ {
+		if idle > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(idle)) // from the open, then from each read
+		}
+		n, err := c.Read(buf)
+		if n > 0 {
+			if mangle != nil {
+				mangle(i, buf[:n])
 			}
-			if err != nil {
+			if _, werr := c.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
-	})
+		if err != nil {
+			return
+		}
+	}
 }
 
 // runHostile runs the given scenarios against addr and returns the results
@@ -359,39 +366,18 @@ func TestRun_NonreaderStopsOnStop(t *testing.T) {
 
 func TestRun_ConnfloodHoldsAfterTheOthers(t *testing.T) {
 	noLeak(t)
-	// A server that accepts 5 connections and closes the rest at once.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var kept []net.Conn
-	wg.Go(func() {
-		for n := 0; ; n++ {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if n >= 5 {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			kept = append(kept, c)
-			mu.Unlock()
+	// A server that keeps 5 connections until their peers close and closes
+	// the rest at once.
+	addr := testnet.Serve(t, func(c net.Conn, i uint64) {
+		if i < 5 {
+			_, _ = io.Copy(io.Discard, c)
 		}
 	})
-	defer func() {
-		ln.Close()
-		wg.Wait()
-		for _, c := range kept {
-			c.Close()
-		}
-	}()
-	cfg := Config{Addr: ln.Addr().String(), Proto: Raw, Scenarios: []string{Connflood}, Conns: map[string]int{Connflood: 12},
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Connflood}, Conns: map[string]int{Connflood: 12},
 		Rate: 1, Size: 8, Duration: 10 * time.Millisecond, FloodHold: 200 * time.Millisecond}
 	var results []report.ConnResult
 	start := time.Now()
-	_, err = Run(context.Background(), cfg, &Counters{}, func(r report.ConnResult) { results = append(results, r) })
+	_, err := Run(context.Background(), cfg, &Counters{}, func(r report.ConnResult) { results = append(results, r) })
 	require.NoError(t, err)
 	require.Len(t, results, 12)
 	held, closed := 0, 0

@@ -204,69 +204,18 @@ func TestRawReadBuf(t *testing.T) {
 	assert.Equal(t, 16<<10, rawReadBuf(1<<20), "at most 16 KiB")
 }
 
-// idleServer is a raw echo server that closes a connection idle for idle,
-// and records when it accepted each connection and when each first byte
-// arrived.
-type idleServer struct {
-	ln   net.Listener
-	idle time.Duration
-	wg   sync.WaitGroup
-
-	mu       sync.Mutex
-	accepted []time.Time
-	first    []time.Time
-}
-
-func startIdleServer(t *testing.T, idle time.Duration) *idleServer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := &idleServer{ln: ln, idle: idle}
-	s.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.accepted = append(s.accepted, time.Now())
-			s.mu.Unlock()
-			s.wg.Go(func() { s.serve(c) })
-		}
-	})
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
-	return s
-}
-
-func (s *idleServer) serve(c net.Conn) {
-	defer c.Close()
-	buf := make([]byte, 4096)
-	seen := false
-	for {
-		_ = c.SetReadDeadline(time.Now().Add(s.idle)) // from the open, then from each read
-		n, err := c.Read(buf)
-		if n > 0 && !seen {
-			seen = true
-			s.mu.Lock()
-			s.first = append(s.first, time.Now())
-			s.mu.Unlock()
-		}
-		if n > 0 {
-			if _, werr := c.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
+// startIdleServer starts a raw echo server that closes a connection idle
+// for idle, and returns its address.
+func startIdleServer(t *testing.T, idle time.Duration) string {
+	return serveEach(t, func(c net.Conn) { echo(c, idle, nil) })
 }
 
 func TestRun_IdleOpensAllThenSpreadsSends(t *testing.T) {
 	const conns = 40
 	const idle = 600 * time.Millisecond
 	const spread = 200 * time.Millisecond
-	srv := startIdleServer(t, idle)
-	cfg := Config{Addr: srv.ln.Addr().String(), Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
+	addr := startIdleServer(t, idle)
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
 		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: spread, DialConcurrency: 8,
 		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
 	lag := lagmeter.New(t)
@@ -333,8 +282,7 @@ func runCollect(t *testing.T, cfg Config, conns int) (Outcome, []report.ConnResu
 // after the release, not of a keep-alive.
 func TestRun_QuietKeptAliveAtTheBarrier(t *testing.T) {
 	const idle = 600 * time.Millisecond
-	srv := startIdleServer(t, idle)
-	testQuietKeptAlive(t, srv.ln.Addr().String(), Raw, idle)
+	testQuietKeptAlive(t, startIdleServer(t, idle), Raw, idle)
 }
 
 // testQuietKeptAlive runs 8 idle connections against the server at addr,

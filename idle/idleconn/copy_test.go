@@ -1,4 +1,4 @@
-package idle_test
+package idleconn_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -35,10 +36,10 @@ func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 
 // wrappedPair returns a TCP connection whose server end is wrapped with cfg
 // on w, and its client end.
-func wrappedPair(t *testing.T, w *wheel.Wheel, cfg idle.Config) (*idle.Conn, *net.TCPConn) {
+func wrappedPair(t *testing.T, w *wheel.Wheel, cfg idle.Config) (*idleconn.Conn, *net.TCPConn) {
 	t.Helper()
 	client, server := tcpPair(t)
-	c, err := idle.WrapConn(server, w, cfg)
+	c, err := idleconn.WrapConn(server, w, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c, client
@@ -131,7 +132,7 @@ func TestConn_CopyMarks(t *testing.T) {
 				closeW func() error  // ends what dst's reader reads
 				got    <-chan []byte // what dst's reader read
 			)
-			var wsrc, wdst *idle.Conn
+			var wsrc, wdst *idleconn.Conn
 			switch tc.from {
 			case wrapped:
 				c, peer := wrappedPair(t, w, only(idle.Config{}))
@@ -185,12 +186,12 @@ func TestConn_CopyMarks(t *testing.T) {
 			require.True(t, bytes.Equal(data[:want], waitBytes(t, got)), "bytes differ")
 
 			if wsrc != nil {
-				assert.Equal(t, at, wsrc.Tracker().LastIn(), "source: inbound bytes")
-				assert.Equal(t, at, wsrc.Tracker().LastActivity(), "source: activity")
+				assert.Equal(t, at, wsrc.LastIn(), "source: inbound bytes")
+				assert.Equal(t, at, wsrc.LastActivity(), "source: activity")
 			}
 			if wdst != nil {
-				assert.Equal(t, at, wdst.Tracker().LastActivity(), "destination: activity")
-				assert.Zero(t, wdst.Tracker().LastIn(), "destination: no inbound bytes")
+				assert.Equal(t, at, wdst.LastActivity(), "destination: activity")
+				assert.Zero(t, wdst.LastIn(), "destination: no inbound bytes")
 			}
 		})
 	}
@@ -216,14 +217,14 @@ func TestConn_CopyFromQuietSource(t *testing.T) {
 	for range 3 {
 		clk.Advance(9 * time.Second) // the source is quiet
 		require.Equal(t, idle.ReasonNone, dst.Tracker().Reason())
-		require.False(t, dst.Tracker().WriteArmed(), "waiting for the source is not a stalled write")
+		require.False(t, dst.WriteArmed(), "waiting for the source is not a stalled write")
 		_, err := srcPeer.Write(msg)
 		require.NoError(t, err)
 		_, err = io.ReadFull(dstPeer, buf)
 		require.NoError(t, err)
 		require.Equal(t, msg, buf)
 		now := clk.Now()
-		require.Eventually(t, func() bool { return dst.Tracker().LastActivity() == now },
+		require.Eventually(t, func() bool { return dst.LastActivity() == now },
 			10*time.Second, time.Millisecond, "the message marks activity")
 	}
 	clk.Advance(10 * time.Second)
@@ -234,7 +235,7 @@ func TestConn_CopyFromQuietSource(t *testing.T) {
 	require.NoError(t, err)
 	err = waitErr(t, done)
 	require.ErrorIs(t, err, idle.ReasonIdle)
-	var ce *idle.CloseError
+	var ce *idleconn.CloseError
 	require.ErrorAs(t, err, &ce)
 	assert.True(t, ce.Timeout())
 }
@@ -264,7 +265,7 @@ func TestConn_CopyToQuietPeer(t *testing.T) {
 		_, err = io.ReadFull(dstPeer, buf)
 		require.NoError(t, err)
 		now := clk.Now()
-		require.Eventually(t, func() bool { return src.Tracker().LastIn() == now },
+		require.Eventually(t, func() bool { return src.LastIn() == now },
 			10*time.Second, time.Millisecond, "the message marks inbound bytes")
 	}
 	clk.Advance(10 * time.Second)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package idle_test
+package idleconn_test
 
 import (
 	"syscall"

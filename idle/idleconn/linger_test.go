@@ -1,4 +1,4 @@
-package idle_test
+package idleconn_test
 
 import (
 	"crypto/tls"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/internal/lagmeter"
 	"github.com/netwheel/netwheel/wheel"
 )
@@ -69,7 +70,7 @@ func TestConn_ExpireResetsLinger(t *testing.T) {
 			if tc.aboveTLS {
 				inner = tlsOver(t, lc, b)
 			}
-			c, err := idle.WrapConn(inner, w, only(idle.Config{IdleTimeout: time.Second}))
+			c, err := idleconn.WrapConn(inner, w, only(idle.Config{IdleTimeout: time.Second}))
 			require.NoError(t, err)
 			defer c.Close()
 			if tc.viaConn {

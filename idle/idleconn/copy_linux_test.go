@@ -1,4 +1,4 @@
-package idle_test
+package idleconn_test
 
 import (
 	"bufio"

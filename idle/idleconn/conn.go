@@ -1,4 +1,4 @@
-package idle
+package idleconn
 
 import (
 	"crypto/tls"
@@ -9,11 +9,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/wheel"
 )
 
 // CloseError is what a wrapped Conn's Read, Write, ReadFrom and WriteTo
-// return once its Tracker has closed it. errors.Is matches the Reason
+// return once its idle.Tracker has closed it. errors.Is matches the Reason
 // (idle.ReasonIdle, ...), net.ErrClosed (the Tracker closed the connection,
 // whatever the underlying conn said) and the underlying error; it never
 // matches os.ErrDeadlineExceeded, which promises that a call may be retried
@@ -23,19 +24,19 @@ import (
 // CloseError is a net.Error whose Timeout reports whether a timeout is what
 // closed the connection (see Timeout).
 type CloseError struct {
-	Reason Reason
+	Reason idle.Reason
 	Err    error // what the underlying conn returned
 }
 
 func (e *CloseError) Error() string {
-	return fmt.Sprintf("idle: connection closed (%s): %v", e.Reason, e.Err)
+	return fmt.Sprintf("idleconn: connection closed (%s): %v", e.Reason, e.Err)
 }
 
 // Unwrap returns the reason, net.ErrClosed and the underlying error.
 func (e *CloseError) Unwrap() []error { return []error{e.Reason, net.ErrClosed, e.Err} }
 
 // Timeout reports whether a timeout closed the connection: true for
-// ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline,
+// idle.ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline,
 // ReasonHandshake and ReasonWriteStall; false for ReasonMaxAge (the
 // connection reached the age drawn for it, and nothing timed out) and for
 // any other value. It names the cause, not a chance to retry: the
@@ -49,7 +50,7 @@ func (e *CloseError) Temporary() bool { return false }
 var _ net.Error = (*CloseError)(nil)
 
 // Conn is a net.Conn whose idle, read-silence, handshake, max-age and
-// write-stall timeouts are enforced by a Tracker on a shared wheel: a
+// write-stall timeouts are enforced by an idle.Tracker on a shared wheel: a
 // cheaper replacement for calling SetReadDeadline before every Read in a
 // goroutine-per-connection server. Read and Write mark activity (Read also
 // marks inbound bytes; with a WriteStallTimeout, Write arms the write-stall
@@ -76,37 +77,46 @@ type Conn struct {
 	// Written by WrapConn and only read afterwards; t keeps its own rules
 	// (see Tracker's fields).
 	net.Conn
-	t     Tracker
+	t     idle.Tracker
 	stall bool // WriteStallTimeout is set
 }
 
 // WrapConn starts tracking c with cfg on w and returns the wrapper. cfg is
-// validated as by New; it may not set KeepaliveTime (a plain net.Conn has no
-// probe to send: use TCP keepalive, Conn.SetKeepAliveConfig) nor
-// FrameTimeout (the wrapper knows no frames), which give ErrKeepalive and
-// ErrNoEffect. The idle, max-age and write-stall defaults apply (see
-// Config); the keepalive, frame and handshake ones do not. A
+// validated as by idle.NewTracker; it may not set KeepaliveTime (a plain
+// net.Conn has no probe to send: use TCP keepalive,
+// Conn.SetKeepAliveConfig) nor FrameTimeout (the wrapper knows no frames),
+// which give idle.ErrKeepalive and idle.ErrNoEffect. The idle, max-age and write-stall defaults apply (see
+// idle.Config); the keepalive, frame and handshake ones do not. A
 // HandshakeTimeout, when set, runs until Tracker().HandshakeDone is
 // called: after tls.Conn.Handshake returns, say (see NewTLSListener for
 // net/http). Close the Conn to stop tracking it. May be called from any
 // goroutine.
-func WrapConn(c net.Conn, w *wheel.Wheel, cfg Config) (*Conn, error) {
-	if err := checkConnConfig(&cfg); err != nil {
+func WrapConn(c net.Conn, w *wheel.Wheel, cfg idle.Config) (*Conn, error) {
+	if w == nil {
+		panic("idleconn: WrapConn with nil wheel")
+	}
+	if err := checkConnConfig(&cfg, w.Tick()); err != nil {
 		return nil, err
 	}
 	return wrap(c, w, &cfg), nil
 }
 
-// checkConnConfig validates cfg for a wrapped Conn and resolves it: no
-// keepalive, frame or handshake default applies (see Config).
-func checkConnConfig(cfg *Config) error {
+// checkConnConfig validates cfg for a wrapped Conn on a wheel of that tick
+// and resolves it: no keepalive, frame or handshake default applies, the
+// last two Off when unset, so that Tracker.Init takes the result as it is.
+func checkConnConfig(cfg *idle.Config, tick time.Duration) error {
 	if cfg.KeepaliveTime > 0 {
-		return fmt.Errorf("%w: a wrapped net.Conn cannot send probes; use TCP keepalive", ErrKeepalive)
+		return fmt.Errorf("%w: a wrapped net.Conn cannot send probes; use TCP keepalive", idle.ErrKeepalive)
 	}
 	if cfg.FrameTimeout > 0 {
-		return fmt.Errorf("%w: FrameTimeout on a wrapped net.Conn, which knows no frames", ErrNoEffect)
+		return fmt.Errorf("%w: FrameTimeout on a wrapped net.Conn, which knows no frames", idle.ErrNoEffect)
 	}
-	r, err := cfg.run(uses{})
+	for _, p := range []*time.Duration{&cfg.FrameTimeout, &cfg.HandshakeTimeout} {
+		if *p == 0 {
+			*p = idle.Off
+		}
+	}
+	r, err := cfg.WithDefaults(idle.Uses{Tick: tick})
 	if err != nil {
 		return err
 	}
@@ -114,12 +124,13 @@ func checkConnConfig(cfg *Config) error {
 	return nil
 }
 
-func wrap(c net.Conn, w *wheel.Wheel, cfg *Config) *Conn {
-	if w == nil {
-		panic("idle: WrapConn with nil wheel")
-	}
+// wrap starts tracking c with cfg, resolved by checkConnConfig, which
+// Init accepts as it is.
+func wrap(c net.Conn, w *wheel.Wheel, cfg *idle.Config) *Conn {
 	wc := &Conn{Conn: c, stall: cfg.WriteStallTimeout > 0}
-	wc.t.start(w, cfg, Hooks{Close: wc.expire}, int64(w.Now()))
+	if err := wc.t.Init(w, w.Now(), *cfg, idle.Hooks{Close: wc.expire}); err != nil {
+		panic("idleconn: a resolved config refused: " + err.Error())
+	}
 	return wc
 }
 
@@ -131,7 +142,7 @@ func wrap(c net.Conn, w *wheel.Wheel, cfg *Config) *Conn {
 // positive linger would make the transport's Close wait for unsent data
 // to be taken, which a peer that stalled the writes never does: it is
 // reset first (see SetLinger).
-func (c *Conn) expire(Reason) {
+func (c *Conn) expire(idle.Reason) {
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
 	if tc, ok := c.Conn.(*tls.Conn); ok {
 		transport := tc.NetConn()
@@ -159,7 +170,7 @@ func unlinger(nc net.Conn) {
 
 // Tracker returns the Conn's tracker, for HandshakeDone or Reason. Do not
 // Stop it: Close the Conn.
-func (c *Conn) Tracker() *Tracker { return &c.t }
+func (c *Conn) Tracker() *idle.Tracker { return &c.t }
 
 // NetConn returns the wrapped conn, as tls.Conn.NetConn does. Reads and
 // writes made on it directly are not tracked. Any goroutine.
@@ -202,7 +213,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 // connection, unless it is one already.
 func (c *Conn) wrapErr(err error) error {
 	r := c.t.Reason()
-	if r == ReasonNone {
+	if r == idle.ReasonNone {
 		return err
 	}
 	var ce *CloseError
@@ -231,7 +242,7 @@ func (c *Conn) Close() error {
 
 // unsupported is the error of a method the wrapped conn lacks.
 func (c *Conn) unsupported(method string) error {
-	return fmt.Errorf("idle: wrapped %T has no %s: %w", c.Conn, method, errors.ErrUnsupported)
+	return fmt.Errorf("idleconn: wrapped %T has no %s: %w", c.Conn, method, errors.ErrUnsupported)
 }
 
 // CloseWrite shuts down the writing side of the wrapped conn (a
@@ -353,7 +364,7 @@ type Listener struct {
 	// Written by WrapListener and only read afterwards.
 	net.Listener
 	w   *wheel.Wheel
-	cfg Config // validated and resolved
+	cfg idle.Config // validated and resolved
 }
 
 // WrapListener returns a listener whose Accept wraps each conn as WrapConn
@@ -377,11 +388,11 @@ type Listener struct {
 // calls HandshakeDone itself, ReadFrom and WriteTo copy through Read and
 // Write, and a timeout's close sends no close_notify. It suits only a
 // server of its own that wants activity to mean plaintext bytes.
-func WrapListener(ln net.Listener, w *wheel.Wheel, cfg Config) (*Listener, error) {
+func WrapListener(ln net.Listener, w *wheel.Wheel, cfg idle.Config) (*Listener, error) {
 	if w == nil {
-		panic("idle: WrapListener with nil wheel")
+		panic("idleconn: WrapListener with nil wheel")
 	}
-	if err := checkConnConfig(&cfg); err != nil {
+	if err := checkConnConfig(&cfg, w.Tick()); err != nil {
 		return nil, err
 	}
 	return &Listener{Listener: ln, w: w, cfg: cfg}, nil

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package idle
+package idleconn
 
 import "net"
 

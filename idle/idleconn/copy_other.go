@@ -1,6 +1,6 @@
 //go:build !linux
 
-package idle
+package idleconn
 
 import "syscall"
 
@@ -9,4 +9,4 @@ import "syscall"
 // in user space too.
 const spliceCopy = false
 
-func queued(syscall.RawConn) (int, error) { panic("idle: queued without splice") }
+func queued(syscall.RawConn) (int, error) { panic("idleconn: queued without splice") }

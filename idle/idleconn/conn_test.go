@@ -1,4 +1,4 @@
-package idle_test
+package idleconn_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/internal/lagmeter"
 	"github.com/netwheel/netwheel/wheel"
 )
@@ -26,14 +27,26 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // pair listens on 127.0.0.1:0 through WrapListener with cfg on a manual
 // clock and returns the accepted server side (wrapped) and the client side.
-func pair(t *testing.T, cfg idle.Config) (*wheel.ManualClock, *wheel.Wheel, *idle.Conn, net.Conn) {
+// only returns c with the defaults a wrapped Conn applies (idle, max age,
+// write stall) turned off where c leaves them zero: only what a test sets
+// is on.
+func only(c idle.Config) idle.Config {
+	for _, p := range []*time.Duration{&c.IdleTimeout, &c.MaxAge, &c.WriteStallTimeout} {
+		if *p == 0 {
+			*p = idle.Off
+		}
+	}
+	return c
+}
+
+func pair(t *testing.T, cfg idle.Config) (*wheel.ManualClock, *wheel.Wheel, *idleconn.Conn, net.Conn) {
 	t.Helper()
 	clk := wheel.NewManualClock()
 	w := wheel.New(wheel.WithClock(clk))
 	t.Cleanup(w.Stop)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ln, err := idle.WrapListener(raw, w, cfg)
+	ln, err := idleconn.WrapListener(raw, w, cfg)
 	require.NoError(t, err)
 	defer ln.Close()
 	client, err := net.Dial("tcp", ln.Addr().String())
@@ -42,7 +55,7 @@ func pair(t *testing.T, cfg idle.Config) (*wheel.ManualClock, *wheel.Wheel, *idl
 	sc, err := ln.Accept()
 	require.NoError(t, err)
 	t.Cleanup(func() { sc.Close() })
-	return clk, w, sc.(*idle.Conn), client
+	return clk, w, sc.(*idleconn.Conn), client
 }
 
 // readAsync starts a Read on c and returns a channel with its error.
@@ -133,7 +146,7 @@ func TestConn_WriteStall(t *testing.T) {
 		_, err := sc.Write(make([]byte, 64<<20))
 		done <- err
 	}()
-	require.Eventually(t, sc.Tracker().WriteTimerArmed, 10*time.Second, time.Millisecond)
+	require.Eventually(t, sc.WriteTimerArmed, 10*time.Second, time.Millisecond)
 	clk.Advance(5 * time.Second)
 	err := waitErr(t, done)
 	require.ErrorIs(t, err, idle.ReasonWriteStall)
@@ -164,11 +177,13 @@ func TestWrapConn_Config(t *testing.T) {
 		{name: "keepalive needs a probe", cfg: only(idle.Config{KeepaliveTime: time.Second, KeepaliveTimeout: time.Second}), want: idle.ErrKeepalive},
 		{name: "no frames", cfg: only(idle.Config{FrameTimeout: time.Second}), want: idle.ErrNoEffect},
 		{name: "invalid", cfg: only(idle.Config{KeepaliveCount: -1}), want: idle.ErrNegative},
+		{name: "a typo is not Off, even where the wrapper turns it off", cfg: only(idle.Config{FrameTimeout: -5}), want: idle.ErrNegative},
+		{name: "shorter than the tick", cfg: only(idle.Config{IdleTimeout: time.Microsecond}), want: idle.ErrTooShort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := idle.WrapConn(a, w, tc.cfg)
+			_, err := idleconn.WrapConn(a, w, tc.cfg)
 			assert.ErrorIs(t, err, tc.want)
-			_, err = idle.WrapListener(nil, w, tc.cfg)
+			_, err = idleconn.WrapListener(nil, w, tc.cfg)
 			assert.ErrorIs(t, err, tc.want)
 		})
 	}
@@ -183,7 +198,7 @@ func TestConn_RealWheel(t *testing.T) {
 	a, b := net.Pipe()
 	defer b.Close()
 	start := time.Now() // before the wrap, which starts the silence timer
-	c, err := idle.WrapConn(a, w, only(idle.Config{ReadSilenceTimeout: 20 * time.Millisecond}))
+	c, err := idleconn.WrapConn(a, w, only(idle.Config{ReadSilenceTimeout: 20 * time.Millisecond}))
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Read(make([]byte, 1))
@@ -218,7 +233,7 @@ func TestCloseError_Timeout(t *testing.T) {
 	for _, row := range rows {
 		classified[row.reason] = true
 		t.Run(row.reason.String(), func(t *testing.T) {
-			var ne net.Error = &idle.CloseError{Reason: row.reason, Err: io.ErrClosedPipe}
+			var ne net.Error = &idleconn.CloseError{Reason: row.reason, Err: io.ErrClosedPipe}
 			assert.Equal(t, row.timeout, ne.Timeout())
 			assert.False(t, ne.Temporary())
 			assert.ErrorIs(t, ne, row.reason)
@@ -254,7 +269,7 @@ func TestConn_CloseErrors(t *testing.T) {
 			clk.Advance(10 * time.Second)
 			require.Equal(t, tc.reason, sc.Tracker().Reason())
 			for i, err := range []error{waitErr(t, blocked), readErr(sc)} {
-				var ce *idle.CloseError
+				var ce *idleconn.CloseError
 				require.ErrorAs(t, err, &ce, "read %d", i)
 				assert.Equal(t, tc.reason, ce.Reason)
 				assert.ErrorIs(t, err, tc.reason)
@@ -276,9 +291,9 @@ func readErr(c net.Conn) error {
 // The interfaces that io.Copy, net/http and the os package look for, and
 // the TCP settings, whatever the wrapped conn.
 var (
-	_ io.ReaderFrom = (*idle.Conn)(nil)
-	_ io.WriterTo   = (*idle.Conn)(nil)
-	_ syscall.Conn  = (*idle.Conn)(nil)
+	_ io.ReaderFrom = (*idleconn.Conn)(nil)
+	_ io.WriterTo   = (*idleconn.Conn)(nil)
+	_ syscall.Conn  = (*idleconn.Conn)(nil)
 	_ interface {
 		CloseRead() error
 		CloseWrite() error
@@ -288,7 +303,7 @@ var (
 		SetNoDelay(bool) error
 		SetLinger(int) error
 		NetConn() net.Conn
-	} = (*idle.Conn)(nil)
+	} = (*idleconn.Conn)(nil)
 )
 
 // TestConn_TCPMethods calls the TCP methods through the wrapper: they
@@ -340,7 +355,7 @@ func TestConn_Unsupported(t *testing.T) {
 	defer w.Stop()
 	a, b := net.Pipe()
 	defer b.Close()
-	c, err := idle.WrapConn(a, w, only(idle.Config{IdleTimeout: time.Minute}))
+	c, err := idleconn.WrapConn(a, w, only(idle.Config{IdleTimeout: time.Minute}))
 	require.NoError(t, err)
 	defer c.Close()
 	for name, call := range map[string]func() error{
@@ -355,7 +370,7 @@ func TestConn_Unsupported(t *testing.T) {
 	} {
 		err := call()
 		assert.ErrorIs(t, err, errors.ErrUnsupported, name)
-		assert.ErrorContains(t, err, "idle: wrapped *net.pipe has no "+name, name)
+		assert.ErrorContains(t, err, "idleconn: wrapped *net.pipe has no "+name, name)
 	}
 
 	clk.Advance(time.Second)
@@ -367,11 +382,11 @@ func TestConn_Unsupported(t *testing.T) {
 	n, err := io.Copy(&got, c) // c.WriteTo: through Read
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, n)
-	assert.Equal(t, time.Second, c.Tracker().LastIn())
+	assert.Equal(t, time.Second, c.LastIn())
 
 	a2, b2 := net.Pipe()
 	defer b2.Close()
-	c2, err := idle.WrapConn(a2, w, only(idle.Config{IdleTimeout: time.Minute}))
+	c2, err := idleconn.WrapConn(a2, w, only(idle.Config{IdleTimeout: time.Minute}))
 	require.NoError(t, err)
 	defer c2.Close()
 	clk.Advance(time.Second)
@@ -379,7 +394,7 @@ func TestConn_Unsupported(t *testing.T) {
 	n, err = io.Copy(c2, strings.NewReader("hello")) // c2.ReadFrom: through Write
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, n)
-	assert.Equal(t, 2*time.Second, c2.Tracker().LastActivity())
+	assert.Equal(t, 2*time.Second, c2.LastActivity())
 	require.NoError(t, c2.Close())
 	assert.Equal(t, "hello", string(waitBytes(t, done)))
 }
@@ -403,7 +418,7 @@ func TestConn_AboveTLSExpireDoesNotBlock(t *testing.T) {
 	go func() { handshook <- client.Handshake() }()
 	require.NoError(t, server.Handshake())
 	require.NoError(t, waitErr(t, handshook))
-	c, err := idle.WrapConn(server, w, only(idle.Config{IdleTimeout: time.Second}))
+	c, err := idleconn.WrapConn(server, w, only(idle.Config{IdleTimeout: time.Second}))
 	require.NoError(t, err)
 	defer c.Close()
 

@@ -1,4 +1,4 @@
-package idle
+package idleconn
 
 import (
 	"io"

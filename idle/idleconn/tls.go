@@ -1,4 +1,4 @@
-package idle
+package idleconn
 
 import (
 	"crypto/tls"
@@ -35,7 +35,7 @@ import (
 // call. NewTLSListener panics if config is nil.
 func NewTLSListener(ln net.Listener, config *tls.Config) net.Listener {
 	if config == nil {
-		panic("idle: NewTLSListener with nil config")
+		panic("idleconn: NewTLSListener with nil config")
 	}
 	outer := config.Clone()
 	outer.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {

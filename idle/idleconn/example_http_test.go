@@ -1,4 +1,4 @@
-package idle_test
+package idleconn_test
 
 import (
 	"crypto/ecdsa"
@@ -16,8 +16,59 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/wheel"
 )
+
+// net/http with idle's timeouts: the wrapper gives every connection of the
+// listener an idle timeout (and the defaults: max age, write stall), so a
+// keep-alive connection on which no request comes is closed, never before
+// the timeout, and ConnState, which sees the wrapper, learns why.
+func ExampleWrapListener() {
+	w := wheel.New()
+	defer w.Stop()
+
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	const timeout = 200 * time.Millisecond // short, to keep the example quick
+	ln, err := idleconn.WrapListener(raw, w, idle.Config{IdleTimeout: timeout})
+	if err != nil {
+		panic(err)
+	}
+	closed := make(chan idle.Reason, 1)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(rw, "hello")
+		}),
+		ConnState: func(c net.Conn, s http.ConnState) {
+			if s == http.StateClosed {
+				closed <- c.(*idleconn.Conn).Tracker().Reason()
+			}
+		},
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	sent := time.Now() // before the request: the connection's last byte is after it
+	resp, err := client.Get("http://" + raw.Addr().String())
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Printf("%s: %s\n", resp.Status, body)
+	// The client keeps the connection for its next request; the server
+	// closes it once it has been idle for the timeout.
+	reason := <-closed
+	fmt.Println("keep-alive connection closed:", reason, "/ not before the timeout:", time.Since(sent) >= timeout)
+	// Output:
+	// 200 OK: hello
+	// keep-alive connection closed: idle / not before the timeout: true
+}
 
 // net/http over TLS with idle's timeouts: the wrapper goes below TLS, so
 // that net/http sees a *tls.Conn (Request.TLS set, HTTP/2), and
@@ -35,7 +86,7 @@ func ExampleNewTLSListener() {
 	if err != nil {
 		panic(err)
 	}
-	ln, err := idle.WrapListener(raw, w, idle.Config{
+	ln, err := idleconn.WrapListener(raw, w, idle.Config{
 		HandshakeTimeout: time.Second, // from accept to the TLS handshake
 		IdleTimeout:      time.Second, // no byte either way
 	})
@@ -46,7 +97,7 @@ func ExampleNewTLSListener() {
 	if err != nil {
 		panic(err)
 	}
-	tlsLn := idle.NewTLSListener(ln, &tls.Config{
+	tlsLn := idleconn.NewTLSListener(ln, &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{"h2", "http/1.1"}, // HTTP/2 when the client offers it
 	})
@@ -59,7 +110,7 @@ func ExampleNewTLSListener() {
 		ConnState: func(c net.Conn, s http.ConnState) {
 			if s == http.StateClosed {
 				// Under net/http's *tls.Conn is the wrapper.
-				closed <- c.(*tls.Conn).NetConn().(*idle.Conn).Tracker().Reason()
+				closed <- c.(*tls.Conn).NetConn().(*idleconn.Conn).Tracker().Reason()
 			}
 		},
 		ErrorLog: log.New(io.Discard, "", 0),

@@ -1,4 +1,4 @@
-package idle_test
+package idleconn_test
 
 import (
 	"bufio"
@@ -19,30 +19,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/idle/idleconn"
 	"github.com/netwheel/netwheel/wheel"
 )
 
-// httpsServer is net/http serving TLS over idle.WrapListener on a manual
+// httpsServer is net/http serving TLS over idleconn.WrapListener on a manual
 // clock, with the wrapper below TLS.
 type httpsServer struct {
 	clk    *wheel.ManualClock
 	addr   string
 	roots  *x509.CertPool
-	conns  chan *idle.Conn // each accepted connection's wrapper
-	closed chan *idle.Conn // each closed connection's wrapper
+	conns  chan *idleconn.Conn // each accepted connection's wrapper
+	closed chan *idleconn.Conn // each closed connection's wrapper
 }
 
-// startHTTPS starts the server; mark selects idle.NewTLSListener (which
+// startHTTPS starts the server; mark selects idleconn.NewTLSListener (which
 // marks handshakes) rather than tls.NewListener (which does not).
 func startHTTPS(t *testing.T, cfg idle.Config, mark bool) *httpsServer {
 	t.Helper()
-	s := &httpsServer{clk: wheel.NewManualClock(), conns: make(chan *idle.Conn, 8), closed: make(chan *idle.Conn, 8)}
+	s := &httpsServer{clk: wheel.NewManualClock(), conns: make(chan *idleconn.Conn, 8), closed: make(chan *idleconn.Conn, 8)}
 	w := wheel.New(wheel.WithClock(s.clk))
 	t.Cleanup(w.Stop)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	s.addr = raw.Addr().String()
-	ln, err := idle.WrapListener(raw, w, cfg)
+	ln, err := idleconn.WrapListener(raw, w, cfg)
 	require.NoError(t, err)
 	cert, roots, err := selfSigned()
 	require.NoError(t, err)
@@ -50,7 +51,7 @@ func startHTTPS(t *testing.T, cfg idle.Config, mark bool) *httpsServer {
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
 	var tlsLn net.Listener
 	if mark {
-		tlsLn = idle.NewTLSListener(ln, tlsCfg)
+		tlsLn = idleconn.NewTLSListener(ln, tlsCfg)
 	} else {
 		tlsLn = tls.NewListener(ln, tlsCfg)
 	}
@@ -64,7 +65,7 @@ func startHTTPS(t *testing.T, cfg idle.Config, mark bool) *httpsServer {
 			if !assert.True(t, ok, "net/http sees %T", c) {
 				return
 			}
-			ic, ok := tc.NetConn().(*idle.Conn)
+			ic, ok := tc.NetConn().(*idleconn.Conn)
 			if !assert.True(t, ok, "under TLS is %T", tc.NetConn()) {
 				return
 			}
@@ -86,7 +87,7 @@ func startHTTPS(t *testing.T, cfg idle.Config, mark bool) *httpsServer {
 	return s
 }
 
-func (s *httpsServer) accepted(t *testing.T) *idle.Conn {
+func (s *httpsServer) accepted(t *testing.T) *idleconn.Conn {
 	t.Helper()
 	select {
 	case c := <-s.conns:
@@ -97,7 +98,7 @@ func (s *httpsServer) accepted(t *testing.T) *idle.Conn {
 	}
 }
 
-func (s *httpsServer) waitClosed(t *testing.T, c *idle.Conn) {
+func (s *httpsServer) waitClosed(t *testing.T, c *idleconn.Conn) {
 	t.Helper()
 	for {
 		select {
@@ -153,7 +154,7 @@ func TestNewTLSListener_HTTP2(t *testing.T) {
 	assert.Equal(t, "HTTP/2.0, TLS: true", string(body), "the handler's view")
 
 	c := s.accepted(t)
-	assert.False(t, c.Tracker().HandshakePending(), "the handshake is marked")
+	assert.False(t, c.HandshakePending(), "the handshake is marked")
 	_, ok := c.NetConn().(*net.TCPConn)
 	assert.True(t, ok, "the wrapper is right above TCP")
 	var conn net.Conn = c
@@ -184,10 +185,10 @@ func TestNewTLSListener_HTTP2(t *testing.T) {
 	// The activity read before the last step bounds the one the tracker
 	// went by (stamps only move forward); the close itself makes more.
 	s.clk.Advance(idleTimeout - time.Second)
-	lastSeen := c.Tracker().LastActivity()
+	lastSeen := c.LastActivity()
 	for step := 0; c.Tracker().Reason() == idle.ReasonNone; step++ {
 		require.Less(t, step, int(idleTimeout/time.Second), "the connection never idled out")
-		lastSeen = c.Tracker().LastActivity()
+		lastSeen = c.LastActivity()
 		s.clk.Advance(time.Second)
 	}
 	require.Equal(t, idle.ReasonIdle, c.Tracker().Reason())
@@ -239,7 +240,7 @@ func TestNewTLSListener_Handshake(t *testing.T) {
 	const handshake = 5 * time.Second
 	for _, tc := range []struct {
 		name  string
-		mark  bool // idle.NewTLSListener, not tls.NewListener
+		mark  bool // idleconn.NewTLSListener, not tls.NewListener
 		hello bool // the client runs the TLS handshake
 		want  idle.Reason
 	}{
@@ -261,7 +262,7 @@ func TestNewTLSListener_Handshake(t *testing.T) {
 			c := s.accepted(t)
 			if tc.mark && tc.hello {
 				// The client's handshake may return before the server's.
-				require.Eventually(t, func() bool { return !c.Tracker().HandshakePending() },
+				require.Eventually(t, func() bool { return !c.HandshakePending() },
 					10*time.Second, time.Millisecond)
 			}
 			if tc.hello {
@@ -302,7 +303,7 @@ func TestNewTLSListener_Config(t *testing.T) {
 	t.Cleanup(w.Stop)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ln, err := idle.WrapListener(raw, w, only(idle.Config{HandshakeTimeout: time.Minute}))
+	ln, err := idleconn.WrapListener(raw, w, only(idle.Config{HandshakeTimeout: time.Minute}))
 	require.NoError(t, err)
 	cert, roots, err := selfSigned()
 	require.NoError(t, err)
@@ -318,7 +319,7 @@ func TestNewTLSListener_Config(t *testing.T) {
 			return nil
 		},
 	}
-	tlsLn := idle.NewTLSListener(ln, &tls.Config{
+	tlsLn := idleconn.NewTLSListener(ln, &tls.Config{
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return inner, nil },
 	})
 	t.Cleanup(func() { tlsLn.Close() })
@@ -326,7 +327,7 @@ func TestNewTLSListener_Config(t *testing.T) {
 	clientCfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", ClientSessionCache: tls.NewLRUClientSessionCache(4)}
 	// handshake dials, handshakes on both ends, and returns the server's
 	// wrapper and whether the client resumed a session.
-	handshake := func(serverName string) (*idle.Conn, bool, error) {
+	handshake := func(serverName string) (*idleconn.Conn, bool, error) {
 		type result struct {
 			c   *tls.Conn
 			err error
@@ -350,7 +351,7 @@ func TestNewTLSListener_Config(t *testing.T) {
 		r := <-accepted
 		require.NotNil(t, r.c)
 		t.Cleanup(func() { r.c.Close() })
-		c := r.c.NetConn().(*idle.Conn)
+		c := r.c.NetConn().(*idleconn.Conn)
 		if err != nil || r.err != nil {
 			return c, false, errors.Join(err, r.err)
 		}
@@ -366,18 +367,18 @@ func TestNewTLSListener_Config(t *testing.T) {
 	c, resumed, err := handshake("")
 	require.NoError(t, err)
 	assert.False(t, resumed)
-	assert.False(t, c.Tracker().HandshakePending(), "marked")
+	assert.False(t, c.HandshakePending(), "marked")
 	assert.Equal(t, 1, verified)
 
 	c, resumed, err = handshake("")
 	require.NoError(t, err)
 	assert.True(t, resumed, "the ticket from the first connection")
-	assert.False(t, c.Tracker().HandshakePending(), "a resumed handshake is marked")
+	assert.False(t, c.HandshakePending(), "a resumed handshake is marked")
 	assert.Equal(t, 2, verified)
 
 	c, _, err = handshake("refuse.test")
 	require.ErrorIs(t, err, refuse)
-	assert.True(t, c.Tracker().HandshakePending(), "a refused client is not marked")
+	assert.True(t, c.HandshakePending(), "a refused client is not marked")
 	assert.Equal(t, 3, verified)
 }
 
