@@ -195,7 +195,7 @@ func TestSimulated_TrackersWakeFlat(t *testing.T) {
 					last[i] = at
 					if trackers[i] == nil {
 						closedAt[i] = -1
-						tr, err := idle.NewAt(w, w.Now(), only(idle.Config{IdleTimeout: connIdle}),
+						tr, err := idle.NewTracker(w, only(idle.Config{IdleTimeout: connIdle}),
 							idle.Hooks{Close: func(idle.Reason) { closedAt[i] = now }})
 						require.NoError(t, err)
 						trackers[i] = tr
