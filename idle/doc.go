@@ -20,9 +20,8 @@
 // its own output queue tells it what it sees (netserver does); a Tracker's
 // write-stall timeout (Written, Drained) is decided by one too.
 //
-// For a goroutine-per-connection server on the standard library, package
-// idleconn wraps each net.Conn in a Tracker, in place of a SetReadDeadline
-// before every Read.
+// Package idleconn wraps the net.Conns of a goroutine-per-connection server
+// on the standard library in Trackers.
 //
 // Zero values follow one rule, as everywhere in netwheel: a zero Config
 // field means the default it documents (the Default* constants, which keep

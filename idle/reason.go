@@ -45,13 +45,7 @@ var reasonNames = [numReasons]string{
 // event it waited for (idle, dead peer, keepalive, frame, handshake, write
 // stall). ReasonMaxAge is not one: the connection did nothing wrong, and a
 // caller that retries after timeouts must not retry it.
-func (r Reason) Timeout() bool {
-	switch r {
-	case ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline, ReasonHandshake, ReasonWriteStall:
-		return true
-	}
-	return false
-}
+func (r Reason) Timeout() bool { return r != ReasonNone && r != ReasonMaxAge && r < numReasons }
 
 // String returns the reason's metric label, such as "idle" or "dead_peer";
 // an unknown value gives "unknown".

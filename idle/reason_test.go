@@ -25,6 +25,7 @@ func TestReason_NamesAndTimeout(t *testing.T) {
 		assert.Equal(t, timeouts[r], r.Timeout(), "%s", name)
 	}
 	assert.Equal(t, "unknown", idle.Reason(idle.NumReasons).String())
+	assert.False(t, idle.Reason(idle.NumReasons).Timeout(), "an unknown reason is no timeout")
 	assert.False(t, idle.ReasonMaxAge.Timeout(), "max age is not a timeout: nobody should retry it")
 	for _, r := range idle.Reasons() {
 		assert.True(t, r.Timeout() || r == idle.ReasonMaxAge, "a Tracker reports only its timeouts and max age, not %s", r)

@@ -133,10 +133,9 @@ func NewTracker(w *wheel.Wheel, cfg Config, hooks Hooks) (*Tracker, error) {
 	return t, nil
 }
 
-// Init is NewTracker on t, a new Tracker or one embedded in a larger struct
-// (one allocation for both: package idleconn's Conn), for a connection that
-// opened at now, a reading of the wheel's Now. It fails as NewTracker does,
-// leaving t unused. Call it once, before sharing t.
+// Init is NewTracker on t (new, or embedded in a larger struct: one
+// allocation for both) for a connection that opened at now, a reading of
+// Wheel.Now. It fails as NewTracker does, starting nothing. Call it once.
 func (t *Tracker) Init(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hooks) error {
 	if w == nil {
 		panic("idle: Init with nil wheel")

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"io"
+	"github.com/netwheel/netwheel/netserver"
 	"math"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,303 +11,9 @@ import (
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
-
-// errUsage is wrapped by every flag validation error.
-var errUsage = errors.New("loadtest: bad flags")
-
-const kindNetwheel = "netwheel"
-
-// options is the parsed and validated command line.
-type options struct {
-	addr      string // "" means embedded
-	server    string // netwheel (embedded) or external (-addr)
-	proto     attack.Proto
-	payload   []byte           // raw: each message's bytes (nil: -size bytes of the echo pattern)
-	expect    attack.Expect    // raw: what an answer must be
-	known     *report.Timeouts // -addr: the timeouts the flags gave (the others zero); nil embedded
-	scenarios []string
-	conns     int
-	rate      float64
-	size      int
-	duration  time.Duration
-	closed    bool
-	fins      bool // -fins: capture the server's FINs on the loopback
-	churnRate float64
-	timeouts  report.Timeouts
-	horizon   time.Duration // -close-horizon: how long after its deadline a close is waited for
-	shardI    int           // 0-based
-	shardN    int
-	jsonPath  string
-	plotPath  string
-	quiet     bool
-	version   bool // -version: print the version and exit
-	maxConns  int  // embedded netwheel server's MaxConns (0: no limit)
-	dialConc  int
-	spread    time.Duration // quiet connections' send window (see attack.Config.IdleSpread)
-	barrier   time.Duration // bound of the wait for every quiet connection to open
-	cpuProf   string
-	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
-	metricsNS string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
-
-	// Hostile scenarios (attack/hostile.go): connections per scenario, what
-	// a flooder sends at most, how long connflood holds, and the server's
-	// limits and allowance its memory growth is judged against.
-	nonreaders, splitters, pingflooders, garbageConns, floodConns int
-	hostileBytes                                                  int64
-	floodHold                                                     time.Duration
-	outputLimit, unackedLimit, memAllowance                       int64
-	serverPID                                                     int // -addr: the server's pid, for its RSS (0: none)
-
-	notes []string
-}
-
-// defaultHorizon is -close-horizon's default: long enough to measure a
-// server that sweeps its idle clients every few seconds (Redis is 1-4 s
-// late), short enough that a server that never closes costs the run 10 s.
-const defaultHorizon = 10 * time.Second
-
-// defaultSpread is -idle-spread's default; it is capped at a quarter of
-// the idle timeout unless given explicitly.
-const defaultSpread = time.Second
-
-// quietBounds returns the barrier bound and the spread window for the
-// quiet connections: the barrier waits at most 10 s (the connections send
-// a keep-alive every third of the idle timeout while they wait, since the
-// server's idle timer runs from the open), and with an idle timeout the
-// window is at most a quarter of it unless given.
-func quietBounds(idle, spread time.Duration, spreadSet bool) (barrier, window time.Duration) {
-	barrier, window = 10*time.Second, spread
-	if idle > 0 && !spreadSet {
-		window = min(window, idle/4)
-	}
-	return barrier, window
-}
-
-// Environment variables of -shard auto: a Kubernetes Indexed Job sets
-// JOB_COMPLETION_INDEX (0-based) in each pod; the Job's manifest sets
-// LOADTEST_SHARDS to its completions.
-const (
-	envShardIndex = "JOB_COMPLETION_INDEX"
-	envShards     = "LOADTEST_SHARDS"
-)
-
-// parseShard parses "i/n" with 1 <= i <= n, or "auto": the 0-based index
-// from $JOB_COMPLETION_INDEX and the count from $LOADTEST_SHARDS, read
-// with getenv. It returns the 0-based index.
-func parseShard(s string, getenv func(string) string) (i, n int, err error) {
-	if s == "auto" {
-		return shardFromEnv(getenv)
-	}
-	a, b, ok := strings.Cut(s, "/")
-	if ok {
-		i, err = strconv.Atoi(a)
-		if err == nil {
-			n, err = strconv.Atoi(b)
-		}
-	}
-	if !ok || err != nil || n < 1 || i < 1 || i > n {
-		return 0, 0, fmt.Errorf("%w: -shard %q: want i/n with 1 <= i <= n, such as 1/2, or auto", errUsage, s)
-	}
-	return i - 1, n, nil
-}
-
-// shardFromEnv is -shard auto: the shard of this pod of an Indexed Job.
-func shardFromEnv(getenv func(string) string) (i, n int, err error) {
-	is, ns := getenv(envShardIndex), getenv(envShards)
-	switch {
-	case is == "":
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (Kubernetes sets it in the pods of an Indexed Job; elsewhere give -shard i/n)", errUsage, envShardIndex)
-	case ns == "":
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s is not set (set it in the Job's manifest to its completions, the number of shards)", errUsage, envShards)
-	}
-	if n, err = strconv.Atoi(ns); err != nil || n < 1 {
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want the number of shards, at least 1", errUsage, envShards, ns)
-	}
-	if i, err = strconv.Atoi(is); err != nil || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("%w: -shard auto: $%s=%q: want 0 to %d, below $%s=%d", errUsage, envShardIndex, is, n-1, envShards, n)
-	}
-	return i, n, nil
-}
-
-// shareOf returns shard i's (0-based) share of total items out of n
-// shards: the shares differ by at most one and add up to total.
-func shareOf(total, i, n int) int {
-	s := total / n
-	if i < total%n {
-		s++
-	}
-	return s
-}
-
-// parseFlags parses the run command's flags; out receives -h's text.
-func parseFlags(args []string, out io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(out)
-	var proto, scen, shard, payload, expect, preset string
-	t := &o.timeouts
-	fs.StringVar(&o.addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
-	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
-	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios run at once: echo, idle, handshake, keepalive, retransmit, slowloris, churn (polite);\n"+
-		"nonreader, splitter, pingflood, connflood, garbage (hostile: judged by what the server did, its memory growth and, for connflood, its connection limit);\n"+
-		"mixed (= all); default all the protocol supports (pingflood: framed; connflood: with -max-conns; handshake: with -handshake; slowloris, raw: when asked for)")
-	fs.IntVar(&o.conns, "conns", 400, "connections per polite scenario (keepalive: half survive, half silent)")
-	fs.Float64Var(&o.rate, "rate", 20, "echo: messages/s per connection, open loop")
-	fs.IntVar(&o.size, "size", 64, "message payload `bytes`")
-	fs.StringVar(&payload, "payload", "", "raw: the `bytes` of each message, Go escapes allowed (PING\\r\\n) (default: -size bytes of a letter pattern, for an echo server)")
-	fs.StringVar(&expect, "expect", "", "raw, with -addr: what an answer to each message must be: `echo` (the message itself, the default); any (any bytes); none (the server answers nothing);\n"+
-		"or the bytes it begins with, Go escapes allowed: a line (through its \\n) beginning so, or an HTTP/1.x response (a prefix beginning HTTP/, its body by Content-Length or chunked)")
-	fs.StringVar(&preset, "preset", "", "raw, with -addr: -payload and -expect for a common protocol (either flag, given, overrides its half):\n"+
-		"redis (PING / +PONG), memcached (version / VERSION), http (a keep-alive GET / / HTTP/1.), line (a line / any line)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "echo and churn sending time; the run lasts until the timer scenarios finish too")
-	fs.BoolVar(&o.closed, "closed", false, "echo: closed loop (each connection sends when its previous echo arrived) instead of open loop")
-	fs.Float64Var(&o.churnRate, "churn-rate", 100, "churn: connections opened (and closed) per second")
-	fs.DurationVar(&t.Idle, "idle", 2*time.Second, "server idle timeout (0: off)")
-	fs.DurationVar(&t.KeepaliveTime, "keepalive", 500*time.Millisecond, "server keepalive time: read silence before a ping (0: off)")
-	fs.DurationVar(&t.KeepaliveTimeout, "keepalive-timeout", 500*time.Millisecond, "server keepalive timeout: wait for an answer to each ping")
-	fs.IntVar(&t.KeepaliveCount, "keepalive-count", 1, "server keepalive pings before giving up")
-	fs.DurationVar(&t.Frame, "frame-timeout", time.Second, "server frame deadline, first byte to last (0: off); raw, with -addr: the server's request deadline, which slowloris is judged against only when given")
-	fs.DurationVar(&t.Handshake, "handshake", 0, "server handshake timeout: a connection that sends nothing is closed this long after it opened (0: none known). The handshake scenario needs it;\n"+
-		"the embedded netwheel server gets it as its HandshakeTimeout (raw: until the first byte; framed: the first frame), and the run's other connections then prove themselves at once")
-	fs.DurationVar(&t.InitialRTO, "rto", 100*time.Millisecond, "server initial retransmission timeout")
-	fs.DurationVar(&t.MinRTO, "min-rto", 50*time.Millisecond, "server minimum retransmission timeout")
-	fs.DurationVar(&t.MaxRTO, "max-rto", 10*time.Second, "server maximum retransmission timeout")
-	fs.IntVar(&t.MaxRetransmits, "max-retransmits", 3, "server retransmissions before giving up")
-	fs.DurationVar(&t.GiveUpAfter, "give-up", 5*time.Second, "server give-up time for an unacknowledged message")
-	fs.DurationVar(&t.Tick, "tick", time.Millisecond, "server timer tick: closes earlier than this count as early")
-	fs.DurationVar(&t.Slack, "slack", 500*time.Millisecond, "how late after its deadline a close still counts as on time")
-	fs.DurationVar(&o.horizon, "close-horizon", defaultHorizon, "how long after its deadline a close is still waited for, and its lateness measured; later counts as never\n"+
-		"(a close on time ends the wait at once: only a late server makes the run longer)")
-	fs.StringVar(&shard, "shard", "1/1", "run shard `i/n` of the connections (merge the -json files with `loadtest report`);\n"+
-		"auto: shard $JOB_COMPLETION_INDEX+1 of $LOADTEST_SHARDS (a Kubernetes Indexed Job; see docs/scaling.md)")
-	fs.StringVar(&o.jsonPath, "json", "", "write the full result to `FILE`")
-	fs.StringVar(&o.plotPath, "plot", "", "draw latency and close-error distributions to `FILE.svg` or FILE.html")
-	fs.BoolVar(&o.quiet, "q", false, "no progress line")
-	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.BoolVar(&o.fins, "fins", false, "capture the server's FINs on the loopback interface and report the close error from their kernel timestamps too,\n"+
-		"which leaves out this client's delay to read the close (Linux; needs CAP_NET_RAW, else a note says it was not done)")
-	fs.IntVar(&o.maxConns, "max-conns", 0, "the server's connection limit (0: none): the embedded netwheel server's MaxConns, or what -addr's server enforces; connflood needs it")
-	fs.IntVar(&o.nonreaders, "nonreader-conns", 4, "nonreader: connections that send echo traffic as fast as the server takes it and never read")
-	fs.IntVar(&o.splitters, "splitter-conns", 20, "splitter: connections whose messages (at -rate, -size) are written cut at random byte boundaries and checked byte for byte")
-	fs.IntVar(&o.pingflooders, "pingflood-conns", 4, "pingflood: connections that send PINGs as fast as the server takes them (half read the PONGs, half never read)")
-	fs.IntVar(&o.garbageConns, "garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)")
-	fs.IntVar(&o.floodConns, "flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)")
-	o.hostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
-	fs.Var((*byteSize)(&o.hostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
-		"nonreader is judged only above -output-limit plus 8 MiB of kernel buffers (framed: or above -unacked-limit)")
-	fs.Var((*byteSize)(&o.outputLimit), "output-limit", "the server's hard limit of queued output per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.OutputHard)")
-	fs.Var((*byteSize)(&o.unackedLimit), "unacked-limit", "framed: the server's limit of unacknowledged DATA payload per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.UnackedBytes)")
-	fs.Var((*byteSize)(&o.memAllowance), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
-	fs.IntVar(&o.serverPID, "server-pid", 0, "with -addr: the server's `PID` on this host; its RSS (/proc/PID/status) is sampled during hostile scenarios (otherwise -metrics' process_resident_memory_bytes)")
-	fs.IntVar(&o.dialConc, "dial-concurrency", 128, "dials in flight at once")
-	fs.DurationVar(&o.spread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, keeping themselves open meanwhile), then send their last message\n"+
-		"evenly spread over this window, so sends and expiries do not come in one burst (0: all at once; default capped at a quarter of -idle)")
-	fs.StringVar(&o.metrics, "metrics", "", "with -addr: the server's Prometheus endpoint `URL`: http://HOST:PORT/PATH, or HOST:PORT for http://HOST:PORT/metrics;\n"+
-		"read before and after the run to check that no connection, timer, open file or goroutine leaked (loopback or -addr's host only)")
-	fs.StringVar(&o.metricsNS, "metrics-namespace", defaultMetricsNamespace, "with -metrics: the `prefix` of the server's own metrics (netserver's Config.MetricsNamespace), as in PREFIX_connections_open")
-	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded server) to `FILE`")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadtest [flags]          run a load test (embedded server unless -addr)\n"+
-			"       loadtest report [-json OUT] [-plot OUT] FILE...   re-render or merge results\n"+
-			"\nThe embedded server is netwheel's (netserver's echo). The baseline servers (gnet, gnetafterfunc,\n"+
-			"netdeadline, nbio) and the comparison of netwheel with them (docs/perf.md's table) are in the bench\n"+
-			"module: cd bench && go run ./compare -h\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q (did you mean `loadtest report`?)", errUsage, fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	o.server = kindNetwheel
-	if o.addr != "" {
-		if _, _, err := net.SplitHostPort(o.addr); err != nil {
-			return nil, fmt.Errorf("%w: -addr %q: want HOST:PORT", errUsage, o.addr)
-		}
-		o.server = "external"
-	}
-	switch proto {
-	case "":
-		o.proto = attack.Raw
-		if o.server == kindNetwheel && !set["payload"] && !set["expect"] && !set["preset"] { // those describe a raw protocol
-			o.proto = attack.Framed
-		}
-	case "raw":
-		o.proto = attack.Raw
-	case "framed":
-		o.proto = attack.Framed
-	default:
-		return nil, fmt.Errorf("%w: -proto %q: want raw or framed", errUsage, proto)
-	}
-	if err := parseExchange(o, payload, expect, preset, set); err != nil {
-		return nil, err
-	}
-	var err error
-	if o.scenarios, err = parseScenarios(scen, o.proto, o.maxConns > 0, o.payload != nil || o.expect.Kind != attack.AnswerEcho, t.Handshake > 0); err != nil {
-		return nil, err
-	}
-	if err := checkHostile(o, set); err != nil {
-		return nil, err
-	}
-	if o.shardI, o.shardN, err = parseShard(shard, os.Getenv); err != nil {
-		return nil, err
-	}
-	switch {
-	case o.conns < 0:
-		return nil, fmt.Errorf("%w: -conns %d is negative", errUsage, o.conns)
-	case !(o.rate > 0) || o.rate > 1e6:
-		return nil, fmt.Errorf("%w: -rate %v: want more than 0 and at most 1e6 messages/s per connection", errUsage, o.rate)
-	case o.payload == nil && (o.size < 1 || o.size > frame.DefaultMax-9):
-		return nil, fmt.Errorf("%w: -size %d: want 1 to %d bytes", errUsage, o.size, frame.DefaultMax-9)
-	case o.duration <= 0 || o.duration > 24*time.Hour:
-		return nil, fmt.Errorf("%w: -duration %s: want more than 0 and at most 24h", errUsage, o.duration)
-	case o.churnRate < 0 || o.churnRate > 1e5:
-		return nil, fmt.Errorf("%w: -churn-rate %v: want 0 to 1e5 connections/s", errUsage, o.churnRate)
-	case o.dialConc < 1:
-		return nil, fmt.Errorf("%w: -dial-concurrency %d: want at least 1", errUsage, o.dialConc)
-	case t.Slack < 0 || t.Tick < 0:
-		return nil, fmt.Errorf("%w: -slack and -tick must not be negative", errUsage)
-	case o.horizon < t.Slack || o.horizon > time.Hour:
-		return nil, fmt.Errorf("%w: -close-horizon %s: want at least -slack (%s) and at most 1h", errUsage, o.horizon, t.Slack)
-	case o.spread < 0:
-		return nil, fmt.Errorf("%w: -idle-spread %s is negative", errUsage, o.spread)
-	case set["idle-spread"] && t.Idle > 0 && o.spread > t.Idle/2 && (slices.Contains(o.scenarios, attack.Idle) || slices.Contains(o.scenarios, attack.Keepalive)):
-		return nil, fmt.Errorf("%w: -idle-spread %s: want at most half of -idle (%s): the server's idle timer runs from the open, so later sends would find their connection reaped", errUsage, o.spread, t.Idle)
-	}
-	if set["metrics"] {
-		if o.metrics, err = metricsTarget(o.metrics, o.addr); err != nil {
-			return nil, err
-		}
-	}
-	switch {
-	case set["metrics-namespace"] && !set["metrics"]:
-		return nil, fmt.Errorf("%w: -metrics-namespace names the metrics read from -metrics, and needs it", errUsage)
-	case !metricName.MatchString(o.metricsNS):
-		return nil, fmt.Errorf("%w: -metrics-namespace %q is not a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)", errUsage, o.metricsNS)
-	}
-	o.barrier, o.spread = quietBounds(t.Idle, o.spread, set["idle-spread"])
-	if o.plotPath != "" {
-		if ext := filepath.Ext(o.plotPath); ext != ".svg" && ext != ".html" {
-			return nil, fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, o.plotPath)
-		}
-	}
-	if o.addr != "" {
-		o.known = knownTimeouts(*t, set) // before checkTimeouts, which judges by it
-	}
-	if err := checkTimeouts(o); err != nil {
-		return nil, err
-	}
-	if o.addr != "" {
-		o.notes = append(o.notes, assumedTimeouts(o, set)...)
-	}
-	return o, nil
-}
 
 // presets are -preset's protocols: each message, and what its answer must
 // be (ParseExpect's syntax). http's Host is -addr.
@@ -414,19 +115,13 @@ func knownTimeouts(t report.Timeouts, set map[string]bool) *report.Timeouts {
 // scenario is judged against that no flag gave: the harness's default is
 // assumed.
 func assumedTimeouts(o *options, set map[string]bool) []string {
-	need := map[string][]string{
-		attack.Idle:       {"idle"},
-		attack.Keepalive:  {"keepalive", "keepalive-timeout", "keepalive-count"},
-		attack.Retransmit: {"rto", "min-rto", "max-rto", "max-retransmits", "give-up"},
-		attack.Slowloris:  {"frame-timeout"},
-	}
 	var notes []string
 	for _, s := range o.scenarios {
 		if notApplicable(o, s) != "" {
 			continue
 		}
 		var missing []string
-		for _, name := range need[s] {
+		for _, name := range scenario.Lookup(s).Timeouts {
 			if !set[name] {
 				missing = append(missing, "-"+name)
 			}
@@ -438,109 +133,81 @@ func assumedTimeouts(o *options, set map[string]bool) []string {
 	return notes
 }
 
-// parseScenarios parses -scenario; by default (or mixed) it returns every
-// scenario the protocol supports, with connflood only if the server's
-// connection limit is known (limit), with handshake only if the server's
-// handshake timeout is (handshake: -handshake), and raw without slowloris,
-// which needs its request deadline. With a raw protocol of the user's
-// (other: -payload, -expect or -preset), the framed-only scenarios are
-// listed too, and reported not applicable (attack.NotApplicable).
-func parseScenarios(s string, p attack.Proto, limit, other, handshake bool) ([]string, error) {
+// env is what the scenario table needs to know of the run o describes.
+func env(o *options) scenario.Env {
+	e := scenario.Env{Proto: o.proto, External: o.addr != "", EchoAnswers: o.expect.Kind == attack.AnswerEcho,
+		CountedAnswers: o.expect.Counted(), OtherProtocol: o.payload != nil || o.expect.Kind != attack.AnswerEcho,
+		Expect: o.expect.String(), Size: o.size, Handshake: o.timeouts.Handshake, Frame: o.timeouts.Frame, MaxConns: o.maxConns,
+		HostileBytes: o.hostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
+		Proxy: o.edge.proxyVersion != "", MaxConnsPerSource: o.edge.maxConnsPerSource}
+	t, known := o.timeouts, o.timeouts
+	if o.known != nil {
+		known = *o.known
+		e.Frame = known.Frame // an external server's request deadline: only if given
+	}
+	e.Idle, e.KnownIdle, e.KeepaliveTime, e.KeepaliveTimeout = t.Idle, known.Idle, t.KeepaliveTime, t.KeepaliveTimeout
+	e.DeadPeerAfter, e.KnownDeadPeerAfter, e.Rate, e.Closed = t.DeadPeerAfter(), known.DeadPeerAfter(), o.rate, o.closed
+	_, e.GiveUp, e.LadderErr = attack.Ladder(t)
+	return e
+}
+
+// notApplicable returns why scenario s cannot be judged in the run o
+// describes, or "" (scenario.Spec.NotApplicable).
+func notApplicable(o *options, s string) string { return scenario.Lookup(s).NotApplicable(env(o)) }
+
+// parseScenarios parses -scenario: a comma-separated list, or all (the
+// default; mixed is its old name): every scenario that applies in e and
+// is in the default set (scenario.Spec.InDefault). A scenario named that
+// needs the framed protocol is an error over raw, unless the protocol is
+// the user's own (other), where it is reported not applicable.
+func parseScenarios(s string, e scenario.Env) ([]string, error) {
 	var out []string
-	if s == "" || s == "mixed" {
-		for _, n := range attack.All {
-			rawOnly := p != attack.Framed && !other && (attack.FramedOnly(n) || n == attack.Slowloris)
-			if !rawOnly && (n != attack.Connflood || limit) && (n != attack.Handshake || handshake) {
-				out = append(out, n)
+	if s == "" || s == "all" || s == "mixed" {
+		for i := range scenario.All {
+			if sp := &scenario.All[i]; sp.InDefault(e) {
+				out = append(out, sp.Name)
 			}
 		}
 		return out, nil
 	}
 	for _, n := range strings.Split(s, ",") {
 		n = strings.TrimSpace(n)
+		sp := scenario.Lookup(n)
 		switch {
-		case n == "mixed":
-			return nil, fmt.Errorf("%w: -scenario mixed means all; do not combine it with others", errUsage)
-		case !slices.Contains(attack.All, n):
-			return nil, fmt.Errorf("%w: -scenario %q: want echo, idle, handshake, keepalive, retransmit, slowloris, churn, nonreader, splitter, pingflood, connflood, garbage or mixed", errUsage, n)
-		case attack.FramedOnly(n) && p != attack.Framed && !other:
+		case n == "all" || n == "mixed":
+			return nil, fmt.Errorf("%w: -scenario all means every scenario that applies; do not combine it with others", errUsage)
+		case sp == nil:
+			return nil, fmt.Errorf("%w: -scenario %q: want all or some of %s", errUsage, n, strings.Join(scenario.Names(), ", "))
+		case sp.Framed && e.Proto != scenario.Framed && !e.OtherProtocol:
 			return nil, fmt.Errorf("%w: -scenario %s needs -proto framed", errUsage, n)
 		case slices.Contains(out, n):
 			return nil, fmt.Errorf("%w: -scenario %s given twice", errUsage, n)
 		}
 		out = append(out, n)
 	}
-	// Report order, whatever the order given.
-	slices.SortFunc(out, func(a, b string) int { return slices.Index(attack.All, a) - slices.Index(attack.All, b) })
+	slices.SortFunc(out, func(a, b string) int { return scenario.Index(a) - scenario.Index(b) })
 	return out, nil
 }
 
-// checkTimeouts rejects timeout flags the chosen scenarios cannot work with.
+// checkTimeouts rejects timeout and rate flags a chosen scenario that
+// applies cannot work with (scenario.Spec.CheckFlags).
 func checkTimeouts(o *options) error {
-	t := o.timeouts
-	for _, d := range []time.Duration{t.Idle, t.KeepaliveTime, t.KeepaliveTimeout, t.Frame, t.Handshake, t.InitialRTO, t.MinRTO, t.MaxRTO, t.GiveUpAfter} {
-		if d < 0 {
-			return fmt.Errorf("%w: timeouts must not be negative", errUsage)
-		}
-	}
-	has := func(s string) bool {
-		return slices.Contains(o.scenarios, s) && notApplicable(o, s) == ""
-	}
-	// What is known of the server's other timeouts: an external server's
-	// only as far as the flags gave them.
-	known := t
-	if o.known != nil {
-		known = *o.known
-	}
-	switch {
-	case has(attack.Handshake) && t.Handshake == 0:
-		return fmt.Errorf("%w: the handshake scenario needs -handshake > 0, the server's handshake timeout", errUsage)
-	case has(attack.Handshake) && known.Idle > 0 && t.Handshake >= known.Idle:
-		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below -idle (%s), or its silent connections die idle", errUsage, t.Handshake, known.Idle)
-	case has(attack.Handshake) && o.proto == attack.Framed && known.DeadPeerAfter() > 0 && t.Handshake >= known.DeadPeerAfter():
-		// A PONG is a frame, which would complete the handshake: the
-		// silent connections do not answer PINGs.
-		return fmt.Errorf("%w: the handshake scenario needs -handshake (%s) below keepalive + count x timeout (%s), or its silent connections die as dead peers", errUsage, t.Handshake, known.DeadPeerAfter())
-	case has(attack.Idle) && t.Idle == 0:
-		return fmt.Errorf("%w: the idle scenario needs -idle > 0", errUsage)
-	case has(attack.Keepalive) && (t.KeepaliveTime == 0 || t.KeepaliveTimeout == 0):
-		return fmt.Errorf("%w: the keepalive scenario needs -keepalive and -keepalive-timeout > 0", errUsage)
-	case has(attack.Keepalive) && t.Idle > 0 && t.DeadPeerAfter() >= t.Idle:
-		return fmt.Errorf("%w: the keepalive scenario needs keepalive + count x timeout (%s) below -idle (%s), or silent peers die idle", errUsage, t.DeadPeerAfter(), t.Idle)
-	case t.Handshake > 0 && has(attack.Echo) && !o.closed && firstSend(o.rate, 1) >= t.Handshake:
-		return fmt.Errorf("%w: echo's connections send their first message up to 1/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
-			errUsage, firstSend(o.rate, 1), t.Handshake)
-	case t.Handshake > 0 && has(attack.Splitter) && firstSend(o.rate, 3) >= t.Handshake:
-		return fmt.Errorf("%w: splitter's connections send their first write up to 3/-rate (%s) after they open, not before -handshake (%s): the server would close them first; raise -rate",
-			errUsage, firstSend(o.rate, 3), t.Handshake)
-	case has(attack.Slowloris) && t.Frame == 0:
-		return fmt.Errorf("%w: the slowloris scenario needs -frame-timeout > 0", errUsage)
-	}
-	if has(attack.Retransmit) {
-		_, giveUp, err := attack.Ladder(t)
-		if err != nil {
-			return fmt.Errorf("%w: retransmit flags: %v", errUsage, err)
-		}
-		if t.Idle > 0 && giveUp >= t.Idle {
-			return fmt.Errorf("%w: the retransmit scenario needs the give-up (%s) before -idle (%s)", errUsage, giveUp, t.Idle)
+	e := env(o)
+	for _, s := range o.scenarios {
+		if sp := scenario.Lookup(s); sp.NotApplicable(e) == "" {
+			if why := sp.CheckFlags(e); why != "" {
+				return fmt.Errorf("%w: %s", errUsage, why)
+			}
 		}
 	}
 	return nil
 }
 
-// firstSend is how long after it opens a paced connection sends its first
-// write at most: its phase in the pacer's interval (1/rate), and for a
-// splitter, which joins up to 3 messages in a write, two intervals more
-// (intervals: 3).
-func firstSend(rate float64, intervals int) time.Duration {
-	return time.Duration(float64(intervals) * float64(time.Second) / rate)
-}
-
 // Defaults of the server limits the memory bound is derived from: those
 // of netserver.Limits, and the fixed allowance.
 const (
-	defaultOutputLimit  = 4 << 20
-	defaultUnackedLimit = 1 << 20
+	defaultOutputLimit  = netserver.DefaultOutputHard
+	defaultUnackedLimit = netserver.DefaultUnackedBytes
 	defaultMemAllowance = 32 << 20
 	// floodMargin is how many connections beyond -max-conns connflood
 	// opens by default.
@@ -566,7 +233,12 @@ func checkHostile(o *options, set map[string]bool) error {
 	case o.serverPID > 0 && o.addr == "":
 		return fmt.Errorf("%w: -server-pid names an external server's process and needs -addr (an embedded server is this process)", errUsage)
 	}
-	if slices.Contains(o.scenarios, attack.Connflood) {
+	for s, n := range map[string]int{scenario.Nonreader: o.nonreaders, scenario.Splitter: o.splitters, scenario.Pingflood: o.pingflooders, scenario.Garbage: o.garbageConns} {
+		if n == 0 && slices.Contains(o.scenarios, s) {
+			return fmt.Errorf("%w: -%s-conns 0: the %s scenario needs at least 1 connection (leave it out with -scenario)", errUsage, s, s)
+		}
+	}
+	if slices.Contains(o.scenarios, scenario.Connflood) {
 		if o.maxConns == 0 {
 			return fmt.Errorf("%w: the connflood scenario needs -max-conns, the server's connection limit", errUsage)
 		}

@@ -37,6 +37,7 @@ func netwheelConfig(o *options) netserver.Config {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = netserver.Off // -max-conns 0 is no limit, where netserver's 0 derives one
 	}
+	edgeConfig(o, &cfg)
 	// The hostile scenarios judge the server's memory by these limits.
 	cfg.Limits.OutputHard = int(o.outputLimit)
 	if cfg.Limits.OutputHard < netserver.DefaultOutputSoft {
@@ -87,7 +88,7 @@ func (n netwheelServer) Addr() net.Addr                     { return n.s.Addr() 
 func (n netwheelServer) Shutdown(ctx context.Context) error { return n.s.Shutdown(ctx) }
 
 // MetricsHandler serves the server's Prometheus metrics, which hold its
-// own close delay (report.CloseDelayMetric).
+// own close delay (observe.CloseDelayMetric).
 func (n netwheelServer) MetricsHandler() http.Handler { return n.s.MetricsHandler() }
 
 func (n netwheelServer) Stats() report.Server {

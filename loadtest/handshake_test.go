@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/idle"
-	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -23,14 +23,14 @@ func checkClosedBy(t *testing.T, r *report.Result, name, end string, n int, out 
 	s := r.Scenario(name)
 	require.NotNil(t, s, out)
 	assert.Equal(t, n, s.Opened, out)
-	assert.Zero(t, s.Early, "%s: never early:\n%s", name, out)
-	assert.GreaterOrEqual(t, s.ReapError.Min(), -int64(time.Millisecond), "%s: never early:\n%s", name, out)
-	if r.NotJudged() > 0 {
+	assert.Zero(t, s.Closes.Early, "%s: never early:\n%s", name, out)
+	assert.GreaterOrEqual(t, s.Closes.FromStart.Min(), -int64(time.Millisecond), "%s: never early:\n%s", name, out)
+	if r.Judge().NotJudged > 0 {
 		assert.True(t, r.SelfLag.Starved(), "not judged only when starved:\n%s", out)
 		return
 	}
-	assert.Equal(t, n, s.Expected, "%s: every connection expects a close:\n%s", name, out)
-	assert.Equal(t, n, s.Reaped, "%s: all closed on time:\n%s", name, out)
+	assert.Equal(t, n, s.Closes.Expected, "%s: every connection expects a close:\n%s", name, out)
+	assert.Equal(t, n, s.Closes.OnTime, "%s: all closed on time:\n%s", name, out)
 	assert.Equal(t, n, s.Ends[end], "%s: closed as %s:\n%s", name, end, out)
 }
 
@@ -44,8 +44,8 @@ func TestEndToEnd_HandshakeEmbedded(t *testing.T) {
 			r, out := e2e(t, "-proto", tt.proto, "-scenario", "handshake", "-handshake", "250ms", "-conns", "10", "-slack", "300ms")
 			assert.Equal(t, 250*time.Millisecond, r.Config.Timeouts.Handshake)
 			assert.Contains(t, out, "handshake 250ms", "the header names it")
-			checkClosedBy(t, r, attack.Handshake, tt.end, 10, out)
-			if r.NotJudged() == 0 {
+			checkClosedBy(t, r, scenario.Handshake, tt.end, 10, out)
+			if r.Judge().NotJudged == 0 {
 				assert.Equal(t, int64(10), r.Server.Closes["handshake"], "the server closed them by its handshake timeout")
 			}
 		})
@@ -61,9 +61,9 @@ func TestEndToEnd_HandshakeEmbedded(t *testing.T) {
 func TestEndToEnd_HandshakeBesideOthers(t *testing.T) {
 	r, out := e2e(t, "-scenario", "idle,handshake,slowloris", "-handshake", "300ms", "-idle", "1500ms",
 		"-frame-timeout", "800ms", "-conns", "10", "-slack", "300ms")
-	checkClosedBy(t, r, attack.Handshake, "handshake", 10, out)
-	checkClosedBy(t, r, attack.Idle, "idle", 10, out)
-	checkClosedBy(t, r, attack.Slowloris, "frame_deadline", 10, out)
+	checkClosedBy(t, r, scenario.Handshake, "handshake", 10, out)
+	checkClosedBy(t, r, scenario.Idle, "idle", 10, out)
+	checkClosedBy(t, r, scenario.Slowloris, "frame_deadline", 10, out)
 }
 
 // TestEndToEnd_HandshakeNever: a server without a handshake timeout keeps
@@ -72,12 +72,12 @@ func TestEndToEnd_HandshakeNever(t *testing.T) {
 	addr := startPlainEcho(t, 0)
 	r, out := e2e(t, "-addr", addr, "-scenario", "handshake", "-handshake", "200ms", "-conns", "10",
 		"-slack", "100ms", "-close-horizon", "400ms")
-	s := r.Scenario(attack.Handshake)
+	s := r.Scenario(scenario.Handshake)
 	require.NotNil(t, s)
-	assert.Equal(t, 10, s.NeverReaped, out)
-	assert.Contains(t, out, "10 of 10 not closed within 400ms (the horizon) of their deadline")
+	assert.Equal(t, 10, s.Closes.Never, out)
+	assert.Contains(t, out, "10 of 10 not closed within 400ms of their deadline")
 	assert.Contains(t, out, "handshake 200ms", "the header shows the timeout given")
-	if r.NotJudged() == 0 {
+	if r.Judge().NotJudged == 0 {
 		assert.Contains(t, out, "[handshake] CHECK")
 	}
 }
@@ -90,7 +90,7 @@ func TestEndToEnd_HandshakeExternalUnknown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, realMain(ctx, []string{"-addr", addr, "-scenario", "handshake", "-q"}, &out, io.Discard), "nothing judged, nothing failed")
-	assert.Contains(t, out.String(), "[handshake] not applicable: 0/0 connections opened")
+	assert.Contains(t, out.String(), "[handshake] not applicable: ")
 	assert.Contains(t, out.String(), "the server's handshake timeout is not known: give it with -handshake")
 	assert.Contains(t, out.String(), "server timeouts: none given", "no handshake timeout assumed")
 }
@@ -104,7 +104,7 @@ func TestParseFlags_Handshake(t *testing.T) {
 		{name: "embedded without -handshake", args: []string{"-scenario", "handshake"}, want: "needs -handshake > 0"},
 		{name: "not below idle", args: []string{"-scenario", "handshake", "-handshake", "2s"}, want: "below -idle"},
 		{name: "framed: not below the dead-peer time", args: []string{"-scenario", "handshake", "-handshake", "1s", "-idle", "5s"}, want: "dead peers"},
-		{name: "negative", args: []string{"-handshake", "-1s"}, want: "negative"},
+		{name: "negative", args: []string{"-handshake", "-1s"}, want: "-handshake -1s: want 0 to 1h"},
 		{name: "echo's first message after it", args: []string{"-scenario", "echo", "-handshake", "300ms", "-rate", "2"}, want: "raise -rate"},
 		{name: "splitter's first write after it", args: []string{"-scenario", "splitter", "-handshake", "300ms", "-rate", "5"}, want: "3/-rate (600ms)"},
 	} {
@@ -123,11 +123,11 @@ func TestParseFlags_Handshake(t *testing.T) {
 	require.ErrorContains(t, err, "below -idle", "one given is")
 	o, err = parseFlags(nil, io.Discard)
 	require.NoError(t, err)
-	assert.NotContains(t, o.scenarios, attack.Handshake, "not by default: the server's handshake timeout is not known")
+	assert.NotContains(t, o.scenarios, scenario.Handshake, "not by default: the server's handshake timeout is not known")
 	assert.Equal(t, time.Duration(idle.Off), netwheelConfig(o).Timeouts.HandshakeTimeout, "the embedded server has none unless -handshake gives it")
 	o, err = parseFlags([]string{"-handshake", "300ms"}, io.Discard)
 	require.NoError(t, err)
-	assert.Contains(t, o.scenarios, attack.Handshake, "by default once it is known")
+	assert.Contains(t, o.scenarios, scenario.Handshake, "by default once it is known")
 	assert.Equal(t, 300*time.Millisecond, netwheelConfig(o).Timeouts.HandshakeTimeout)
 }
 
@@ -140,7 +140,7 @@ func TestEndToEnd_HandshakeAnyPreset(t *testing.T) {
 		t.Run(preset, func(t *testing.T) {
 			r, out := e2e(t, "-addr", addr, "-preset", preset, "-scenario", "handshake", "-handshake", "300ms",
 				"-conns", "5", "-slack", "200ms", "-close-horizon", "1s")
-			checkClosedBy(t, r, attack.Handshake, "eof", 5, out)
+			checkClosedBy(t, r, scenario.Handshake, "eof", 5, out)
 		})
 	}
 }
@@ -153,7 +153,7 @@ func TestEndToEnd_HandshakeConnflood(t *testing.T) {
 	for _, proto := range []string{"raw", "framed"} {
 		t.Run(proto, func(t *testing.T) {
 			r, out := e2e(t, "-proto", proto, "-scenario", "connflood", "-handshake", "300ms", "-max-conns", "20", "-flood-conns", "30")
-			s := r.Scenario(attack.Connflood)
+			s := r.Scenario(scenario.Connflood)
 			require.NotNil(t, s)
 			assert.Equal(t, 20, s.Held(), "the limit's worth held to the end:\n%s", out)
 			assert.Zero(t, s.Ends["handshake"], out)

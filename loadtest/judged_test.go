@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"net"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/netwheel/netwheel/internal/hist"
 	"github.com/netwheel/netwheel/internal/testnet"
-	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestJudged_ExitStatus(t *testing.T) {
 	to := report.Timeouts{Idle: 3 * time.Second, Tick: time.Millisecond, Slack: 500 * time.Millisecond}
 	run := func(late time.Duration, never bool, l *report.SelfLag) *report.Result {
-		s := report.NewScenario(attack.Idle)
+		s := report.NewScenario(scenario.Idle, scenario.Lookup(scenario.Idle).Expect)
 		s.Proto, s.Horizon = "raw", defaultHorizon
 		exp := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 		for range 100 {
@@ -29,7 +29,7 @@ func TestJudged_ExitStatus(t *testing.T) {
 			if never {
 				r.End, r.ClosedAt = report.EndClient, time.Time{}
 			}
-			s.Add(r, to)
+			s.Add(r, to, true)
 		}
 		return &report.Result{Version: report.Version, Config: report.Config{Target: "embedded 127.0.0.1:1", Proto: "raw", Timeouts: to},
 			Scenarios: []*report.Scenario{s}, SelfLag: l}
@@ -61,7 +61,7 @@ func TestJudged_ExitStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, judged(tt.r))
+			assert.Equal(t, tt.want, judged(tt.r.Judge()))
 		})
 	}
 }
@@ -89,15 +89,15 @@ func TestEndToEnd_LateServerMeasured(t *testing.T) {
 	})
 	r, out := e2e(t, "-addr", addr, "-proto", "raw", "-scenario", "idle", "-conns", "20",
 		"-idle", idle.String(), "-slack", "100ms", "-close-horizon", "3s")
-	s := r.Scenario(attack.Idle)
+	s := r.Scenario(scenario.Idle)
 	require.NotNil(t, s)
-	assert.Equal(t, 20, s.Late+s.NeverReaped, "every close beyond the slack")
-	assert.Zero(t, s.NeverReaped, "a close 600 ms late is within the 3 s horizon")
-	assert.GreaterOrEqual(t, s.ReapError.Min(), int64(late), "measured, not cut off at the slack")
-	assert.Contains(t, out, "closed late, beyond the slack: late p50 ")
-	if r.NotJudged() > 0 {
+	assert.Equal(t, 20, s.Closes.Late+s.Closes.Never, "every close beyond the slack")
+	assert.Zero(t, s.Closes.Never, "a close 600 ms late is within the 3 s horizon")
+	assert.GreaterOrEqual(t, s.Closes.FromStart.Min(), int64(late), "measured, not cut off at the slack")
+	assert.Contains(t, out, "closed late, after their deadline counted from the server's last answer")
+	if r.Judge().NotJudged > 0 {
 		assert.True(t, r.SelfLag.Starved(), "not judged only when starved:\n%s", out)
 		return
 	}
-	assert.Equal(t, 1, r.Failures(), out)
+	assert.Equal(t, 1, r.Judge().Failures, out)
 }

@@ -17,9 +17,14 @@
 // The exit status is 0 when every judgement passed, 1 when one failed, 3
 // when none failed but some checks of timing were not judged because the
 // harness itself was starved of the CPU (the report gives its lag and the
-// CPU other processes took), 2 for bad flags or result files that cannot
-// be merged, and 1 for a run that could not be made (a server at -addr
-// that refuses or does not accept, a file that cannot be written).
+// CPU other processes took), 2 for bad flags (numbers no run can use, a
+// -json or -plot path that cannot be written, found before the run) or
+// result files that cannot be read or merged, and 1 for a run that could
+// not be made (a server at -addr that refuses, does not accept or answers
+// nothing within 3 s). `go run` reports any failure as 1: build the
+// binary where the status matters. The results file is documented in
+// docs/results.md; the judgement is computed once (report.Judge) and
+// rendered by the text, the JSON and the exit status.
 //
 // Every run is bounded in time and connections and stops by itself. See
 // -h for the flags, README.md ("Load-test any server") for driving a server
@@ -80,6 +85,9 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, version.String("loadtest"))
 		return nil
 	}
+	if err := checkOutputs(o.jsonPath, o.plotPath); err != nil {
+		return err
+	}
 	stopProf, err := startCPUProfile(o.cpuProf)
 	if err != nil {
 		return err
@@ -91,20 +99,16 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := output(res, o.jsonPath, o.plotPath, stdout); err != nil {
-		return err
-	}
-	return judged(res)
+	return output(res, o.jsonPath, o.plotPath, stdout)
 }
 
-// judged returns the error that gives a result's exit status: errJudged if
-// a judgement failed, else errStarved if some were not judged because the
-// harness was starved, else nil.
-func judged(res *report.Result) error {
-	switch {
-	case res.Failures() > 0:
+// judged returns the error that gives a judgement's exit status
+// (Judgement.ExitStatus): errJudged (1), errStarved (3) or nil (0).
+func judged(j *report.Judgement) error {
+	switch j.ExitStatus() {
+	case 1:
 		return errJudged
-	case res.NotJudged() > 0:
+	case 3:
 		return errStarved
 	}
 	return nil
@@ -129,25 +133,27 @@ var errJudged = errors.New("loadtest: some checks failed")
 // a failure of the server.
 var errStarved = errors.New("loadtest: some checks not judged: the load generator was starved")
 
-// output renders res as text to stdout, and to the JSON and plot files if
-// asked.
+// output judges res once and renders the judgement as text to stdout,
+// and to the JSON and plot files if asked; it returns the judgement's
+// exit status as judged does, or the error of a file not written.
 func output(res *report.Result, jsonPath, plotPath string, stdout io.Writer) error {
-	report.Text(stdout, res)
+	j := res.Judge()
+	report.Text(stdout, res, j)
 	if jsonPath != "" {
-		if err := writeFile(jsonPath, func(w io.Writer) error { return report.JSON(w, res) }); err != nil {
+		if err := writeFile(jsonPath, func(w io.Writer) error { return report.JSON(w, res, j) }); err != nil {
 			return err
 		}
 	}
 	if plotPath != "" {
-		draw := report.SVG
+		draw := func(w io.Writer) error { return report.SVG(w, res) }
 		if filepath.Ext(plotPath) == ".html" {
-			draw = report.HTML
+			draw = func(w io.Writer) error { return report.HTML(w, res, j) }
 		}
-		if err := writeFile(plotPath, func(w io.Writer) error { return draw(w, res) }); err != nil {
+		if err := writeFile(plotPath, draw); err != nil {
 			return err
 		}
 	}
-	return nil
+	return judged(j)
 }
 
 // startCPUProfile starts a CPU profile to path ("" : none); the returned
@@ -194,8 +200,8 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return fmt.Errorf("%w: loadtest report needs at least one result FILE (written by -json)", errUsage)
 	}
-	if p := *plotPath; p != "" && filepath.Ext(p) != ".svg" && filepath.Ext(p) != ".html" {
-		return fmt.Errorf("%w: -plot %q: want a .svg or .html file", errUsage, p)
+	if err := checkOutputs(*jsonPath, *plotPath); err != nil {
+		return err
 	}
 	var rs []*report.Result
 	for _, path := range fs.Args() {
@@ -214,8 +220,5 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if err := output(res, *jsonPath, *plotPath, stdout); err != nil {
-		return err
-	}
-	return judged(res) // the merged verdict's exit status, as a run's
+	return output(res, *jsonPath, *plotPath, stdout) // the merged verdict's exit status, as a run's
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "bad proto", args: []string{"-proto", "http"}, want: "-proto"},
 		{name: "framed-only scenario on raw", args: []string{"-proto", "raw", "-scenario", "keepalive"}, want: "needs -proto framed"},
 		{name: "unknown scenario", args: []string{"-scenario", "echo,flood"}, want: "flood"},
-		{name: "mixed with others", args: []string{"-scenario", "mixed,echo"}, want: "mixed"},
+		{name: "all with others", args: []string{"-scenario", "all,echo"}, want: "-scenario all means every scenario that applies"},
 		{name: "scenario twice", args: []string{"-scenario", "echo,echo"}, want: "twice"},
 		{name: "bad shard", args: []string{"-shard", "3/2"}, want: "-shard"},
 		{name: "zero rate", args: []string{"-rate", "0"}, want: "-rate"},
@@ -94,8 +95,8 @@ func TestParseFlags_Defaults(t *testing.T) {
 		"every scenario but connflood, which needs the server's connection limit")
 	o, err = parseFlags([]string{"-max-conns", "3000"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, slices.DeleteFunc(slices.Clone(attack.All), func(s string) bool { return s == attack.Handshake }), o.scenarios,
-		"with a limit, connflood too (handshake needs -handshake)")
+	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake || s == scenario.Sourceflood }), o.scenarios,
+		"with a limit, connflood too (handshake needs -handshake; sourceflood -proxy and -max-conns-per-source)")
 	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)
@@ -105,7 +106,41 @@ func TestParseFlags_Defaults(t *testing.T) {
 	assert.Equal(t, 3, o.shardN)
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter", "garbage"}, o.scenarios, "raw: no framed-only scenarios")
+	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter"}, o.scenarios, "raw: only what applies (no framed-only scenarios, no garbage)")
+	all, err := parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "all"}, io.Discard)
+	require.NoError(t, err, "-scenario all, as -h says")
+	assert.Equal(t, o.scenarios, all.scenarios, "all is the default set")
+}
+
+// TestParseFlags_Nonsense: numbers no run can use are usage errors, found
+// before the run, and so is a result file that cannot be written.
+func TestParseFlags_Nonsense(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "no connections", args: []string{"-conns", "0"}, want: "-conns 0: want 1 to 1000000"},
+		{name: "absurd idle", args: []string{"-idle", "1000000h"}, want: "-idle 1000000h0m0s: want 0 to 1h0m0s"},
+		{name: "negative slack", args: []string{"-slack", "-1s"}, want: "-slack -1s: want 0 to 1h0m0s"},
+		{name: "absurd horizon", args: []string{"-close-horizon", "100h"}, want: "at most 1h0m0s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			require.ErrorIs(t, err, errUsage)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	for _, bad := range [][]string{{"-json", "/nonexistent/dir/r.json"}, {"-plot", "/nonexistent/dir/r.svg"}} {
+		start := time.Now()
+		err := realMain(context.Background(), append(bad, "-duration", "10s"), io.Discard, io.Discard)
+		require.ErrorIs(t, err, errUsage, "a result path that cannot be written is found before the run")
+		assert.Contains(t, err.Error(), bad[1])
+		assert.Less(t, time.Since(start), time.Second, "before the run")
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	require.NoError(t, checkOutputs(path, ""))
+	assert.NoFileExists(t, path, "checked, not left behind before the run")
 }
 
 func TestQuietBounds(t *testing.T) {
@@ -191,8 +226,8 @@ func e2e(t *testing.T, args ...string) (*report.Result, string) {
 	require.NoError(t, err)
 	// The exit status (1 for errJudged, 3 for errStarved) says what the
 	// report's last line says.
-	assert.Equal(t, r.Failures() > 0, errors.Is(runErr, errJudged), "run error %v, report:\n%s", runErr, out.String())
-	assert.Equal(t, r.Failures() == 0 && r.NotJudged() > 0, errors.Is(runErr, errStarved), "run error %v, report:\n%s", runErr, out.String())
+	assert.Equal(t, r.Judge().Failures > 0, errors.Is(runErr, errJudged), "run error %v, report:\n%s", runErr, out.String())
+	assert.Equal(t, r.Judge().Failures == 0 && r.Judge().NotJudged > 0, errors.Is(runErr, errStarved), "run error %v, report:\n%s", runErr, out.String())
 	require.NotNil(t, r.SelfLag, "the harness measured its own lag")
 	assert.Positive(t, r.SelfLag.Lag.Count())
 	// loadtest report of the result exits as the run did.
@@ -223,17 +258,17 @@ func checkReaped(t *testing.T, r *report.Result, name string, slack, within time
 	t.Helper()
 	s := r.Scenario(name)
 	require.NotNil(t, s)
-	assert.Zero(t, s.Early, "%s: early closes", s.Name)
-	assert.Zero(t, s.NeverReaped, "%s", s.Name)
-	assert.GreaterOrEqual(t, s.ReapError.Min(), -int64(time.Millisecond), "%s", s.Name)
-	assert.LessOrEqual(t, s.ReapError.Max(), int64(slack+2*r.SelfLag.Stalled), "%s: lost to the machine %v", s.Name, r.SelfLag.Stalled)
+	assert.Zero(t, s.Closes.Early, "%s: early closes", s.Name)
+	assert.Zero(t, s.Closes.Never, "%s", s.Name)
+	assert.GreaterOrEqual(t, s.Closes.FromStart.Min(), -int64(time.Millisecond), "%s", s.Name)
+	assert.LessOrEqual(t, s.Closes.FromStart.Max(), int64(slack+2*r.SelfLag.Stalled), "%s: lost to the machine %v", s.Name, r.SelfLag.Stalled)
 	if !starved(r, within) {
-		assert.Equal(t, s.Opened, s.Expected, "%s: every connection expects a close", s.Name)
-		assert.Equal(t, s.Expected, s.Reaped+s.Late, "%s: all reaped for the right reason", s.Name)
+		assert.Equal(t, s.Opened, s.Closes.Expected, "%s: every connection expects a close", s.Name)
+		assert.Equal(t, s.Closes.Expected, s.Closes.OnTime+s.Closes.Late, "%s: all reaped for the right reason", s.Name)
 		return
 	}
-	assert.Positive(t, s.Reaped+s.Late, "%s: reaped for the right reason", s.Name)
-	for reason := range s.WrongReason {
+	assert.Positive(t, s.Closes.OnTime+s.Closes.Late, "%s: reaped for the right reason", s.Name)
+	for reason := range s.Closes.OtherReason {
 		assert.Equal(t, "dead_peer", reason, "%s: closed for another reason than the harness's lateness explains", s.Name)
 	}
 }
@@ -258,7 +293,7 @@ func TestEndToEnd_External(t *testing.T) {
 	assert.Less(t, e.Latency.Quantile(0.5), int64(250*time.Millisecond+2*lost))
 	checkReaped(t, r, "idle", 250*time.Millisecond, 250*time.Millisecond)
 	assert.Nil(t, r.Server, "an external server's own counts are not known")
-	assert.Contains(t, out, "all 2 scenarios ok")
+	assert.Contains(t, out, "all 2 scenarios judged are ok")
 }
 
 func TestEndToEnd_ServerWithoutTimersNeverReaps(t *testing.T) {
@@ -266,12 +301,12 @@ func TestEndToEnd_ServerWithoutTimersNeverReaps(t *testing.T) {
 	r, out := e2e(t, "-addr", addr, "-scenario", "idle", "-conns", "10", "-duration", "200ms",
 		"-idle", "200ms", "-slack", "100ms", "-close-horizon", "400ms")
 	s := r.Scenario("idle")
-	assert.Equal(t, 10, s.NeverReaped, "a server without timers never reaps")
+	assert.Equal(t, 10, s.Closes.Never, "a server without timers never reaps")
 	assert.Equal(t, 400*time.Millisecond, s.Horizon)
-	if r.NotJudged() == 0 { // else the machine starved the harness: exit status 3, checked by e2e
+	if r.Judge().NotJudged == 0 { // else the machine starved the harness: exit status 3, checked by e2e
 		assert.Contains(t, out, "CHECK")
 	}
-	assert.Contains(t, out, "10 of 10 not closed within 400ms (the horizon) of their deadline")
+	assert.Contains(t, out, "10 of 10 not closed within 400ms of their deadline")
 }
 
 func TestEndToEnd_Netwheel(t *testing.T) {
@@ -290,10 +325,10 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	}
 	idle := r.Scenario("idle")
 	checkReaped(t, r, "idle", 300*time.Millisecond, within)
-	assert.Equal(t, uint64(idle.Expected), idle.ReapErrorAck.Count(), "framed: every idle connection's ACK was seen")
-	assert.GreaterOrEqual(t, idle.AckDelay.Min(), int64(0), "the ACK comes after the send")
-	assert.LessOrEqual(t, idle.ReapErrorAck.Max(), idle.ReapError.Max(), "measured from the later ACK, the error is smaller")
-	assert.Contains(t, out, "close error from the server's answer")
+	assert.Equal(t, uint64(idle.Closes.Expected), idle.Closes.FromEnd.Count(), "framed: every idle connection's ACK was seen")
+	assert.GreaterOrEqual(t, idle.Closes.Window.Min(), int64(0), "the ACK comes after the send")
+	assert.LessOrEqual(t, idle.Closes.FromEnd.Max(), idle.Closes.FromStart.Max(), "measured from the later ACK, the error is smaller")
+	assert.Contains(t, out, "close error from the server's last answer")
 	assert.Contains(t, out, "quiet connections: all 30 open", "20 idle and 10 silent wait at the barrier")
 	checkReaped(t, r, "slowloris", 300*time.Millisecond, within)
 	checkReaped(t, r, "retransmit", 300*time.Millisecond, within)
@@ -311,9 +346,9 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	assert.Positive(t, k.Pings)
 	if !starved(r, within) {
 		assert.Equal(t, 10, k.Survived, "survivors answer pings and stay")
-		assert.Equal(t, 10, k.Reaped, "silent ones are closed as dead peers")
+		assert.Equal(t, 10, k.Closes.OnTime, "silent ones are closed as dead peers")
 	} else {
-		assert.Positive(t, k.Reaped, "silent ones are closed as dead peers")
+		assert.Positive(t, k.Closes.OnTime, "silent ones are closed as dead peers")
 	}
 	assert.Zero(t, r.Server.Open)
 	assert.Zero(t, r.Server.TimersPending)
@@ -329,8 +364,8 @@ func TestEndToEnd_Netwheel(t *testing.T) {
 	checkReaped(t, r, "idle", 200*time.Millisecond, 200*time.Millisecond)
 	cd := r.CloseDelay
 	require.NotNil(t, cd, out)
-	assert.Equal(t, report.CloseDelayMetric, cd.Metric)
-	assert.Equal(t, uint64(idle.Reaped), cd.Count, "one close delay per idle reap")
+	assert.Equal(t, "netwheel_timeout_close_delay_seconds", cd.Metric)
+	assert.Equal(t, uint64(idle.Closes.OnTime), cd.Count, "one close delay per idle reap")
 	p99, ok := cd.Quantile(0.99)
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, p99, 0.0)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +16,7 @@ import (
 func TestNotEchoNote(t *testing.T) {
 	o := &options{addr: "127.0.0.1:6379", proto: attack.Raw}
 	scen := func(name string, hostile bool, sent, recv uint64) *report.Scenario {
-		s := report.NewScenario(name)
+		s := report.NewScenario(name, scenario.Lookup(name).Expect)
 		s.Hostile, s.Sent, s.Recv = hostile, sent, recv
 		return s
 	}

@@ -5,20 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/limits"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/lag"
+	"github.com/netwheel/netwheel/loadtest/internal/observe"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
 
 // embeddedServer is the netwheel server a run without -addr drives
@@ -27,167 +25,9 @@ type embeddedServer interface {
 	Addr() net.Addr
 	Stats() report.Server
 	// MetricsHandler serves the server's Prometheus metrics, which hold
-	// its own close delay (report.CloseDelayMetric).
+	// its own close delay (observe.CloseDelayMetric).
 	MetricsHandler() http.Handler
 	Shutdown(ctx context.Context) error
-}
-
-// plan is this process's share of the connections, after the shard split and
-// the file-descriptor and port limits.
-type plan struct {
-	conns   map[string]int
-	churn   float64
-	sources []net.IP
-	limits  []string
-	notes   []string
-}
-
-// makePlan splits the requested connections by shard and fits them into
-// fdLimit open files (embedded: client and server share them) and ports
-// ephemeral ports per source address.
-func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
-	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
-	total := 0
-	for _, s := range o.scenarios {
-		if s == attack.Churn || s == attack.Connflood {
-			continue
-		}
-		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
-		total += p.conns[s]
-	}
-	if hasScenario(o, attack.Churn) {
-		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
-	}
-	perConn, reserve := 1, 100
-	if o.addr == "" {
-		perConn = 2 // the server's end is in this process too
-	}
-	budget := (int(min(fdLimit, math.MaxInt32)) - reserve) / perConn
-	way := "drive a server in another process with -addr, or split the test with -shard i/n over several processes"
-	if o.addr != "" {
-		way = "split the test with -shard i/n over several processes or hosts"
-	}
-	if total > budget && total > 0 {
-		scale := float64(budget) / float64(total)
-		got := 0
-		for s, n := range p.conns {
-			p.conns[s] = int(float64(n) * scale)
-			got += p.conns[s]
-		}
-		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
-			fdLimit, perConn, got, total, way))
-	}
-	if hasScenario(o, attack.Connflood) {
-		// connflood runs alone, after the others: its own budget.
-		n := shareOf(requested(o, attack.Connflood), o.shardI, o.shardN)
-		if n > budget {
-			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); connflood opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
-				fdLimit, perConn, budget, n, way))
-			n = budget
-		}
-		p.conns[attack.Connflood] = n
-	}
-	total = 0
-	for s, n := range p.conns {
-		if s != attack.Connflood {
-			total += n
-		}
-	}
-	total = max(total, p.conns[attack.Connflood])
-	if usable := ports * 9 / 10; total > usable {
-		if loopback {
-			k := (total + usable - 1) / usable
-			for i := range k {
-				p.sources = append(p.sources, net.IPv4(127, 0, 0, byte(1+i)))
-			}
-			p.notes = append(p.notes, fmt.Sprintf("%d connections exceed the %d ephemeral ports of one source address: dialing from 127.0.0.1-%d", total, ports, k))
-		} else {
-			p.limits = append(p.limits, fmt.Sprintf("ephemeral ports: %d connections to one address exceed the %d ports of one source address; expect dial errors; split the test with -shard over hosts", total, ports))
-		}
-	}
-	return p
-}
-
-// requested returns the connections asked for scenario s, all shards
-// together: -conns for the polite scenarios, the hostile ones' own flags.
-func requested(o *options, s string) int {
-	if notApplicable(o, s) != "" {
-		return 0
-	}
-	switch s {
-	case attack.Nonreader:
-		return o.nonreaders
-	case attack.Splitter:
-		return o.splitters
-	case attack.Pingflood:
-		return o.pingflooders
-	case attack.Garbage:
-		return o.garbageConns
-	case attack.Connflood:
-		return o.floodConns
-	}
-	return o.conns
-}
-
-// notApplicable returns why scenario s cannot be judged in the run o
-// describes, or "": the protocol's reasons (attack.NotApplicable), and
-// what is not known of the server: an external server's handshake timeout
-// not given (-handshake), a raw server's request deadline (an external
-// one's not given with -frame-timeout; the embedded raw echo server has
-// none).
-func notApplicable(o *options, s string) string {
-	if why := attack.NotApplicable(s, o.proto, o.expect); why != "" {
-		return why
-	}
-	switch {
-	case s == attack.Handshake && o.addr != "" && o.timeouts.Handshake == 0:
-		return "the server's handshake timeout is not known: give it with -handshake (how long after it opened a connection that sends nothing is closed)"
-	case s == attack.Slowloris && o.proto == attack.Raw && o.addr == "":
-		return "the embedded raw echo server has no request deadline (netserver has one only with HandlerMarks, a handler that marks its requests)"
-	case s == attack.Slowloris && o.proto == attack.Raw && (o.known == nil || o.known.Frame == 0):
-		return "the server's request deadline is not known: give it with -frame-timeout (how long after its first byte an incomplete message is cut off)"
-	case s == attack.Slowloris && o.proto == attack.Raw && o.size < 2:
-		return "slowloris trickles a message without its last byte, and a message of 1 byte has none to hold back"
-	}
-	return ""
-}
-
-func hasScenario(o *options, s string) bool {
-	for _, x := range o.scenarios {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	return err == nil && isLoopbackHost(host)
-}
-
-// isLoopbackHost reports whether host (no port) is localhost or a loopback
-// IP address.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// hardBound is the longest a run may take: the duration plus the longest
-// timer under test, the slack and a margin. The attack stops by itself
-// well before; this only bounds a broken server.
-func hardBound(o *options) time.Duration {
-	t := o.timeouts
-	_, giveUp, _ := attack.Ladder(t)
-	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, t.Handshake, giveUp)
-	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
-	if hasScenario(o, attack.Connflood) {
-		d += o.barrier + o.floodHold // after the others: its dials, then the hold
-	}
-	return d
 }
 
 func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, error) {
@@ -203,7 +43,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	var srv embeddedServer
 	target := o.addr
 	if o.addr != "" {
-		if err := probe(ctx, o.addr); err != nil {
+		hello := attack.Hello(o.proto, attack.Payload(o.payload, o.size))
+		if o.proto == attack.Raw && o.expect.Kind == attack.AnswerNone {
+			hello = nil // the server answers nothing: an open connection is all a probe can see
+		}
+		if err := probe(ctx, o.addr, hello); err != nil {
 			return nil, err
 		}
 	}
@@ -223,20 +67,21 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		Conns: map[string]int{}, Rate: o.rate, Size: o.size, Duration: o.duration, Closed: o.closed,
 		ChurnRate: o.churnRate, Timeouts: o.timeouts, Known: o.known, CloseHorizon: o.horizon}
 	if o.payload != nil || o.expect.Kind != attack.AnswerEcho {
-		res.Config.Payload, res.Config.Expect = strconv.Quote(string(o.payload)), o.expect.String()
+		res.Config.Payload, res.Config.Expect = string(o.payload), o.expect.String()
 		if o.payload == nil {
 			res.Config.Payload = fmt.Sprintf("%d bytes of a letter pattern", o.size)
 		}
 	}
 	for _, s := range o.scenarios {
-		if s != attack.Churn {
+		if s != scenario.Churn {
 			res.Config.Conns[s] = requested(o, s)
 		}
 	}
 	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
-		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect, CloseHorizon: o.horizon}
+		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect, CloseHorizon: o.horizon,
+		Proxy: o.edge.proxy, Neighbours: p.neighbours}
 	if o.fins {
 		c, note, err := openFINs(target)
 		if err != nil {
@@ -251,9 +96,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		}
 	}
 
-	var rc *remoteCheck
+	var rc *observe.LeakCheck
 	if o.metrics != "" {
-		if rc, err = startRemoteCheck(ctx, o.metrics, o.metricsNS); err != nil {
+		if rc, err = observe.StartLeakCheck(ctx, o.metrics, o.metricsNS); err != nil {
 			return nil, err
 		}
 		if o.shardN > 1 {
@@ -263,34 +108,11 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		res.Notes = append(res.Notes, "leak check: not done; give -metrics with the server's Prometheus endpoint to check that no connection, timer, open file or goroutine leaked on it")
 	}
 
-	figs := map[string]*report.Scenario{}
-	ladder, giveUp, _ := attack.Ladder(o.timeouts)
-	for _, s := range o.scenarios {
-		figs[s] = report.NewScenario(s)
-		figs[s].Hostile = attack.Hostile(s)
-		figs[s].Proto = o.proto.String()
-		figs[s].Unjudged = notApplicable(o, s)
-		figs[s].Horizon = o.horizon
-		figs[s].AnswerWait, figs[s].DialWait = attack.DefaultDrain, attack.DialTimeout
-		switch s {
-		case attack.Retransmit:
-			figs[s].Ladder, figs[s].GiveUpAt = ladder, giveUp
-		case attack.Connflood:
-			figs[s].Limit = o.maxConns
-		case attack.Nonreader, attack.Pingflood:
-			// The floods' sending window, and the drain after it, in which
-			// a close may first be seen.
-			figs[s].CloseWithin = o.duration + attack.HostileDrain
-		}
-		if s == attack.Nonreader && figs[s].Unjudged == "" {
-			figs[s].Unjudged = nonreaderUnjudged(o)
-			figs[s].FloodBytes = o.hostileBytes
-		}
-	}
-	var ms *memSampler
+	figs := newFigures(o)
+	var ms *observe.MemorySampler
 	if anyHostile(o) {
-		ms = startMemSampler(ctx, o, memoryBound(o, p))
-		cfg.Stop = ms.exceeded
+		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.addr == "", PID: o.serverPID, Metrics: o.metrics}, memoryBound(o, p))
+		cfg.Stop = ms.Exceeded()
 	}
 	var ctr attack.Counters
 	var srvPeak int64
@@ -298,7 +120,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	actx, cancel := context.WithTimeout(ctx, hardBound(o))
 	mon := lag.Start(o.serverPID)
 	res.Start = time.Now()
-	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) { figs[r.Scenario].Add(r, o.timeouts) })
+	out, err := attack.Run(actx, cfg, &ctr, func(r report.ConnResult) {
+		figs[r.Scenario].Add(r, o.timeouts, scenario.Lookup(r.Scenario).Expects(r.Role))
+	})
 	if cfg.FINs != nil {
 		cfg.FINs.Close() // before the leak check counts goroutines and files
 	}
@@ -308,8 +132,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	cancel()
 	stopProgress()
 	if ms != nil {
-		res.Memory = ms.stop()
-		if nr := figs[attack.Nonreader]; nr != nil && res.Memory.Stopped {
+		res.Memory = ms.Stop()
+		if nr := figs[scenario.Nonreader]; nr != nil && res.Memory.Stopped {
 			nr.FloodStoppedOpen = nr.FloodCut // their floods ended at the memory verdict, not with the window
 		}
 	}
@@ -351,7 +175,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		for _, f := range res.Scenarios {
 			opened += f.Opened
 		}
-		rc.finish(res, opened)
+		rc.Finish(res, opened)
 	}
 	if srv != nil {
 		// Every client has closed: the server must get back to nothing,
@@ -364,10 +188,10 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		st.PeakOpen = max(st.PeakOpen, srvPeak)
 		res.Server = &st
 		if st.Open > 0 || st.TimersPending > 0 {
-			res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
+			res.Leaks = append(res.Leaks, fmt.Sprintf("the server still holds %d connections and %d timers %s (of this process's running time) after every client closed", st.Open, st.TimersPending, settleRunning))
 		}
-		if res.CloseDelay, err = handlerCloseDelay(srv.MetricsHandler()); err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", report.CloseDelayMetric, err))
+		if res.CloseDelay, err = observe.HandlerCloseDelay(srv.MetricsHandler()); err != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("server's own close delay (%s) not reported: %v", observe.CloseDelayMetric(observe.DefaultNamespace), err))
 		}
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := srv.Shutdown(sctx); err != nil {
@@ -407,20 +231,38 @@ func notEchoNote(o *options, figs []*report.Scenario) string {
 // exit status is 1, as for a failed judgement.
 var errUnreachable = errors.New("loadtest: cannot reach the server")
 
-// probeTimeout bounds the connection run tries to -addr before the
-// scenarios start.
+// probeTimeout bounds the probe run makes of -addr before the scenarios
+// start: its dial, and the wait for the answer to its message.
 const probeTimeout = 3 * time.Second
 
-// probe opens and closes one connection to addr, so that a refused or
-// unreachable server fails the run at once with one line rather than with
-// a report of every connection failing.
-func probe(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: probeTimeout}
+// probe opens one connection to addr and, with hello, sends it and waits
+// for any byte back, or the server's close, so that a server that refuses,
+// is unreachable, or never accepts (its listener's backlog completes the
+// handshake, but no byte ever comes back) fails the run within
+// probeTimeout with one line rather than with a report of every
+// connection failing.
+func probe(ctx context.Context, addr string, hello []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%w at %s: %v", errUnreachable, addr, err)
 	}
-	return c.Close()
+	defer c.Close()
+	if hello == nil {
+		return nil
+	}
+	deadline, _ := ctx.Deadline()
+	_ = c.SetDeadline(deadline)
+	if _, err := c.Write(hello); err != nil {
+		return nil // closed at once (a refusal, say): the run reports it
+	}
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w at %s: it answered nothing within %s: it may not accept connections, or speak another protocol (say what it answers with -preset, or -payload and -expect; -expect none if it never answers)", errUnreachable, addr, probeTimeout)
+	}
+	return nil
 }
 
 // settleRunning is how long the embedded server is given to get back to
@@ -452,107 +294,3 @@ func waitRunning(d, bound time.Duration, done func() bool) bool {
 	}
 	return true
 }
-
-// progress prints a live line every second when stdout is a terminal and
-// -q is not set; the returned function stops it and clears the line.
-func progress(o *options, ctr *attack.Counters, srv embeddedServer, srvPeak *int64, stdout io.Writer) func() {
-	f, ok := stdout.(*os.File)
-	tty := ok && isTerminal(f)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tk := time.NewTicker(time.Second)
-		defer tk.Stop()
-		start := time.Now()
-		var lastRecv int64
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-			}
-			if srv != nil {
-				*srvPeak = max(*srvPeak, srv.Stats().Open)
-			}
-			if !tty || o.quiet {
-				continue
-			}
-			recv := ctr.Recv.Load()
-			fmt.Fprintf(stdout, "\r\033[K%3.0fs  open %d  msgs/s %d  dial errors %d  errors %d  ended: %s",
-				time.Since(start).Seconds(), ctr.Open.Load(), recv-lastRecv, ctr.DialErrors.Load(), ctr.Errors.Load(), endsLine(ctr.Ends()))
-			lastRecv = recv
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-		if tty && !o.quiet {
-			fmt.Fprint(stdout, "\r\033[K")
-		}
-	}
-}
-
-func endsLine(m map[string]int64) string {
-	s := ""
-	for _, k := range []string{"idle", "dead_peer", "frame_deadline", "retransmit_give_up", "output_limit", "unacked_limit", "overload",
-		"protocol_error", "frame_too_large", "write_stall", "eof", "reset", report.EndBadServerFrame, "client"} {
-		if m[k] > 0 {
-			s += fmt.Sprintf("%s=%d ", k, m[k])
-		}
-	}
-	return s
-}
-
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// openFINs starts the capture of the FINs the server at target sends on
-// the loopback; without the privilege or a loopback target it returns a
-// note saying why there is none.
-func openFINs(target string) (*fincap.Capture, string, error) {
-	host, port, err := net.SplitHostPort(target)
-	if err != nil {
-		return nil, "", fmt.Errorf("loadtest: -fins: %w", err)
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
-		return nil, "-fins: not done: the server is not at an IPv4 loopback address", nil
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return nil, "", fmt.Errorf("loadtest: -fins: port %q: %w", port, err)
-	}
-	c, err := fincap.Open(uint16(n))
-	if err != nil { // best effort: a note, not a failed run
-		return nil, "-fins: not done: " + err.Error(), nil
-	}
-	return c, "", nil
-}
-
-// nonreaderUnjudged says why the nonreader check cannot be made with o, or
-// "": a flood no larger than the output limit the server is taken to
-// enforce (-output-limit; framed, -unacked-limit too, if smaller) need not
-// make a correct server close the non-readers.
-func nonreaderUnjudged(o *options) string {
-	limit, flag, above := o.outputLimit, "-output-limit", int64(kernelBuffering)
-	if o.proto == attack.Framed && o.unackedLimit > 0 && o.unackedLimit < limit {
-		// Unacknowledged bytes count from the send, kernel buffers included.
-		limit, flag, above = o.unackedLimit, "-unacked-limit", 0
-	}
-	if limit <= 0 || o.hostileBytes > limit+above {
-		return ""
-	}
-	buffers := ""
-	if above > 0 {
-		buffers = " plus " + report.MiB(above) + " the kernels' buffers may hold"
-	}
-	return fmt.Sprintf("-hostile-bytes %s is not above the server's limit %s (%s)%s, so a correct server need not close the non-readers",
-		report.MiB(o.hostileBytes), report.MiB(limit), flag, buffers)
-}
-
-// kernelBuffering is what the client's send buffer and the server's
-// receive and send buffers may hold of a non-reader's flood on loopback,
-// beyond what the server queues: a raw server need not close a non-reader
-// whose flood is no larger than its output limit and this.
-const kernelBuffering = 8 << 20

@@ -101,16 +101,16 @@ func TestShardAuto_ProcessesMerge(t *testing.T) {
 		}
 	}
 
-	var sum report.Scenario
+	sum := report.NewScenario("idle", "idle")
 	for _, path := range files {
 		r := readResult(t, path)
 		e, idl := r.Scenario("echo"), r.Scenario("idle")
 		sum.Opened += e.Opened
 		sum.Sent += e.Sent
 		sum.Recv += e.Recv
-		sum.Expected += idl.Expected
-		sum.Reaped += idl.Reaped
-		sum.NeverReaped += idl.NeverReaped
+		sum.Closes.Expected += idl.Closes.Expected
+		sum.Closes.OnTime += idl.Closes.OnTime
+		sum.Closes.Never += idl.Closes.Never
 	}
 	merged := filepath.Join(dir, "merged.json")
 	var out bytes.Buffer
@@ -125,10 +125,10 @@ func TestShardAuto_ProcessesMerge(t *testing.T) {
 	assert.Equal(t, sum.Sent, e.Sent)
 	assert.Positive(t, e.Sent)
 	assert.Equal(t, sum.Recv, e.Recv)
-	assert.Equal(t, conns, idl.Expected, "every idle connection opened and awaited its close")
-	assert.Equal(t, sum.Expected, idl.Expected)
-	assert.Equal(t, sum.Reaped, idl.Reaped)
-	assert.Equal(t, sum.NeverReaped, idl.NeverReaped)
+	assert.Equal(t, conns, idl.Closes.Expected, "every idle connection opened and awaited its close")
+	assert.Equal(t, sum.Closes.Expected, idl.Closes.Expected)
+	assert.Equal(t, sum.Closes.OnTime, idl.Closes.OnTime)
+	assert.Equal(t, sum.Closes.Never, idl.Closes.Never)
 }
 
 func readResult(t *testing.T, path string) *report.Result {

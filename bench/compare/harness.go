@@ -78,15 +78,15 @@ func runHarness(ctx context.Context, bin string, args []string) (*result, error)
 }
 
 // resultVersion is the version of loadtest's JSON result that result
-// reads (loadtest's report.Version).
-const resultVersion = 1
+// reads (docs/results.md).
+const resultVersion = 2
 
 // result is the part of loadtest's JSON result that the table reads.
 type result struct {
 	Version int `json:"version"`
 	Config  struct {
 		Timeouts struct {
-			Slack time.Duration `json:"slack"`
+			Slack goDuration `json:"slack"`
 		} `json:"timeouts"`
 	} `json:"config"`
 	Limits     []string         `json:"limits"`
@@ -95,27 +95,91 @@ type result struct {
 	CloseDelay *serverHistogram `json:"close_delay"`
 }
 
+// goDuration is a duration as loadtest's result writes it: a Go duration
+// string.
+type goDuration time.Duration
+
+func (d *goDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = goDuration(v)
+	return err
+}
+
+func (d goDuration) String() string { return time.Duration(d).String() }
+
 // scenario is the part of a scenario's figures the table reads; the
-// histograms are in nanoseconds.
+// histograms are in nanoseconds. ReapError is the close error from the
+// client's send of the last message, ReapErrorAck from the server's
+// answer, ReapErrorWire the server's FIN's from the send.
 type scenario struct {
-	Name          string          `json:"name"`
-	Conns         int             `json:"conns"`
-	Opened        int             `json:"opened"`
-	DialErrors    map[string]int  `json:"dial_errors"`
-	Elapsed       time.Duration   `json:"elapsed"`
-	Sent          uint64          `json:"sent"`
-	Recv          uint64          `json:"recv"`
-	Lost          uint64          `json:"lost"`
-	Errors        map[string]int  `json:"errors"`
-	Latency       *hist.Histogram `json:"latency"`
-	Expected      int             `json:"expected"`
-	WrongReason   map[string]int  `json:"wrong_reason"`
-	NeverReaped   int             `json:"never_reaped"`
-	Late          int             `json:"late"`
-	Early         int             `json:"early"`
-	ReapError     *hist.Histogram `json:"reap_error"`
-	ReapErrorAck  *hist.Histogram `json:"reap_error_ack"`
-	ReapErrorWire *hist.Histogram `json:"reap_error_wire"`
+	Name          string
+	Conns         int
+	Opened        int
+	DialErrors    map[string]int
+	Elapsed       time.Duration
+	Sent          uint64
+	Recv          uint64
+	Lost          uint64
+	Errors        map[string]int
+	Latency       *hist.Histogram
+	Expected      int
+	WrongReason   map[string]int
+	NeverReaped   int
+	Late          int
+	Early         int
+	ReapError     *hist.Histogram
+	ReapErrorAck  *hist.Histogram
+	ReapErrorWire *hist.Histogram
+}
+
+// UnmarshalJSON reads a scenario of the result's format.
+func (s *scenario) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Name       string          `json:"name"`
+		Conns      int             `json:"conns"`
+		Opened     int             `json:"opened"`
+		DialErrors map[string]int  `json:"dial_errors"`
+		Elapsed    goDuration      `json:"elapsed"`
+		Sent       uint64          `json:"sent"`
+		Answered   uint64          `json:"answered"`
+		Lost       uint64          `json:"lost"`
+		Errors     map[string]int  `json:"errors"`
+		Latency    *hist.Histogram `json:"latency_ns"`
+		Closes     *struct {
+			Expected    int             `json:"expected"`
+			OtherReason map[string]int  `json:"other_reason"`
+			Never       int             `json:"never"`
+			Late        int             `json:"late"`
+			Early       int             `json:"early"`
+			Refused     int             `json:"refused"`
+			NotStarted  int             `json:"not_started"`
+			FromStart   *hist.Histogram `json:"close_error_from_start_ns"`
+			FromEnd     *hist.Histogram `json:"close_error_from_end_ns"`
+			Wire        *hist.Histogram `json:"close_error_wire_ns"`
+		} `json:"closes"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*s = scenario{Name: w.Name, Conns: w.Conns, Opened: w.Opened, DialErrors: w.DialErrors, Elapsed: time.Duration(w.Elapsed),
+		Sent: w.Sent, Recv: w.Answered, Lost: w.Lost, Errors: w.Errors, Latency: w.Latency, ReapError: &hist.Histogram{}}
+	if s.Latency == nil {
+		s.Latency = &hist.Histogram{}
+	}
+	if c := w.Closes; c != nil {
+		// Expected: the connections whose timer started, as the table
+		// counts them (those refused or not started end before).
+		s.Expected, s.WrongReason, s.NeverReaped, s.Late, s.Early = c.Expected-c.Refused-c.NotStarted, c.OtherReason, c.Never, c.Late, c.Early
+		s.ReapErrorAck, s.ReapErrorWire = c.FromEnd, c.Wire
+		if c.FromStart != nil {
+			s.ReapError = c.FromStart
+		}
+	}
+	return nil
 }
 
 // scenario returns the named scenario's figures, or empty ones if the run

@@ -104,7 +104,7 @@ func TestRunHarness(t *testing.T) {
 	idle := r.scenario("idle")
 	assert.Equal(t, 5, idle.Expected)
 	assert.Equal(t, 5, idle.NeverReaped, "gnet has no timers")
-	assert.Equal(t, 100*time.Millisecond, r.Config.Timeouts.Slack)
+	assert.Equal(t, 100*time.Millisecond, time.Duration(r.Config.Timeouts.Slack))
 
 	_, err = runHarness(ctx, harness, []string{"-addr", "localhost"})
 	assert.ErrorContains(t, err, "HOST:PORT", "a usage error is an error, with loadtest's words")

@@ -35,13 +35,11 @@ func (e *CloseError) Error() string {
 // Unwrap returns the reason, net.ErrClosed and the underlying error.
 func (e *CloseError) Unwrap() []error { return []error{e.Reason, net.ErrClosed, e.Err} }
 
-// Timeout reports whether a timeout closed the connection: true for
-// idle.ReasonIdle, ReasonDeadPeer, ReasonKeepalive, ReasonFrameDeadline,
-// ReasonHandshake and ReasonWriteStall; false for ReasonMaxAge (the
-// connection reached the age drawn for it, and nothing timed out) and for
-// any other value. It names the cause, not a chance to retry: the
-// connection is closed either way, and every later call fails; a loop that
-// retries on timeouts should also stop on errors.Is(err, net.ErrClosed).
+// Timeout reports whether a timeout closed the connection
+// (idle.Reason.Timeout: max age is not one). It names the cause, not a
+// chance to retry: the connection is closed either way, and every later
+// call fails; a loop that retries on timeouts should also stop on
+// errors.Is(err, net.ErrClosed).
 func (e *CloseError) Timeout() bool { return e.Reason.Timeout() }
 
 // Temporary reports false (see net.Error).
@@ -124,8 +122,7 @@ func checkConnConfig(cfg *idle.Config, tick time.Duration) error {
 	return nil
 }
 
-// wrap starts tracking c with cfg, resolved by checkConnConfig, which
-// Init accepts as it is.
+// wrap starts tracking c with cfg, resolved by checkConnConfig.
 func wrap(c net.Conn, w *wheel.Wheel, cfg *idle.Config) *Conn {
 	wc := &Conn{Conn: c, stall: cfg.WriteStallTimeout > 0}
 	if err := wc.t.Init(w, w.Now(), *cfg, idle.Hooks{Close: wc.expire}); err != nil {

@@ -312,24 +312,3 @@ func headerValue(head []byte, name string) string {
 	}
 	return ""
 }
-
-// NotApplicable returns why scenario cannot be run against a raw server
-// whose answers are e, or "" if it can: the framed-only scenarios need the
-// framed protocol's frames, pings and deadline; the splitter checks echoes
-// byte for byte, so it needs an echo server; echo counts and times the
-// answers one by one, which AnswerAny and AnswerNone cannot tell apart.
-// Framed runs have no Expect: every scenario applies.
-func NotApplicable(scenario string, p Proto, e Expect) string {
-	if p == Framed {
-		return ""
-	}
-	switch {
-	case FramedOnly(scenario):
-		return fmt.Sprintf("%s needs the framed protocol (docs/protocol.md): its PINGs, acknowledged DATA and frame deadline; this server speaks raw", scenario)
-	case scenario == Splitter && e.Kind != AnswerEcho:
-		return fmt.Sprintf("the splitter checks echoes byte for byte, and the server's answers are not echoes (-expect %s)", e)
-	case scenario == Echo && !e.Counted():
-		return fmt.Sprintf("echo counts and times each message's answer, and with -expect %s answers cannot be told apart", e)
-	}
-	return ""
-}

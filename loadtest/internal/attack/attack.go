@@ -9,14 +9,12 @@
 package attack
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,51 +23,20 @@ import (
 
 	"github.com/netwheel/netwheel/internal/hist"
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
-	"github.com/netwheel/netwheel/loadtest/internal/pacer"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
 
 // Proto is the wire protocol the clients speak.
-type Proto uint8
+type Proto = scenario.Proto
 
 // Protocols.
 const (
-	Raw    Proto = iota // bytes echoed back as they are
-	Framed              // docs/protocol.md
+	Raw    = scenario.Raw
+	Framed = scenario.Framed
 )
-
-func (p Proto) String() string {
-	if p == Framed {
-		return "framed"
-	}
-	return "raw"
-}
-
-// Scenario names.
-const (
-	Echo       = "echo"
-	Idle       = "idle"
-	Keepalive  = "keepalive"
-	Retransmit = "retransmit"
-	Slowloris  = "slowloris"
-	Churn      = "churn"
-	// Handshake opens connections that send nothing, not even an answer
-	// to a PING: the server's handshake timeout (Timeouts.Handshake) must
-	// close them.
-	Handshake = "handshake"
-)
-
-// All lists every scenario, in report order: the polite ones, then the
-// hostile ones (hostile.go).
-var All = []string{Echo, Idle, Handshake, Keepalive, Retransmit, Slowloris, Churn, Nonreader, Splitter, Pingflood, Connflood, Garbage}
-
-// FramedOnly reports whether scenario needs the framed protocol.
-// Slowloris does not: over raw it trickles one message (see slowloris).
-func FramedOnly(scenario string) bool {
-	return scenario == Keepalive || scenario == Retransmit || scenario == Pingflood
-}
 
 // Config is one attack. Conns are this process's share (after sharding).
 type Config struct {
@@ -91,7 +58,7 @@ type Config struct {
 	ChurnRate       float64       // churn connections/s
 	Timeouts        report.Timeouts
 	DialConcurrency int           // dials in flight at once (0: 128)
-	Drain           time.Duration // how long to wait for outstanding echoes (0: DefaultDrain)
+	AnswerWait      time.Duration // how long an answer is waited for before its message counts as lost (0: DefaultAnswerWait)
 	// IdleSpread is the window over which the quiet connections (idle, and
 	// keepalive's silent half) send their last message, evenly: connection i
 	// of n sends at release + IdleSpread*i/n, where release is when every
@@ -126,14 +93,21 @@ type Config struct {
 	// time ends the wait at once; only a late or missing one makes the run
 	// longer.
 	CloseHorizon time.Duration
+	// Proxy, if its Version is set, starts every connection with a PROXY
+	// header naming a client of its own, as a balancer would.
+	Proxy Proxy
+	// Neighbours is how many other sources connect during sourceflood's
+	// flood (Conns[scenario.Sourceflood] is the flooding source's
+	// connections).
+	Neighbours int
 }
 
-// Waits of the harness: the default Config.Drain, how long an answer is
-// waited for before the message counts as lost, and how long a dial may
+// Waits of the harness: how long an answer is waited for before its
+// message counts as lost (Config.AnswerWait 0), and how long a dial may
 // take.
 const (
-	DefaultDrain = 2 * time.Second
-	DialTimeout  = 5 * time.Second
+	DefaultAnswerWait = 2 * time.Second
+	DialTimeout       = 5 * time.Second
 )
 
 // Barrier is how the quiet connections' barrier ended.
@@ -193,18 +167,23 @@ type Outcome struct {
 // (RFC 6298 backoff, capped by MaxRTO, cut short by GiveUpAfter), as
 // package retransmit computes them.
 func Ladder(t report.Timeouts) (offsets []time.Duration, giveUp time.Duration, err error) {
-	cfg := retransmit.Config{InitialRTO: t.InitialRTO, MinRTO: t.MinRTO, MaxRTO: t.MaxRTO,
-		MaxRetransmits: t.MaxRetransmits, GiveUpAfter: t.GiveUpAfter}
+	// retransmit's own resolver gives the defaults of the fields left 0:
+	// the harness copies none of them.
+	cfg, err := retransmit.Config{InitialRTO: t.InitialRTO, MinRTO: t.MinRTO, MaxRTO: t.MaxRTO,
+		MaxRetransmits: t.MaxRetransmits, GiveUpAfter: t.GiveUpAfter}.WithDefaults(t.Tick)
+	if err != nil {
+		return nil, 0, err
+	}
 	e, err := retransmit.NewEstimator(cfg)
 	if err != nil {
 		return nil, 0, err
 	}
-	maxRetx, limit := t.MaxRetransmits, t.GiveUpAfter
-	if maxRetx == 0 {
-		maxRetx = retransmit.DefaultMaxRetransmits
+	maxRetx, limit := cfg.MaxRetransmits, cfg.GiveUpAfter
+	if maxRetx < 0 {
+		maxRetx = math.MaxInt // Off: no limit on the count
 	}
-	if limit == 0 {
-		limit = retransmit.DefaultGiveUpAfter
+	if limit < 0 {
+		limit = time.Duration(math.MaxInt64) // Off: no limit on the time
 	}
 	at, rto := time.Duration(0), e.RTO()
 	for {
@@ -245,8 +224,10 @@ type run struct {
 	start   time.Time
 	dialSem chan struct{}
 	srcNext atomic.Uint64
-	ladder  []time.Duration
-	giveUp  time.Duration
+	// clientNext counts the PROXY clients handed out (Config.Proxy).
+	clientNext atomic.Uint64
+	ladder     []time.Duration
+	giveUp     time.Duration
 
 	mu      sync.Mutex
 	outcome Outcome
@@ -254,158 +235,6 @@ type run struct {
 
 	quiet *barrier // nil without quiet connections
 	turns *turns   // the quiet connections' turns to send; nil without them
-}
-
-// barrier waits until every connection has dialed (successfully or not) or
-// the timeout passes, then closes released (the quiet connections' turns
-// then let them go one at a time, see turns). arrive may be called from any
-// goroutine, once per connection; released is closed once.
-//
-// Ownership: left and arrived are guarded by mu; at and timedOut are
-// written under mu before released is closed and read after <-released;
-// before is set by newBarrier.
-type barrier struct {
-	mu       sync.Mutex
-	left     int
-	arrived  int
-	released chan struct{}
-	at       time.Time
-	timedOut bool
-	timer    *time.Timer
-	before   func() // nil, or run under mu just before the release
-}
-
-// newBarrier returns a barrier awaiting n arrivals, released at the latest
-// after timeout. before, if not nil, runs just before the release, its
-// time counted in the wait (Barrier.Wait).
-func newBarrier(n int, timeout time.Duration, before func()) *barrier {
-	b := &barrier{left: n, released: make(chan struct{}), before: before}
-	b.mu.Lock()
-	b.timer = time.AfterFunc(timeout, func() { b.release(true) })
-	b.mu.Unlock()
-	if n <= 0 {
-		b.release(false)
-	}
-	return b
-}
-
-func (b *barrier) arrive() {
-	b.mu.Lock()
-	b.arrived++
-	b.left--
-	last := b.left == 0
-	b.mu.Unlock()
-	if last {
-		b.release(false)
-	}
-}
-
-func (b *barrier) release(timedOut bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	select {
-	case <-b.released:
-		return
-	default:
-	}
-	if b.before != nil {
-		b.before()
-	}
-	b.at, b.timedOut = time.Now(), timedOut
-	b.timer.Stop()
-	close(b.released)
-}
-
-// sendOffset is how long after the release quiet connection i of n sends
-// its last message: spread evenly over [0, spread).
-func sendOffset(spread time.Duration, i, n int) time.Duration {
-	if n <= 0 {
-		return 0
-	}
-	return time.Duration(float64(spread) * float64(i) / float64(n))
-}
-
-// turns lets the quiet connections go one at a time, each at its
-// sendOffset in the spread window, rather than all at the barrier's release: 8 000
-// goroutines woken at once queue the first senders' readers behind them
-// for tens of milliseconds, which the reap figures would charge to the
-// server. One goroutine (run) closes each connection's channel at its
-// time.
-//
-// Ownership: ch and order are written by newTurns and only read after.
-type turns struct {
-	b     *barrier
-	ch    map[string][]chan struct{} // scenario -> connection -> its turn (nil: not quiet)
-	order []turn                     // every quiet connection's turn, earliest first
-}
-
-type turn struct {
-	off time.Duration // from the release
-	ch  chan struct{}
-}
-
-// newTurns returns the turns of cfg's quiet connections, released from b
-// and spread over cfg.IdleSpread.
-func newTurns(b *barrier, cfg Config) *turns {
-	t := &turns{b: b, ch: map[string][]chan struct{}{}}
-	for _, s := range cfg.Scenarios {
-		n := cfg.Conns[s]
-		for i := range n {
-			if !isQuiet(s, i) {
-				continue
-			}
-			if t.ch[s] == nil {
-				t.ch[s] = make([]chan struct{}, n)
-			}
-			c := make(chan struct{})
-			t.ch[s][i] = c
-			t.order = append(t.order, turn{off: sendOffset(cfg.IdleSpread, i, n), ch: c})
-		}
-	}
-	slices.SortStableFunc(t.order, func(a, b turn) int { return cmp.Compare(a.off, b.off) })
-	return t
-}
-
-// of returns the channel closed at quiet connection i of scenario s's turn;
-// nil (which blocks forever) if that connection is not quiet.
-func (t *turns) of(s string, i int) <-chan struct{} {
-	if cs := t.ch[s]; i >= 0 && i < len(cs) {
-		return cs[i]
-	}
-	return nil
-}
-
-// collectGarbage runs before the quiet barrier's release: the heap has
-// just grown by the connections' buffers, and a collection triggered in the
-// spread window would pause this client's reads and sends for tens of
-// milliseconds and be charged to the server's reaps. After this one the
-// heap's goal is twice what the connections hold, which the allocation-free
-// echo path does not reach before they close. (Scenarios that run beside
-// the quiet ones, echo say, pause for it once; the barrier's wait counts
-// it.)
-func collectGarbage() { runtime.GC() }
-
-// run waits for the release and closes each turn's channel at its time; it
-// returns when all are closed or ctx ends.
-func (t *turns) run(ctx context.Context) {
-	select {
-	case <-t.b.released:
-	case <-ctx.Done():
-		return
-	}
-	tm := time.NewTimer(time.Hour)
-	defer tm.Stop()
-	for _, u := range t.order {
-		if d := time.Until(t.b.at.Add(u.off)); d > 0 {
-			tm.Reset(d)
-			select {
-			case <-tm.C:
-			case <-ctx.Done():
-				return
-			}
-		}
-		close(u.ch)
-	}
 }
 
 // testPauseSender, set only by tests, is called by the open-loop echo
@@ -416,12 +245,6 @@ var testPauseSender func(sent uint64)
 // testDialDelay, set only by tests, delays connection i of scenario's dial.
 var testDialDelay func(scenario string, i int) time.Duration
 
-// isQuiet reports whether connection i of scenario s waits at the barrier
-// and sends its last message on the spread schedule.
-func isQuiet(s string, i int) bool {
-	return s == Idle || (s == Keepalive && i%2 == 1)
-}
-
 // Run performs the attack and returns when every connection has ended:
 // each scenario bounds its own time, and ctx ends everything early. Every
 // scenario runs at once, but connflood, which runs alone afterwards. emit
@@ -431,8 +254,8 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	if cfg.DialConcurrency <= 0 {
 		cfg.DialConcurrency = 128
 	}
-	if cfg.Drain <= 0 {
-		cfg.Drain = DefaultDrain
+	if cfg.AnswerWait <= 0 {
+		cfg.AnswerWait = DefaultAnswerWait
 	}
 	if cfg.BarrierTimeout <= 0 {
 		cfg.BarrierTimeout = 10 * time.Second
@@ -452,17 +275,11 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	}
 	r := &run{cfg: cfg, ctr: ctr, start: time.Now(), dialSem: make(chan struct{}, cfg.DialConcurrency),
 		outcome: Outcome{Latency: map[string]*hist.Histogram{}, Elapsed: map[string]time.Duration{}}}
-	r.payload = cfg.Payload
-	if len(r.payload) == 0 {
-		r.payload = make([]byte, cfg.Size)
-		for i := range r.payload {
-			r.payload[i] = byte('a' + i%26)
-		}
-	}
+	r.payload = Payload(cfg.Payload, cfg.Size)
 	var mu sync.Mutex
 	r.emit = func(cr report.ConnResult) { mu.Lock(); emit(cr); mu.Unlock() }
 	for _, s := range cfg.Scenarios {
-		if s == Retransmit {
+		if s == scenario.Retransmit {
 			var err error
 			if r.ladder, r.giveUp, err = Ladder(cfg.Timeouts); err != nil {
 				return Outcome{}, fmt.Errorf("attack: retransmit settings: %w", err)
@@ -472,7 +289,7 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	quiet := 0
 	for _, s := range cfg.Scenarios {
 		for i := range cfg.Conns[s] {
-			if isQuiet(s, i) {
+			if scenario.Lookup(s).Quiet(i) {
 				quiet++
 			}
 		}
@@ -494,19 +311,22 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		rec := &recorder{}
 		r.outcome.Latency[s] = &rec.h
 		switch s {
-		case Churn:
+		case scenario.Churn:
 			wg.Go(func() { r.churn(ctx, rec) })
 			continue
-		case Connflood:
+		case scenario.Connflood:
 			flood = true // alone, afterwards
 			continue
-		case Echo, Splitter:
+		case scenario.Sourceflood:
+			continue // alone, after connflood
+
+		case scenario.Echo, scenario.Splitter:
 			r.mu.Lock() // churn, started before, writes its own
 			r.outcome.Elapsed[s] = cfg.Duration
 			r.mu.Unlock()
 		}
 		for i := range n {
-			role := roleOf(s, cfg.Proto, i)
+			role := scenario.Lookup(s).Role(cfg.Proto, i)
 			wg.Go(func() { r.conn(ctx, s, role, i, n, rec) })
 		}
 	}
@@ -515,6 +335,9 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	if flood && ctx.Err() == nil {
 		r.connflood(ctx)
 	}
+	if slices.Contains(cfg.Scenarios, scenario.Sourceflood) && ctx.Err() == nil {
+		r.sourceflood(ctx)
+	}
 	if b := r.quiet; b != nil {
 		<-b.released // every quiet connection has arrived by now
 		b.mu.Lock()
@@ -522,6 +345,28 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		b.mu.Unlock()
 	}
 	return r.outcome, nil
+}
+
+// Payload returns each message's payload: p, or, if empty, size bytes of
+// a letter pattern, for an echo server.
+func Payload(p []byte, size int) []byte {
+	if len(p) > 0 {
+		return p
+	}
+	p = make([]byte, size)
+	for i := range p {
+		p[i] = byte('a' + i%26)
+	}
+	return p
+}
+
+// Hello returns the bytes of a first message over protocol p: framed, a
+// DATA frame; raw, the payload. A probe sends it to see the server answer.
+func Hello(p Proto, payload []byte) []byte {
+	if p == Framed {
+		return frame.AppendData(nil, 1, payload)
+	}
+	return payload
 }
 
 // recorder batches latency samples into a shared histogram.
@@ -568,660 +413,3 @@ func (e *echoes) onEcho(k uint64, at time.Time) {
 
 // flush records what is left of the batch; call it after the reader is done.
 func (e *echoes) flush() { e.rec.flush(e.batch) }
-
-// roleOf returns the role of connection i of scenario s.
-func roleOf(s string, p Proto, i int) string {
-	switch s {
-	case Keepalive:
-		if i%2 == 1 {
-			return "silent"
-		}
-		return "survivor"
-	case Pingflood:
-		if i%2 == 1 {
-			return RoleNotReading
-		}
-		return RoleReading
-	case Garbage:
-		return garbageRole(p, i)
-	}
-	return s
-}
-
-// dial opens a connection; rcvBuf > 0 asks for that receive buffer before
-// connecting (where the system allows), so that the window the server sees
-// is small from the start. It returns the dial time (dialFrom returns its
-// start too).
-func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, error) {
-	c, _, dt, err := r.dialFrom(ctx, rcvBuf)
-	return c, dt, err
-}
-
-// dialFrom is dial, and returns the start of the dial too: the server
-// cannot have accepted the connection before it.
-func (r *run) dialFrom(ctx context.Context, rcvBuf int) (net.Conn, time.Time, time.Duration, error) {
-	select {
-	case r.dialSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, time.Time{}, 0, ctx.Err()
-	}
-	defer func() { <-r.dialSem }()
-	d := net.Dialer{Timeout: DialTimeout}
-	if rcvBuf > 0 {
-		d.Control = rcvBufControl(rcvBuf)
-	}
-	if len(r.cfg.Sources) > 0 {
-		ip := r.cfg.Sources[r.srcNext.Add(1)%uint64(len(r.cfg.Sources))]
-		d.LocalAddr = &net.TCPAddr{IP: ip}
-	}
-	t0 := time.Now()
-	c, err := d.DialContext(ctx, "tcp", r.cfg.Addr)
-	if err != nil {
-		r.ctr.DialErrors.Add(1)
-		return nil, t0, 0, err
-	}
-	r.ctr.Dialed.Add(1)
-	r.ctr.opened()
-	return c, t0, time.Since(t0), nil
-}
-
-// conn runs one connection of a scenario in the given role and emits its
-// result.
-func (r *run) conn(ctx context.Context, scenario, role string, i, n int, rec *recorder) {
-	res := report.ConnResult{Scenario: scenario, Role: role}
-	rcvBuf := 0
-	if role == Nonreader || role == RoleNotReading {
-		rcvBuf = nonreaderRcvBuf
-	}
-	if testDialDelay != nil {
-		time.Sleep(testDialDelay(scenario, i))
-	}
-	c, dialed, dt, err := r.dialFrom(ctx, rcvBuf)
-	res.OpenedAt = time.Now()
-	if isQuiet(scenario, i) {
-		r.quiet.arrive()
-	}
-	if err != nil {
-		res.DialErr = DialErrKind(err)
-		r.emit(res)
-		return
-	}
-	res.Connect = dt
-	cl := r.client(c)
-	switch role {
-	case Echo:
-		r.echo(ctx, cl, i, n, rec, &res)
-	case Idle:
-		r.idle(ctx, cl, i, &res)
-	case Handshake:
-		r.handshake(ctx, cl, dialed, &res)
-	case "survivor":
-		r.survivor(ctx, cl, &res)
-	case "silent":
-		r.silent(ctx, cl, i, &res)
-	case Retransmit:
-		r.retransmit(ctx, cl, &res)
-	case Slowloris:
-		r.slowloris(ctx, cl, &res)
-	case Nonreader:
-		r.nonreader(ctx, cl, &res)
-	case Splitter:
-		r.splitter(ctx, cl, i, n, rec, &res)
-	case RoleReading, RoleNotReading:
-		r.pingflood(ctx, cl, role, &res)
-	case GarbageRandom, GarbageBadType, GarbageHugeLength:
-		r.garbage(ctx, cl, role, &res)
-	}
-	cl.shut()
-	if res.End == "" { // hostile roles set it themselves
-		res.End = cl.end
-	}
-	res.Mismatch += cl.wrong.Load()
-	res.Pings = int(cl.pings.Load())
-	if cl.closedByServer() && res.Expect != "" {
-		res.ClosedAt = cl.endAt
-		// A close by FIN (a reset has none): it passed the kernel before
-		// the client read it; the wait is for the capture's goroutine to
-		// have read it too.
-		if a, ok := cl.c.LocalAddr().(*net.TCPAddr); ok && r.cfg.FINs != nil && (res.End == "eof" || res.End == res.Expect) {
-			if ip := a.IP.To4(); ip != nil {
-				res.WireFinAt, _ = r.cfg.FINs.Take(fincap.Client{IP: [4]byte(ip), Port: uint16(a.Port)}, res.OpenedAt, 200*time.Millisecond)
-			}
-		}
-	}
-	r.emit(res)
-}
-
-// client returns a client over c speaking the run's protocol.
-func (r *run) client(c net.Conn) *client {
-	cl := newClient(c, r.cfg.Proto, r.ctr)
-	cl.size, cl.expect, cl.prefix = len(r.payload), r.cfg.Expect.Kind, r.cfg.Expect.Prefix
-	return cl
-}
-
-// message appends message seq (1-based) in the client's protocol, for
-// the writes that bypass the frame.Conn (nonreader's flood).
-func (r *run) message(dst []byte, seq uint64) []byte {
-	if r.cfg.Proto == Framed {
-		return frame.AppendData(dst, seq, r.payload)
-	}
-	return append(dst, r.payload...)
-}
-
-// wait sleeps until t, or until ctx ends or the server closes the connection;
-// it reports whether t was reached.
-func wait(ctx context.Context, cl *client, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-cl.done:
-			return false
-		default:
-			return true
-		}
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-cl.done:
-		return false
-	}
-}
-
-func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res *report.ConnResult) {
-	cl.replies(frame.ReplyAll)
-	var p pacer.Pacer
-	var sentAt atomic.Int64 // closed loop: send time of the outstanding message
-	// latency of echo k arriving at at: closed loop, from the send of the
-	// one outstanding message; open loop, from the message's scheduled
-	// instant (the schedule starts when this connection is open, so the dial
-	// ramp is not counted as latency; every connection stops at the same end).
-	latency := func(_ uint64, at time.Time) int64 { return at.UnixNano() - sentAt.Load() }
-	if !r.cfg.Closed {
-		p, _ = pacer.New(time.Now(), pacer.Phase(i, n, r.cfg.Rate), r.cfg.Rate)
-		latency = func(k uint64, at time.Time) int64 { return int64(at.Sub(p.At(k - 1))) }
-	}
-	e := newEchoes(rec, 256, latency)
-	cl.onEcho = e.onEcho
-	go cl.read()
-	end := r.start.Add(r.cfg.Duration)
-	var sent uint64
-	if r.cfg.Closed {
-		for time.Now().Before(end) {
-			sentAt.Store(time.Now().UnixNano())
-			if _, err := cl.send(r.payload, 1); err != nil {
-				res.Err = writeErr(err)
-				break
-			}
-			sent++
-			r.ctr.Sent.Add(1)
-			select {
-			case <-e.got:
-			case <-cl.done:
-			case <-ctx.Done():
-			case <-time.After(r.cfg.Drain):
-			}
-			if e.recv.Load() < sent {
-				break
-			}
-		}
-	} else {
-		total := p.Count(time.Until(end))
-		for sent < total {
-			if !wait(ctx, cl, p.At(sent)) {
-				break
-			}
-			if testPauseSender != nil {
-				testPauseSender(sent)
-			}
-			due := min(p.Due(time.Since(p.At(0))+p.Offset(0)), total)
-			n, err := cl.send(r.payload, int(due-sent)) // the ones due, in one write
-			// A failed write may have sent part of the batch (a large one
-			// after the client was paused, say): what went out counts.
-			r.ctr.Sent.Add(int64(n))
-			sent += uint64(n)
-			if err != nil {
-				res.Err = writeErr(err)
-				break
-			}
-		}
-	}
-	// Wait for the outstanding echoes.
-	drainEnd := time.Now().Add(r.cfg.Drain)
-	for e.recv.Load() < sent && time.Now().Before(drainEnd) {
-		select {
-		case <-e.got:
-		case <-cl.done:
-			drainEnd = time.Now()
-		case <-ctx.Done():
-			drainEnd = time.Now()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if cl.closedByServerYet() && res.Err == "" {
-		res.Err = "closed_by_server"
-	}
-	cl.shut() // the reader is done: the batch is ours
-	e.flush()
-	res.Sent, res.Recv = sent, e.recv.Load()
-	if res.Err == "write" && res.Recv > res.Sent {
-		// Framed, a failed batch's frames that went out are not known
-		// (sendAll): those echoed were evidently sent.
-		r.ctr.Sent.Add(int64(res.Recv - res.Sent))
-		res.Sent = res.Recv
-	}
-	if res.Recv < res.Sent {
-		res.Lost = res.Sent - res.Recv
-		r.ctr.Errors.Add(int64(res.Lost))
-	}
-}
-
-// once sends one message and waits for its echo; it returns the send time.
-func (r *run) once(ctx context.Context, cl *client, res *report.ConnResult) (time.Time, bool) {
-	got := startForOnce(cl)
-	return r.sendOnce(ctx, cl, got, res)
-}
-
-// startForOnce starts cl's reader for sendOnce; the returned channel
-// receives when the echo of message cl.answerFrom (or a later one) arrives.
-func startForOnce(cl *client) chan struct{} {
-	got := make(chan struct{}, 1)
-	cl.onEcho = func(k uint64, _ time.Time) {
-		if k < max(cl.answerFrom.Load(), 1) {
-			return // a keep-alive's echo (see quietStart)
-		}
-		select {
-		case got <- struct{}{}:
-		default:
-		}
-	}
-	go cl.read()
-	return got
-}
-
-// sendOnce sends message 1 (after the connection's keep-alives, if any) on
-// a connection started by startForOnce and waits for its echo; it returns
-// the send time.
-func (r *run) sendOnce(ctx context.Context, cl *client, got chan struct{}, res *report.ConnResult) (time.Time, bool) {
-	cl.answerFrom.Store(uint64(cl.keepalives) + 1)
-	t := time.Now()
-	if _, err := cl.send(r.payload, 1); err != nil {
-		res.Err = "write"
-		return t, false
-	}
-	res.Sent = 1
-	r.ctr.Sent.Add(1)
-	if cl.proto == Raw && cl.expect == AnswerNone {
-		return t, true // nothing comes back: written is delivered
-	}
-	select {
-	case <-got:
-		res.Recv = 1
-		return t, true
-	case <-cl.done:
-	case <-ctx.Done():
-	case <-time.After(r.cfg.Drain):
-	}
-	res.Err, res.Lost = "no_echo", 1
-	r.ctr.Errors.Add(1)
-	return t, false
-}
-
-// expectClose waits for the server to close the connection, until
-// expected + CloseHorizon, and records the expectation.
-func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResult, reason string, expected time.Time) {
-	res.Expect, res.ExpectedAt = reason, expected
-	wait(ctx, cl, expected.Add(r.cfg.CloseHorizon))
-}
-
-// quietStart starts a quiet connection's reader, answering pings until its
-// send, and waits until turn is closed: its turn in the spread window, after
-// the barrier.
-// While it waits at the barrier it sends a keep-alive message every third
-// of the idle timeout, or keepAliveMax if that is shorter (cl.keepalives
-// counts them), so that the wait for the slowest dials cannot outlast the
-// server's idle timeout, which runs from the open; their echoes do not
-// count as the answer to the last message.
-// It reports false (with res.Err set if the server closed it) if the
-// connection ended first.
-func (r *run) quietStart(ctx context.Context, cl *client, turn <-chan struct{}, res *report.ConnResult) (chan struct{}, bool) {
-	cl.replies(frame.ReplyAll)          // the server may probe while we wait; we are alive until the send
-	cl.answerFrom.Store(math.MaxUint64) // nothing answers the last message before it is sent
-	got := startForOnce(cl)
-	var keep <-chan time.Time
-	if every := min(r.cfg.Timeouts.Idle/3, keepAliveMax); every > 0 {
-		tk := time.NewTicker(every)
-		defer tk.Stop()
-		keep = tk.C
-	}
-	keepAlive := func() error {
-		if _, err := cl.send(r.payload, 1); err != nil {
-			select {
-			case <-cl.done: // the server closed it: quietEnded says so
-			case <-time.After(100 * time.Millisecond):
-				if !isDone(cl) {
-					res.Err = "write"
-					r.ctr.Errors.Add(1)
-				}
-			}
-			return err
-		}
-		cl.keepalives++
-		r.ctr.Sent.Add(1)
-		return nil
-	}
-	// A server with a handshake timeout closes a connection that has not
-	// sent its first bytes by then: with one known, the first keep-alive
-	// goes at once.
-	if r.cfg.Timeouts.Handshake > 0 && keepAlive() != nil {
-		return r.quietEnded(cl, res)
-	}
-	if !keepUntil(ctx, cl, turn, keep, keepAlive) {
-		return r.quietEnded(cl, res)
-	}
-	return got, true
-}
-
-// keepAliveMax bounds the interval of a quiet connection's keep-alives, so
-// that a server's shorter timeouts the harness does not know of (a
-// handshake timeout, say) do not close it while it waits.
-const keepAliveMax = 5 * time.Second
-
-// keepUntil waits until until delivers, calling keepAlive at every tick of
-// keep (nil: never). It reports false if the connection or ctx ended first,
-// or a keep-alive could not be sent.
-func keepUntil(ctx context.Context, cl *client, until <-chan struct{}, keep <-chan time.Time, keepAlive func() error) bool {
-	for {
-		select {
-		case <-until:
-			return !isDone(cl) && ctx.Err() == nil
-		case <-cl.done:
-			return false
-		case <-ctx.Done():
-			return false
-		case <-keep:
-			if keepAlive() != nil {
-				return false // the reader sees how the connection ended
-			}
-		}
-	}
-}
-
-func (r *run) quietEnded(cl *client, res *report.ConnResult) (chan struct{}, bool) {
-	if isDone(cl) && res.Err == "" {
-		res.Err = "closed_before_send"
-		r.ctr.Errors.Add(1)
-	}
-	return nil, false
-}
-
-func isDone(cl *client) bool {
-	select {
-	case <-cl.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// idle waits for every quiet connection to open, sends its one message at
-// its place in the spread window and goes silent: the idle timeout must
-// close it. The close is judged against the send (the server cannot have
-// seen the message earlier); the arrival of the server's answer (framed:
-// its ACK; raw: the echo) is recorded too, a later reference that leaves
-// out the message's delivery and the server's read queue.
-func (r *run) idle(ctx context.Context, cl *client, i int, res *report.ConnResult) {
-	got, ok := r.quietStart(ctx, cl, r.turns.of(Idle, i), res)
-	if !ok {
-		return
-	}
-	t, ok := r.sendOnce(ctx, cl, got, res)
-	if !ok {
-		return
-	}
-	if r.cfg.Timeouts.Idle > 0 {
-		r.expectClose(ctx, cl, res, "idle", t.Add(r.cfg.Timeouts.Idle))
-	}
-	// Read only now: the echo that ended sendOnce may have been parsed just
-	// before the ACK that came behind it in the same read.
-	res.AckedAt = cl.answeredAt()
-}
-
-// handshake sends nothing at all, and answers nothing (framed: a PONG is a
-// frame, which would complete the handshake): the server's handshake
-// timeout must close it. The deadline runs from dialed, the start of the
-// dial, before which the server cannot have accepted the connection: a
-// close before it is early however late this client ran.
-func (r *run) handshake(ctx context.Context, cl *client, dialed time.Time, res *report.ConnResult) {
-	go cl.read()
-	r.expectClose(ctx, cl, res, "handshake", dialed.Add(r.cfg.Timeouts.Handshake))
-}
-
-// silent: waits at the barrier like idle, then one echo (acknowledged) on
-// the spread schedule, then not a byte: keepalive must close it. Until its
-// send it answers pings, so the wait does not kill it.
-func (r *run) silent(ctx context.Context, cl *client, i int, res *report.ConnResult) {
-	got, ok := r.quietStart(ctx, cl, r.turns.of(Keepalive, i), res)
-	if !ok {
-		return
-	}
-	cl.replies(frame.ReplyAck) // PINGs unanswered from now on
-	if _, ok := r.sendOnce(ctx, cl, got, res); !ok {
-		return
-	}
-	time.Sleep(5 * time.Millisecond) // let the reader's ACK go out; it is the last byte
-	last := cl.lastWrite()
-	r.expectClose(ctx, cl, res, "dead_peer", last.Add(r.cfg.Timeouts.DeadPeerAfter()))
-}
-
-// survivorWindow is how long keepalive survivors stay: the run's duration,
-// but at least until the silent half must have been closed.
-func (r *run) survivorWindow() time.Duration {
-	t := r.cfg.Timeouts
-	return max(r.cfg.Duration, t.DeadPeerAfter()+t.Slack+500*time.Millisecond)
-}
-
-// survivorEnd returns when a survivor that started at start may leave: the
-// survivor window after its start, and, if there are quiet connections, not
-// before the silent half, released from the barrier and spread over
-// IdleSpread, must have been closed. ok is false while the barrier holds
-// (the end is not known yet).
-func (r *run) survivorEnd(start time.Time) (end time.Time, ok bool) {
-	end = start.Add(r.survivorWindow())
-	if r.quiet == nil {
-		return end, true
-	}
-	select {
-	case <-r.quiet.released:
-	default:
-		return end, false
-	}
-	t := r.cfg.Timeouts
-	silentEnd := r.quiet.at.Add(r.cfg.IdleSpread + t.DeadPeerAfter() + t.Slack + 500*time.Millisecond)
-	if silentEnd.After(end) {
-		end = silentEnd
-	}
-	return end, true
-}
-
-// survivor answers pings and sends a message between the keepalive time and
-// the idle timeout, so that it is probed but never idle.
-func (r *run) survivor(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.replies(frame.ReplyAll)
-	res.Survivor = true
-	t := r.cfg.Timeouts
-	every := 2 * max(t.KeepaliveTime, 10*time.Millisecond)
-	if t.Idle > 0 {
-		every = (t.KeepaliveTime + t.Idle) / 2
-		if every <= t.KeepaliveTime {
-			every = t.Idle / 2
-		}
-	}
-	var recv atomic.Uint64
-	cl.onEcho = func(k uint64, _ time.Time) { recv.Store(k) }
-	go cl.read()
-	start := time.Now()
-	var seq uint64
-	for next := start; ; next = next.Add(every) {
-		if end, ok := r.survivorEnd(start); ok && !next.Before(end) {
-			break
-		}
-		if !wait(ctx, cl, next) {
-			break
-		}
-		seq++
-		if _, err := cl.send(r.payload, 1); err != nil {
-			res.Err = "write"
-			break
-		}
-		r.ctr.Sent.Add(1)
-	}
-	end, _ := r.survivorEnd(start)
-	wait(ctx, cl, end)
-	res.Sent, res.Recv = seq, recv.Load()
-}
-
-// retransmit never acknowledges: the server must resend its echo on the
-// RFC 6298 ladder and give up.
-func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult) {
-	cl.replies(frame.ReplyPong) // DATA never acknowledged
-	var arrivals []time.Time
-	var mu sync.Mutex
-	cl.onData = func(seq uint64, _ []byte, at time.Time) bool {
-		if seq != 1 {
-			return false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		arrivals = append(arrivals, at)
-		return len(arrivals) > 1
-	}
-	// Offsets run from our send of the message the server echoes: the
-	// server sent its echo after that, so a retransmission or give-up seen
-	// earlier than the ladder says is really early.
-	sent, ok := r.once(ctx, cl, res)
-	if !ok {
-		return
-	}
-	r.expectClose(ctx, cl, res, "retransmit_give_up", sent.Add(r.giveUp))
-	cl.shut()
-	for _, at := range arrivals[min(1, len(arrivals)):] {
-		res.Retx = append(res.Retx, at.Sub(sent))
-	}
-}
-
-// slowloris starts a message and trickles it a byte at a time, never
-// finishing it: the server's frame (request) deadline must close it.
-// Framed, the message is a DATA frame; raw, the payload (-payload, or the
-// echo pattern), of which the last byte is never sent. It writes to the
-// socket, not through the frame.Conn, which sends only whole frames; the
-// reader only watches for the server's close. The deadline runs from the
-// first byte's write: a close before it is early. With a handshake
-// timeout known (Timeouts.Handshake), a framed connection first sends a
-// whole PING, which completes its handshake, so that the trickle is cut
-// by the frame deadline rather than by the handshake's.
-func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult) {
-	go cl.read()
-	msg, first := r.payload, 1 // raw: the message, and the bytes written at once
-	if r.cfg.Proto == Framed {
-		if r.cfg.Timeouts.Handshake > 0 {
-			// A PING, whose PONG needs no answer: nothing else is
-			// written, so no frame of the client's cuts into the trickle.
-			if _, err := cl.c.Write(frame.AppendPing(nil, 1)); err != nil {
-				res.Err = "write"
-				return
-			}
-		}
-		msg, first = frame.AppendData(nil, 1, r.payload), frame.HeaderSize
-	}
-	if len(msg) < 2 {
-		return // nothing to hold back (run.go reports it not applicable)
-	}
-	t0 := time.Now()
-	if _, err := cl.c.Write(msg[:first]); err != nil {
-		res.Err = "write"
-		return
-	}
-	res.Expect, res.ExpectedAt = "frame_deadline", t0.Add(r.cfg.Timeouts.Frame)
-	every := max(r.cfg.Timeouts.Frame/4, 10*time.Millisecond)
-	end := res.ExpectedAt.Add(r.cfg.CloseHorizon) // trickling on: a late server's idle timeout must not take it
-	for i, next := first, t0.Add(every); i < len(msg)-1 && next.Before(end); i, next = i+1, next.Add(every) {
-		if !wait(ctx, cl, next) {
-			return
-		}
-		if _, err := cl.c.Write(msg[i : i+1]); err != nil {
-			break // the server closed it, most likely: the reader says how, below
-		}
-	}
-	wait(ctx, cl, end)
-}
-
-// churn opens connections at ChurnRate for Duration; each sends one
-// message, waits for its echo and closes. Latency runs from the scheduled
-// open to the echo.
-func (r *run) churn(ctx context.Context, rec *recorder) {
-	if r.cfg.ChurnRate <= 0 {
-		return
-	}
-	p, _ := pacer.New(time.Now(), 0, r.cfg.ChurnRate)
-	total := p.Count(r.cfg.Duration)
-	var wg sync.WaitGroup
-	inflight := make(chan struct{}, 1024)
-	r.mu.Lock()
-	r.outcome.Elapsed[Churn] = r.cfg.Duration
-	r.mu.Unlock()
-	for n := range total {
-		if d := time.Until(p.At(n)); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		select {
-		case inflight <- struct{}{}:
-		case <-ctx.Done():
-		}
-		at := p.At(n)
-		wg.Go(func() {
-			defer func() { <-inflight }()
-			res := report.ConnResult{Scenario: Churn, Role: Churn}
-			c, dt, err := r.dial(ctx, 0)
-			if err != nil {
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
-				return
-			}
-			res.Connect = dt
-			cl := r.client(c)
-			cl.replies(frame.ReplyAll)
-			if _, ok := r.once(ctx, cl, &res); ok {
-				rec.flush([]int64{int64(time.Since(at))})
-			}
-			cl.shut()
-			res.End = cl.end
-			res.Mismatch += cl.wrong.Load()
-			r.emit(res)
-		})
-	}
-	wg.Wait()
-}
-
-// writeErr names a failed send for ConnResult.Err: "going_away" when a
-// framed server announced GOAWAY (it drains or the connection reached its
-// max age: the client stops sending and waits for its echoes and the final
-// CLOSE, as docs/protocol.md asks), "write" otherwise.
-func writeErr(err error) string {
-	if errors.Is(err, frame.ErrGoingAway) {
-		return "going_away"
-	}
-	return "write"
-}

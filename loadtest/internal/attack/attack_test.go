@@ -48,3 +48,9 @@ func TestDialErrKind(t *testing.T) {
 	assert.Equal(t, "refused", DialErrKind(fmt.Errorf("dial: %w", syscall.ECONNREFUSED)))
 	assert.Equal(t, "other", DialErrKind(errors.New("x")))
 }
+
+// verdict judges one scenario's figures alone and returns its failed
+// checks' lines.
+func verdict(s *report.Scenario) []string {
+	return (&report.Result{Scenarios: []*report.Scenario{s}}).Judge().Scenario(s.Name).Lines()
+}

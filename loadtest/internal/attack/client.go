@@ -1,10 +1,12 @@
 package attack
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -48,6 +50,8 @@ type client struct {
 	pings      atomic.Int64
 	pongs      atomic.Int64
 	wrong      atomic.Uint64 // raw: answers that were not what -expect says, as the reader found them
+	right      uint64        // raw: answers that were what -expect says; the reader's until done
+	head       []byte        // raw: the first headMax bytes the server sent; the reader's until done
 	sending    atomic.Uint64 // raw: messages handed to the socket so far (AnswerAny: what an arrival answers)
 	done       chan struct{}
 
@@ -263,6 +267,9 @@ func (cl *client) readRaw() {
 		n, err := cl.c.Read(buf)
 		now := time.Now()
 		if n > 0 {
+			if len(cl.head) < headMax {
+				cl.head = append(cl.head, buf[:min(n, headMax-len(cl.head))]...)
+			}
 			if cl.onRaw != nil {
 				cl.onRaw(buf[:n])
 			}
@@ -271,6 +278,7 @@ func (cl *client) readRaw() {
 			case ans != nil:
 				done, wrong := ans.feed(buf[:n])
 				k = uint64(done)
+				cl.right += uint64(done - wrong)
 				if wrong > 0 {
 					cl.wrong.Add(uint64(wrong))
 				}
@@ -295,6 +303,56 @@ func (cl *client) readRaw() {
 			return
 		}
 	}
+}
+
+// headMax bounds the bytes of the server's first words a raw client
+// keeps, to quote a refusal.
+const headMax = 256
+
+// refusal returns the server's words if it refused the connection, which
+// it closed: raw, bytes that are no answer before the scenario could
+// start: bytes before the client sent anything and before the
+// connection's timer started (started), or wrong answers and never a
+// right one, whenever they came (a refusal may arrive before or after the
+// client's first message, and is then taken for its answer); or an HTTP
+// 5xx status at any time; framed, a CLOSE frame saying overload before
+// the start. It returns the first line, Go-quoted and bounded, or "" if
+// the server did not refuse. Only after <-cl.done.
+func (cl *client) refusal(started bool) string {
+	if cl.fc != nil {
+		if !started && cl.closeCode == frame.CodeOverload {
+			return "CLOSE " + cl.closeCode.String()
+		}
+		return ""
+	}
+	if len(cl.head) == 0 {
+		return ""
+	}
+	unasked := !started && cl.sending.Load() == 0
+	onlyWrong := cl.right == 0 && cl.wrong.Load() > 0
+	if unasked || onlyWrong || httpUnavailable(cl.head) {
+		return firstLine(cl.head)
+	}
+	return ""
+}
+
+// firstLine returns b's first line without its end, Go-quoted, at most 80
+// bytes of it.
+func firstLine(b []byte) string {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	b = bytes.TrimSuffix(b, []byte("\r"))
+	if len(b) > 80 {
+		return strconv.Quote(string(b[:80])) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+// httpUnavailable reports whether b begins an HTTP/1.x response whose
+// status is 5xx: the server refused the request (503 at its limit).
+func httpUnavailable(b []byte) bool {
+	return len(b) >= 12 && bytes.HasPrefix(b, []byte("HTTP/1.")) && b[8] == ' ' && b[9] == '5'
 }
 
 // ended records how the connection ended, given the read error that ended

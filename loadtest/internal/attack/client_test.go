@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"math/rand/v2"
 	"net"
 	"testing"
@@ -63,8 +64,8 @@ func TestClient_BadServerFrameIsNotAServerClose(t *testing.T) {
 		name string
 		send []byte
 	}{
-		{name: "unknown type", send: garbage(rand.New(rand.NewPCG(1, 2)), GarbageBadType, 64)},
-		{name: "too large", send: garbage(rand.New(rand.NewPCG(1, 2)), GarbageHugeLength, 64)},
+		{name: "unknown type", send: garbage(rand.New(rand.NewPCG(1, 2)), scenario.GarbageBadType, 64)},
+		{name: "too large", send: garbage(rand.New(rand.NewPCG(1, 2)), scenario.GarbageHugeLength, 64)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"net"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestRun_LateCloseMeasuredWithinTheHorizon(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			addr := lateServer(t, idle, tt.late)
-			cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: 2}, Size: 8,
+			cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{scenario.Idle}, Conns: map[string]int{scenario.Idle: 2}, Size: 8,
 				Timeouts: report.Timeouts{Idle: idle, Slack: slack}, CloseHorizon: tt.horizon}
 			start := time.Now()
 			_, results := runCollect(t, cfg, 2)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/netwheel/netwheel/loadtest/internal/pacer"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -19,51 +20,6 @@ import (
 // purpose, to see what the server does with them. Each records when its
 // misbehaviour started (ConnResult.Misbehaved) and, if the server closed
 // it, when that was seen and how (ClosedAt, End); the caller judges.
-
-// Hostile scenario names.
-const (
-	// Nonreader sends echo traffic as fast as the server takes it and
-	// never reads, with a small receive buffer: the server's output to it
-	// piles up.
-	Nonreader = "nonreader"
-	// Splitter is polite echo traffic whose writes are cut at random byte
-	// boundaries, down to a byte per write, with several messages
-	// sometimes joined in one write; every echo is checked byte for byte.
-	Splitter = "splitter"
-	// Pingflood sends PING frames as fast as the server takes them; half
-	// the connections read the PONGs, half never read (framed only).
-	Pingflood = "pingflood"
-	// Connflood opens connections beyond the server's connection limit and
-	// holds them, after every other scenario has ended.
-	Connflood = "connflood"
-	// Garbage sends bytes that are no protocol (framed: random bytes, a
-	// frame of an unknown type, a huge length prefix) and waits for the
-	// server to close.
-	Garbage = "garbage"
-)
-
-// Hostile reports whether scenario is one of the hostile peers'.
-func Hostile(scenario string) bool {
-	switch scenario {
-	case Nonreader, Splitter, Pingflood, Connflood, Garbage:
-		return true
-	}
-	return false
-}
-
-// FillsOutput reports whether a scenario's connections may leave the
-// server's output to them piling up, because some of them never read it:
-// nonreader and pingflood. The others read what they get.
-func FillsOutput(scenario string) bool {
-	return scenario == Nonreader || scenario == Pingflood
-}
-
-// Roles of the hostile scenarios' connections (garbage: GarbageRandom and
-// the others).
-const (
-	RoleReading    = "reading"     // pingflood: reads the PONGs
-	RoleNotReading = "not_reading" // pingflood: never reads
-)
 
 // Bounds of the hostile scenarios.
 const (
@@ -81,9 +37,7 @@ const (
 	floodChunk      = 64 << 10               // bytes per write of a flood
 	floodWriteWait  = 200 * time.Millisecond // a flood write blocked this long is retried (the server stopped reading)
 	floodTrickle    = 50 * time.Millisecond  // after the flood: a small write this often, to notice a close
-	hostileDrain    = HostileDrain
 	garbageBytes    = 1024
-	garbageWaitMin  = time.Second // a garbage connection waits at least this long for the close
 )
 
 // stopped reports whether ch is closed; a nil ch never is.
@@ -203,13 +157,13 @@ func (r *run) nonreader(ctx context.Context, cl *client, res *report.ConnResult)
 	r.flood(ctx, cl, next, trickle, res)
 	res.Sent = seq
 	r.ctr.Sent.Add(int64(seq))
-	r.hostileEnd(cl, false, hostileDrain, res)
+	r.hostileEnd(cl, false, HostileDrain, res)
 }
 
 // pingflood floods PING frames; connections of the reading role read the
 // PONGs, the others never read.
 func (r *run) pingflood(ctx context.Context, cl *client, role string, res *report.ConnResult) {
-	reading := role == RoleReading
+	reading := role == scenario.RoleReading
 	if reading {
 		go cl.read()
 	}
@@ -228,7 +182,7 @@ func (r *run) pingflood(ctx context.Context, cl *client, role string, res *repor
 		return frame.AppendPing(buf[:0], nonce)
 	}
 	r.flood(ctx, cl, next, trickle, res)
-	r.hostileEnd(cl, reading, hostileDrain, res)
+	r.hostileEnd(cl, reading, HostileDrain, res)
 	res.Sent, res.Recv = nonce, uint64(cl.pongs.Load())
 }
 
@@ -289,38 +243,14 @@ func (r *run) splitter(ctx context.Context, cl *client, i, n int, rec *recorder,
 	if err != nil {
 		res.Err = "write"
 	}
-	// Wait for the outstanding echoes (the reader still acknowledges them).
-	for drainEnd := time.Now().Add(r.cfg.Drain); e.recv.Load() < sent && time.Now().Before(drainEnd); {
-		select {
-		case <-e.got:
-		case <-cl.done:
-			drainEnd = time.Now()
-		case <-ctx.Done():
-			drainEnd = time.Now()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if cl.closedByServerYet() && res.Err == "" {
-		res.Err = "closed_by_server"
-	}
-	cl.shut() // the reader is done: the checkers and the batch are ours
-	e.flush()
+	// The reader still acknowledges the outstanding echoes.
+	r.finishEchoes(ctx, cl, e, sent, checked, res)
 	res.Bytes, res.Writes = cut.counts()
-	res.Sent, res.Recv, res.Mismatch = sent, checked(), mismatched()
-	if res.Err == "write" && res.Recv > res.Sent {
-		// Framed, a failed batch's frames that went out are not known
-		// (sendAll): those echoed were evidently sent.
-		r.ctr.Sent.Add(int64(res.Recv - res.Sent))
-		res.Sent = res.Recv
-	}
-	if res.Recv < res.Sent {
-		res.Lost = res.Sent - res.Recv
-		r.ctr.Errors.Add(int64(res.Lost))
-	}
+	res.Mismatch = mismatched()
 }
 
 // garbage sends bytes of its role and waits, reading, for the server to
-// close: until the sending window ends, and at least garbageWaitMin.
+// close: until the sending window ends, and at least scenario.GarbageWaitMin.
 func (r *run) garbage(ctx context.Context, cl *client, role string, res *report.ConnResult) {
 	b := garbage(rand.New(rand.NewPCG(rand.Uint64(), 0)), role, garbageBytes)
 	cl.size, cl.expect = len(b), AnswerEcho // raw: the whole echo counts as one, whatever the server's protocol
@@ -331,7 +261,7 @@ func (r *run) garbage(ctx context.Context, cl *client, role string, res *report.
 	} else {
 		res.Bytes, res.Writes = uint64(len(b)), 1
 	}
-	wait(ctx, cl, maxTime(r.start.Add(r.cfg.Duration), res.Misbehaved.Add(garbageWaitMin)))
+	wait(ctx, cl, maxTime(r.start.Add(r.cfg.Duration), res.Misbehaved.Add(scenario.GarbageWaitMin)))
 	r.hostileEnd(cl, true, 0, res)
 }
 
@@ -342,12 +272,12 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// connflood opens Conns[Connflood] connections at once, answering pings,
+// connflood opens Conns[scenario.Connflood] connections at once, answering pings,
 // and holds each until FloodHold after the last has dialed, or until the
 // server closes it. It runs alone, after the other scenarios, so that the
 // server's connection limit is filled by it.
 func (r *run) connflood(ctx context.Context) {
-	n := r.cfg.Conns[Connflood]
+	n := r.cfg.Conns[scenario.Connflood]
 	if n <= 0 {
 		return
 	}
@@ -355,7 +285,7 @@ func (r *run) connflood(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			res := report.ConnResult{Scenario: Connflood, Role: Connflood}
+			res := report.ConnResult{Scenario: scenario.Connflood, Role: scenario.Connflood}
 			c, dt, err := r.dial(ctx, 0)
 			res.OpenedAt = time.Now()
 			dialed.arrive()

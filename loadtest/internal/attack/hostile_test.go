@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -135,25 +136,25 @@ func TestDataCheck(t *testing.T) {
 
 func TestGarbage(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
-	assert.Equal(t, GarbageRandom, garbageRole(Raw, 1), "raw has no frames to break")
-	assert.Equal(t, []string{GarbageRandom, GarbageBadType, GarbageHugeLength, GarbageRandom},
-		[]string{garbageRole(Framed, 0), garbageRole(Framed, 1), garbageRole(Framed, 2), garbageRole(Framed, 3)})
+	assert.Equal(t, scenario.GarbageRandom, scenario.Lookup(scenario.Garbage).Role(Raw, 1), "raw has no frames to break")
+	assert.Equal(t, []string{scenario.GarbageRandom, scenario.GarbageBadType, scenario.GarbageHugeLength, scenario.GarbageRandom},
+		[]string{scenario.Lookup(scenario.Garbage).Role(Framed, 0), scenario.Lookup(scenario.Garbage).Role(Framed, 1), scenario.Lookup(scenario.Garbage).Role(Framed, 2), scenario.Lookup(scenario.Garbage).Role(Framed, 3)})
 
-	huge := garbage(r, GarbageHugeLength, 1024)
+	huge := garbage(r, scenario.GarbageHugeLength, 1024)
 	require.Len(t, huge, 1024)
 	assert.Equal(t, uint32(HugeLength), binary.BigEndian.Uint32(huge))
 	_, _, err := frame.Parse(huge, frame.DefaultMax)
 	assert.ErrorIs(t, err, frame.ErrTooLarge)
 
 	for range 100 {
-		bad := garbage(r, GarbageBadType, 64)
+		bad := garbage(r, scenario.GarbageBadType, 64)
 		assert.Equal(t, uint32(60), binary.BigEndian.Uint32(bad), "a length that fits")
 		_, _, err = frame.Parse(bad, frame.DefaultMax)
 		require.ErrorIs(t, err, frame.ErrType, "an unknown type: %d", bad[frame.LenSize])
 	}
-	a, b := garbage(r, GarbageRandom, 1024), garbage(r, GarbageRandom, 1024)
+	a, b := garbage(r, scenario.GarbageRandom, 1024), garbage(r, scenario.GarbageRandom, 1024)
 	assert.NotEqual(t, a, b, "random")
-	assert.Len(t, garbage(r, GarbageRandom, 1), frame.DataHeaderSize, "at least a header's worth")
+	assert.Len(t, garbage(r, scenario.GarbageRandom, 1), frame.DataHeaderSize, "at least a header's worth")
 }
 
 // noLeak checks, once the test and its cleanups are done, that no
@@ -207,7 +208,7 @@ func echo(c net.Conn, idle time.Duration, mangle func(i int, b []byte)) {
 // by scenario.
 func runHostile(t *testing.T, addr string, p Proto, conns map[string]int, d time.Duration) map[string][]report.ConnResult {
 	cfg := Config{Addr: addr, Proto: p, Conns: conns, Rate: 200, Size: 24, Duration: d,
-		HostileBytes: 1 << 20, Drain: time.Second, Timeouts: report.Timeouts{Slack: 100 * time.Millisecond}}
+		HostileBytes: 1 << 20, AnswerWait: time.Second, Timeouts: report.Timeouts{Slack: 100 * time.Millisecond}}
 	for s := range conns {
 		cfg.Scenarios = append(cfg.Scenarios, s)
 	}
@@ -223,9 +224,9 @@ func runHostile(t *testing.T, addr string, p Proto, conns map[string]int, d time
 func TestRun_SplitterChecksEveryByte(t *testing.T) {
 	noLeak(t)
 	addr := startEchoServer(t, nil)
-	got := runHostile(t, addr, Raw, map[string]int{Splitter: 3}, 300*time.Millisecond)
-	require.Len(t, got[Splitter], 3)
-	for _, r := range got[Splitter] {
+	got := runHostile(t, addr, Raw, map[string]int{scenario.Splitter: 3}, 300*time.Millisecond)
+	require.Len(t, got[scenario.Splitter], 3)
+	for _, r := range got[scenario.Splitter] {
 		assert.Positive(t, r.Sent)
 		assert.Equal(t, r.Sent, r.Recv, "every message came back")
 		assert.Zero(t, r.Mismatch)
@@ -244,9 +245,9 @@ func TestRun_SplitterCatchesACorruptServer(t *testing.T) {
 			b[len(b)/2] ^= 0x20
 		}
 	})
-	got := runHostile(t, addr, Raw, map[string]int{Splitter: 2}, 300*time.Millisecond)
-	require.Len(t, got[Splitter], 2)
-	for _, r := range got[Splitter] {
+	got := runHostile(t, addr, Raw, map[string]int{scenario.Splitter: 2}, 300*time.Millisecond)
+	require.Len(t, got[scenario.Splitter], 2)
+	for _, r := range got[scenario.Splitter] {
 		assert.Equal(t, uint64(1), r.Mismatch, "the one corrupted message is caught")
 	}
 }
@@ -260,9 +261,9 @@ func TestRun_NonreaderAndGarbage(t *testing.T) {
 	addr := serveEach(t, func(c net.Conn) { _, _ = io.CopyN(io.Discard, c, 64<<10) })
 	lag := lagmeter.New(t) // after noLeak: stopped before its check
 	start := time.Now()
-	got := runHostile(t, addr, Raw, map[string]int{Nonreader: 2}, 2*time.Second)
-	require.Len(t, got[Nonreader], 2)
-	for _, r := range got[Nonreader] {
+	got := runHostile(t, addr, Raw, map[string]int{scenario.Nonreader: 2}, 2*time.Second)
+	require.Len(t, got[scenario.Nonreader], 2)
+	for _, r := range got[scenario.Nonreader] {
 		assert.Contains(t, []string{"reset", "eof"}, r.End)
 		require.False(t, r.ClosedAt.IsZero(), "the close was seen")
 		assert.Less(t, r.ClosedAt.Sub(r.Misbehaved), lag.Slack(time.Second), "soon after it began, not at the end of the window")
@@ -271,10 +272,10 @@ func TestRun_NonreaderAndGarbage(t *testing.T) {
 	assert.Less(t, time.Since(start), lag.Slack(5*time.Second))
 
 	addr = startEchoServer(t, nil)
-	got = runHostile(t, addr, Raw, map[string]int{Garbage: 2}, 100*time.Millisecond)
-	require.Len(t, got[Garbage], 2)
-	for _, r := range got[Garbage] {
-		assert.Equal(t, GarbageRandom, r.Role)
+	got = runHostile(t, addr, Raw, map[string]int{scenario.Garbage: 2}, 100*time.Millisecond)
+	require.Len(t, got[scenario.Garbage], 2)
+	for _, r := range got[scenario.Garbage] {
+		assert.Equal(t, scenario.GarbageRandom, r.Role)
 		assert.Equal(t, "client", r.End, "a raw echo server echoes anything: held to the end")
 		assert.True(t, r.ClosedAt.IsZero())
 		assert.Equal(t, uint64(garbageBytes), r.Bytes)
@@ -290,28 +291,28 @@ func TestRun_NonreaderAndGarbage(t *testing.T) {
 func TestRun_HostileAgainstAServerSendingGarbage(t *testing.T) {
 	noLeak(t)
 	addr := serveEach(t, func(c net.Conn) {
-		_, _ = c.Write(garbage(rand.New(rand.NewPCG(3, 4)), GarbageBadType, 64))
+		_, _ = c.Write(garbage(rand.New(rand.NewPCG(3, 4)), scenario.GarbageBadType, 64))
 		_, _ = io.Copy(io.Discard, c) // until the client closes
 	})
-	got := runHostile(t, addr, Framed, map[string]int{Garbage: 3, Pingflood: 2}, 200*time.Millisecond)
+	got := runHostile(t, addr, Framed, map[string]int{scenario.Garbage: 3, scenario.Pingflood: 2}, 200*time.Millisecond)
 	for _, tt := range []struct {
 		scenario string
 		want     string
 	}{
-		{scenario: Garbage, want: "3 of 3 garbage connections were not closed by the server"},
-		{scenario: Pingflood, want: "2 of 2 ping flooders were not closed by the server"},
+		{scenario: scenario.Garbage, want: "3 of 3 garbage connections were not closed by the server"},
+		{scenario: scenario.Pingflood, want: "2 of 2 ping flooders were not closed by the server"},
 	} {
 		t.Run(tt.scenario, func(t *testing.T) {
-			s := report.NewScenario(tt.scenario)
+			s := report.NewScenario(tt.scenario, scenario.Lookup(tt.scenario).Expect)
 			s.Hostile, s.Proto = true, Framed.String()
 			for _, r := range got[tt.scenario] {
 				assert.Equal(t, report.EndBadServerFrame, r.End, r.Role)
 				assert.True(t, r.ClosedAt.IsZero(), "%s: the server closed nothing", r.Role)
-				s.Add(r, report.Timeouts{})
+				s.Add(r, report.Timeouts{}, true)
 			}
 			require.Equal(t, s.Conns, s.Opened)
 			assert.Zero(t, s.ServerClosed)
-			bad := s.Verdict()
+			bad := verdict(s)
 			require.NotEmpty(t, bad)
 			assert.Contains(t, bad[0], tt.want)
 		})
@@ -331,7 +332,7 @@ func TestFlood_ReaderGaveUpIsNoServerClose(t *testing.T) {
 	sc, err := ln.Accept()
 	require.NoError(t, err)
 	defer sc.Close()
-	_, err = sc.Write(garbage(rand.New(rand.NewPCG(5, 6)), GarbageBadType, 64))
+	_, err = sc.Write(garbage(rand.New(rand.NewPCG(5, 6)), scenario.GarbageBadType, 64))
 	require.NoError(t, err)
 
 	ctr := &Counters{}
@@ -355,7 +356,7 @@ func TestRun_NonreaderStopsOnStop(t *testing.T) {
 	addr := startEchoServer(t, nil)
 	stop := make(chan struct{})
 	close(stop)
-	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Nonreader}, Conns: map[string]int{Nonreader: 1},
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{scenario.Nonreader}, Conns: map[string]int{scenario.Nonreader: 1},
 		Rate: 1, Size: 64, Duration: 300 * time.Millisecond, Stop: stop}
 	var res report.ConnResult
 	_, err := Run(context.Background(), cfg, &Counters{}, func(r report.ConnResult) { res = r })
@@ -373,7 +374,7 @@ func TestRun_ConnfloodHoldsAfterTheOthers(t *testing.T) {
 			_, _ = io.Copy(io.Discard, c)
 		}
 	})
-	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Connflood}, Conns: map[string]int{Connflood: 12},
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{scenario.Connflood}, Conns: map[string]int{scenario.Connflood: 12},
 		Rate: 1, Size: 8, Duration: 10 * time.Millisecond, FloodHold: 200 * time.Millisecond}
 	var results []report.ConnResult
 	start := time.Now()
@@ -397,17 +398,6 @@ func TestRun_ConnfloodHoldsAfterTheOthers(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "the held ones were held")
 }
 
-func TestHostileNames(t *testing.T) {
-	for _, s := range []string{Nonreader, Splitter, Pingflood, Connflood, Garbage} {
-		assert.True(t, Hostile(s), s)
-		assert.Contains(t, All, s)
-	}
-	assert.False(t, Hostile(Echo))
-	assert.True(t, FramedOnly(Pingflood))
-	assert.True(t, FillsOutput(Nonreader))
-	assert.False(t, FillsOutput(Splitter), "a splitter reads its echoes")
-	assert.Equal(t, RoleReading, roleOf(Pingflood, Framed, 0))
-	assert.Equal(t, RoleNotReading, roleOf(Pingflood, Framed, 1))
-	assert.Equal(t, GarbageHugeLength, roleOf(Garbage, Framed, 2))
+func TestHugeLength(t *testing.T) {
 	assert.True(t, bytes.Equal([]byte{0xFF, 0xFF, 0xFF, 0xF0}, binary.BigEndian.AppendUint32(nil, HugeLength)))
 }

@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"net"
 	"sync"
 	"testing"
@@ -49,8 +50,8 @@ func testFailedCatchUpBatch(t *testing.T, proto Proto) {
 	testPauseSender = func(uint64) { once.Do(func() { time.Sleep(500 * time.Millisecond) }) }
 	t.Cleanup(func() { testPauseSender = nil })
 
-	cfg := Config{Addr: addr, Proto: proto, Scenarios: []string{Echo}, Conns: map[string]int{Echo: 1},
-		Rate: 1e6, Size: 64, Duration: 2 * time.Second, Drain: time.Second, Timeouts: report.Timeouts{Slack: 100 * time.Millisecond}}
+	cfg := Config{Addr: addr, Proto: proto, Scenarios: []string{scenario.Echo}, Conns: map[string]int{scenario.Echo: 1},
+		Rate: 1e6, Size: 64, Duration: 2 * time.Second, AnswerWait: time.Second, Timeouts: report.Timeouts{Slack: 100 * time.Millisecond}}
 	var got []report.ConnResult
 	var ctr Counters
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"math"
 	"net"
 	"slices"
@@ -38,10 +39,10 @@ func TestSendOffset_SpreadsEvenly(t *testing.T) {
 }
 
 func TestIsQuiet(t *testing.T) {
-	assert.True(t, isQuiet(Idle, 0))
-	assert.True(t, isQuiet(Keepalive, 1), "odd keepalive connections are the silent half")
-	assert.False(t, isQuiet(Keepalive, 2), "survivors do not wait")
-	assert.False(t, isQuiet(Echo, 1))
+	assert.True(t, scenario.Lookup(scenario.Idle).Quiet(0))
+	assert.True(t, scenario.Lookup(scenario.Keepalive).Quiet(1), "odd keepalive connections are the silent half")
+	assert.False(t, scenario.Lookup(scenario.Keepalive).Quiet(2), "survivors do not wait")
+	assert.False(t, scenario.Lookup(scenario.Echo).Quiet(1))
 }
 
 func TestBarrier_ReleasesOnLastArrival(t *testing.T) {
@@ -84,7 +85,7 @@ func TestBarrier_NoneToWaitFor(t *testing.T) {
 }
 
 func TestTurns_Order(t *testing.T) {
-	cfg := Config{Scenarios: []string{Idle, Keepalive}, Conns: map[string]int{Idle: 4, Keepalive: 4}, IdleSpread: time.Second}
+	cfg := Config{Scenarios: []string{scenario.Idle, scenario.Keepalive}, Conns: map[string]int{scenario.Idle: 4, scenario.Keepalive: 4}, IdleSpread: time.Second}
 	tu := newTurns(newBarrier(0, time.Hour, nil), cfg)
 	offs := make([]time.Duration, len(tu.order))
 	for k, u := range tu.order {
@@ -93,10 +94,10 @@ func TestTurns_Order(t *testing.T) {
 	ms := time.Millisecond
 	assert.Equal(t, []time.Duration{0, 250 * ms, 250 * ms, 500 * ms, 750 * ms, 750 * ms}, offs,
 		"four idle connections and keepalive's silent half (1 and 3 of 4), earliest first")
-	assert.Nil(t, tu.of(Keepalive, 2), "a survivor has no turn")
-	assert.NotNil(t, tu.of(Keepalive, 3))
-	assert.Nil(t, tu.of(Echo, 0), "a scenario without quiet connections has no turns")
-	assert.Nil(t, tu.of(Idle, 4), "nor a connection beyond the scenario's")
+	assert.Nil(t, tu.of(scenario.Keepalive, 2), "a survivor has no turn")
+	assert.NotNil(t, tu.of(scenario.Keepalive, 3))
+	assert.Nil(t, tu.of(scenario.Echo, 0), "a scenario without quiet connections has no turns")
+	assert.Nil(t, tu.of(scenario.Idle, 4), "nor a connection beyond the scenario's")
 }
 
 // within fails the test unless c delivers within a generous bound.
@@ -114,19 +115,19 @@ func within[T any](t *testing.T, c <-chan T, what string) {
 // channels stay open) until theirs.
 func TestTurns_OneAtATime(t *testing.T) {
 	b := newBarrier(1, time.Hour, nil)
-	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}, IdleSpread: time.Hour})
+	tu := newTurns(b, Config{Scenarios: []string{scenario.Idle}, Conns: map[string]int{scenario.Idle: 3}, IdleSpread: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { tu.run(ctx); close(done) }()
 	select {
-	case <-tu.of(Idle, 0):
+	case <-tu.of(scenario.Idle, 0):
 		t.Fatal("a turn came before the release")
 	case <-time.After(10 * time.Millisecond):
 	}
 	b.arrive()
-	within(t, tu.of(Idle, 0), "the first turn, at the release")
+	within(t, tu.of(scenario.Idle, 0), "the first turn, at the release")
 	select {
-	case <-tu.of(Idle, 1):
+	case <-tu.of(scenario.Idle, 1):
 		t.Fatal("the second connection, due 20 minutes after the release, was let go with the first")
 	case <-time.After(10 * time.Millisecond):
 	}
@@ -136,14 +137,14 @@ func TestTurns_OneAtATime(t *testing.T) {
 
 func TestTurns_ContextEndsBeforeRelease(t *testing.T) {
 	b := newBarrier(1, time.Hour, nil)
-	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 2}})
+	tu := newTurns(b, Config{Scenarios: []string{scenario.Idle}, Conns: map[string]int{scenario.Idle: 2}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { tu.run(ctx); close(done) }()
 	cancel()
 	within(t, done, "run's return")
 	select {
-	case <-tu.of(Idle, 0):
+	case <-tu.of(scenario.Idle, 0):
 		t.Fatal("a turn was given though the barrier never released")
 	default:
 	}
@@ -151,13 +152,13 @@ func TestTurns_ContextEndsBeforeRelease(t *testing.T) {
 
 func TestTurns_SpreadZeroReleasesAll(t *testing.T) {
 	b := newBarrier(1, time.Hour, nil)
-	tu := newTurns(b, Config{Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}})
+	tu := newTurns(b, Config{Scenarios: []string{scenario.Idle}, Conns: map[string]int{scenario.Idle: 3}})
 	done := make(chan struct{})
 	go func() { tu.run(context.Background()); close(done) }()
 	b.arrive()
 	within(t, done, "run's return")
 	for i := range 3 {
-		within(t, tu.of(Idle, i), "a turn")
+		within(t, tu.of(scenario.Idle, i), "a turn")
 	}
 }
 
@@ -188,7 +189,7 @@ func TestRun_ReturnsWhenQuietDialsFail(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // dials are refused
-	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: 3}, Size: 8,
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{scenario.Idle}, Conns: map[string]int{scenario.Idle: 3}, Size: 8,
 		IdleSpread: time.Hour, Timeouts: report.Timeouts{Idle: time.Hour, Slack: time.Second}}
 	start := time.Now()
 	_, results := runCollect(t, cfg, 3)
@@ -215,7 +216,7 @@ func TestRun_IdleOpensAllThenSpreadsSends(t *testing.T) {
 	const idle = 600 * time.Millisecond
 	const spread = 200 * time.Millisecond
 	addr := startIdleServer(t, idle)
-	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
+	cfg := Config{Addr: addr, Proto: Raw, Scenarios: []string{scenario.Idle}, Conns: map[string]int{scenario.Idle: conns},
 		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: spread, DialConcurrency: 8,
 		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
 	lag := lagmeter.New(t)
@@ -238,8 +239,8 @@ func TestRun_IdleOpensAllThenSpreadsSends(t *testing.T) {
 		require.Equal(t, "idle", r.Expect)
 		send := r.ExpectedAt.Add(-idle)
 		sends = append(sends, send)
-		require.False(t, r.AckedAt.IsZero(), "raw: the echo's arrival is recorded")
-		assert.False(t, r.AckedAt.Before(send), "the answer comes after the send")
+		require.False(t, r.ExpectedBy.IsZero(), "raw: the echo's arrival is recorded")
+		assert.False(t, r.ExpectedBy.Add(-idle).Before(send), "the answer comes after the send")
 		assert.False(t, r.ClosedAt.IsZero(), "reaped")
 		// The server's idle clock starts between our send and its answer's
 		// arrival: the close is idle after the send at the earliest.
@@ -317,7 +318,7 @@ func quietKeptAlive(t *testing.T, addr string, proto Proto, idle time.Duration) 
 		return 0
 	}
 	t.Cleanup(func() { testDialDelay = nil })
-	cfg := Config{Addr: addr, Proto: proto, Scenarios: []string{Idle}, Conns: map[string]int{Idle: conns},
+	cfg := Config{Addr: addr, Proto: proto, Scenarios: []string{scenario.Idle}, Conns: map[string]int{scenario.Idle: conns},
 		Size: 16, Duration: 100 * time.Millisecond, IdleSpread: 50 * time.Millisecond, DialConcurrency: conns,
 		Timeouts: report.Timeouts{Idle: idle, Tick: time.Millisecond, Slack: 300 * time.Millisecond}}
 	lag := lagmeter.New(t)
@@ -336,7 +337,7 @@ func quietKeptAlive(t *testing.T, addr string, proto Proto, idle time.Duration) 
 		require.Equal(t, "idle", r.Expect)
 		send := r.ExpectedAt.Add(-idle)
 		assert.False(t, send.Before(start.Add(slow)), "the last message goes after the release")
-		assert.False(t, r.AckedAt.Before(send), "the answer recorded is the last message's, not a keep-alive's")
+		assert.False(t, r.ExpectedBy.Add(-idle).Before(send), "the answer recorded is the last message's, not a keep-alive's")
 		assert.GreaterOrEqual(t, r.ClosedAt.Sub(send), idle-time.Millisecond, "never closed before idle after the last message")
 	}
 	return true

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -143,23 +144,6 @@ func (c *dataCheck) data(seq uint64, p []byte) bool {
 // Checked returns how many distinct messages have come back.
 func (c *dataCheck) Checked() uint64 { return c.next - 1 - c.Gaps }
 
-// Roles of the garbage scenario's connections.
-const (
-	GarbageRandom     = "random"      // random bytes
-	GarbageBadType    = "bad_type"    // framed: a frame of a well-formed length and an unknown type
-	GarbageHugeLength = "huge_length" // framed: a length prefix of 0xFFFFFFF0, then a little of the body
-)
-
-// garbageRole returns connection i's role: framed connections take the
-// three roles in turn, raw ones (which have no frames to break) are all
-// random.
-func garbageRole(p Proto, i int) string {
-	if p != Framed {
-		return GarbageRandom
-	}
-	return []string{GarbageRandom, GarbageBadType, GarbageHugeLength}[i%3]
-}
-
 // HugeLength is the length prefix the huge_length garbage connection sends.
 const HugeLength = 0xFFFFFFF0
 
@@ -173,10 +157,10 @@ func garbage(r *rand.Rand, role string, n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	switch role {
-	case GarbageBadType:
+	case scenario.GarbageBadType:
 		binary.BigEndian.PutUint32(b, uint32(n-frame.LenSize))
 		b[frame.LenSize] = byte(frame.TypeGoAway + 1 + frame.Type(r.IntN(249))) // past every known type
-	case GarbageHugeLength:
+	case scenario.GarbageHugeLength:
 		binary.BigEndian.PutUint32(b, HugeLength)
 		b[frame.LenSize] = byte(frame.TypeData)
 	}

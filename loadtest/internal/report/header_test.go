@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,33 @@ func TestText_HeaderOfAnExternalServer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &Result{Version: Version, Config: Config{Server: "external", Target: "127.0.0.1:6379", Proto: "raw",
-				Timeouts: assumed, Known: tt.known, Payload: `"PING\r\n"`, Expect: `"+PONG\r\n"`}}
+				Timeouts: assumed, Known: tt.known, Payload: "PING\r\n", Expect: `"+PONG\r\n"`}}
 			var b bytes.Buffer
-			Text(&b, r)
+			Text(&b, r, r.Judge())
 			lines := strings.Split(b.String(), "\n")
 			require.Greater(t, len(lines), 3)
 			assert.Equal(t, tt.want, lines[1])
 			assert.Equal(t, `  each message "PING\r\n"; an answer: "+PONG\r\n"`, lines[2])
 		})
 	}
+}
+
+// verdict judges one scenario's figures alone and returns its failed
+// checks' lines.
+func verdict(s *Scenario) []string {
+	return (&Result{Scenarios: []*Scenario{s}}).Judge().Scenario(s.Name).Lines()
+}
+
+// expectOf is the close the named scenario's connections expect.
+func expectOf(name string) string {
+	if sp := scenario.Lookup(name); sp != nil {
+		return sp.Expect
+	}
+	return ""
+}
+
+// judgeOne returns s's failed checks and those not judged, in r.
+func judgeOne(r *Result, s *Scenario) (failed, notJudged []Check) {
+	v := r.Judge().Scenario(s.Name)
+	return v.Failed, v.NotJudged
 }

@@ -49,20 +49,25 @@ func Merge(rs ...*Result) (*Result, error) {
 		}
 		out.Limits = appendNew(out.Limits, r.Limits...)
 		out.Notes = appendNew(out.Notes, r.Notes...)
+		out.Leaks = appendNew(out.Leaks, r.Leaks...)
 		if i > 0 {
 			out.Config.Duration = max(out.Config.Duration, r.Config.Duration)
 		}
 		for _, s := range r.Scenarios {
 			m := out.Scenario(s.Name)
 			if m == nil {
-				m = NewScenario(s.Name)
+				expect := ""
+				if s.Closes != nil {
+					expect = s.Closes.Expect
+				}
+				m = NewScenario(s.Name, expect)
 				m.Ladder, m.GiveUpAt = s.Ladder, s.GiveUpAt
 				m.Hostile, m.Limit, m.Proto, m.CloseWithin, m.FloodBytes = s.Hostile, s.Limit, s.Proto, s.CloseWithin, s.FloodBytes
 				out.Scenarios = append(out.Scenarios, m)
 			}
 			m.CloseWithin = max(m.CloseWithin, s.CloseWithin) // shards may have run for different windows
-			if m.Unjudged == "" {
-				m.Unjudged = s.Unjudged
+			if m.NotApplicable == "" {
+				m.NotApplicable = s.NotApplicable
 			}
 			m.merge(s)
 		}
@@ -119,26 +124,15 @@ func (s *Scenario) merge(o *Scenario) {
 	addMap(s.DialErrors, o.DialErrors)
 	addMap(s.Errors, o.Errors)
 	addMap(s.Ends, o.Ends)
-	addMap(s.WrongReason, o.WrongReason)
 	for k, v := range o.RetxCount {
 		s.RetxCount[k] += v
 	}
 	s.Latency.Merge(o.Latency)
 	s.Connect.Merge(o.Connect)
-	s.ReapError.Merge(o.ReapError)
-	s.ReapErrorAck.Merge(o.ReapErrorAck)
-	s.AckDelay.Merge(o.AckDelay)
-	s.ReapErrorWire.Merge(o.ReapErrorWire)
-	if o.Expect != "" {
-		s.Expect = o.Expect
+	if s.Closes != nil && o.Closes != nil {
+		s.Closes.merge(o.Closes)
 	}
-	s.Expected += o.Expected
-	s.Reaped += o.Reaped
-	s.NeverReaped += o.NeverReaped
-	s.Late += o.Late
 	s.Horizon = max(s.Horizon, o.Horizon)
-	s.Early += o.Early
-	s.EarlyDeadPeer += o.EarlyDeadPeer
 	s.AnswerWait = max(s.AnswerWait, o.AnswerWait)
 	s.DialWait = max(s.DialWait, o.DialWait)
 	s.Survivors += o.Survivors
@@ -165,6 +159,27 @@ func (s *Scenario) merge(o *Scenario) {
 			s.RetxError = append(s.RetxError, &hist.Histogram{})
 		}
 		s.RetxError[k].Merge(h)
+	}
+}
+
+func (c *Closes) merge(o *Closes) {
+	c.Expected += o.Expected
+	c.OnTime += o.OnTime
+	c.Late += o.Late
+	c.Never += o.Never
+	c.Early += o.Early
+	c.EarlyDeadPeer += o.EarlyDeadPeer
+	addMap(c.OtherReason, o.OtherReason)
+	c.Refused += o.Refused
+	if c.Refusal == "" {
+		c.Refusal = o.Refusal
+	}
+	c.NotStarted += o.NotStarted
+	for _, h := range []struct{ dst, src *hist.Histogram }{{c.FromStart, o.FromStart}, {c.FromEnd, o.FromEnd},
+		{c.Window, o.Window}, {c.LateBy, o.LateBy}, {c.EarlyBy, o.EarlyBy}, {c.Wire, o.Wire}} {
+		if h.src != nil {
+			h.dst.Merge(h.src)
+		}
 	}
 }
 

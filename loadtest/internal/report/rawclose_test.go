@@ -26,22 +26,22 @@ func TestScenarioAdd_RawEOF(t *testing.T) {
 		{proto: "framed", expect: "frame_deadline"},
 	} {
 		t.Run(tt.proto+"/"+tt.expect, func(t *testing.T) {
-			s := NewScenario("x")
+			s := NewScenario("x", tt.expect)
 			s.Proto = tt.proto
-			s.Add(ConnResult{Expect: tt.expect, ExpectedAt: exp, End: "eof", ClosedAt: exp.Add(time.Millisecond)}, to)
+			s.Add(ConnResult{Expect: tt.expect, ExpectedAt: exp, End: "eof", ClosedAt: exp.Add(time.Millisecond)}, to, true)
 			if tt.reaped {
-				assert.Equal(t, 1, s.Reaped)
-				assert.Empty(t, s.Checks(to))
+				assert.Equal(t, 1, s.Closes.OnTime)
+				assert.Empty(t, s.checks(to))
 				return
 			}
-			assert.Equal(t, map[string]int{"eof": 1}, s.WrongReason)
-			assert.Len(t, s.Checks(to), 1)
+			assert.Equal(t, map[string]int{"eof": 1}, s.Closes.OtherReason)
+			assert.Len(t, s.checks(to), 1)
 		})
 	}
 	// The handshake close of a framed server says so.
-	s := NewScenario("handshake")
+	s := NewScenario("handshake", expectOf("handshake"))
 	s.Proto = "framed"
-	s.Add(ConnResult{Expect: "handshake", ExpectedAt: exp, End: "handshake", ClosedAt: exp.Add(time.Millisecond)}, to)
-	assert.Equal(t, 1, s.Reaped)
+	s.Add(ConnResult{Expect: "handshake", ExpectedAt: exp, End: "handshake", ClosedAt: exp.Add(time.Millisecond)}, to, true)
+	assert.Equal(t, 1, s.Closes.OnTime)
 	assert.Equal(t, "server timeouts: handshake 2s; slack 0s", Timeouts{Handshake: 2 * time.Second}.String())
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 	}{
 		{name: "on time", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(3 * time.Millisecond)}, reaped: 1},
 		{name: "half a tick early is tolerated", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(-500 * time.Microsecond)}, reaped: 1},
-		{name: "early", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(-2 * time.Millisecond)}, reaped: 1, early: 1},
+		{name: "early", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(-2 * time.Millisecond)}, early: 1},
 		{name: "beyond the slack is late, and measured", r: ConnResult{End: "idle", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(101 * time.Millisecond)}, late: 1},
 		{name: "late for another reason is late", r: ConnResult{End: "dead_peer", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(3 * time.Second)}, late: 1},
 		{name: "never closed", r: ConnResult{End: "client", Expect: "idle", ExpectedAt: exp}, never: 1},
@@ -42,20 +43,20 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := NewScenario("idle")
+			s := NewScenario("idle", expectOf("idle"))
 			s.Proto = tt.proto
-			s.Add(tt.r, to)
-			assert.Equal(t, 1, s.Expected)
-			assert.Equal(t, tt.reaped, s.Reaped, "reaped")
-			assert.Equal(t, tt.late, s.Late, "late")
-			assert.Equal(t, tt.never, s.NeverReaped, "never")
-			assert.Equal(t, tt.early, s.Early, "early")
+			s.Add(tt.r, to, true)
+			assert.Equal(t, 1, s.Closes.Expected)
+			assert.Equal(t, tt.reaped, s.Closes.OnTime, "reaped")
+			assert.Equal(t, tt.late, s.Closes.Late, "late")
+			assert.Equal(t, tt.never, s.Closes.Never, "never")
+			assert.Equal(t, tt.early, s.Closes.Early, "early")
 			if tt.wrongReason != "" {
-				assert.Equal(t, 1, s.WrongReason[tt.wrongReason])
-				assert.NotEmpty(t, s.Verdict(), "a wrong reason fails the scenario")
+				assert.Equal(t, 1, s.Closes.OtherReason[tt.wrongReason])
+				assert.NotEmpty(t, verdict(s), "a wrong reason fails the scenario")
 			}
 			if !tt.r.ClosedAt.IsZero() {
-				assert.Equal(t, int64(tt.r.ClosedAt.Sub(exp)), s.ReapError.Max())
+				assert.Equal(t, int64(tt.r.ClosedAt.Sub(exp)), s.Closes.FromStart.Max())
 			}
 		})
 	}
@@ -65,7 +66,7 @@ func TestScenario_AddClassifiesCloses(t *testing.T) {
 // figures: how early, how late, and the horizon of a never.
 func TestScenario_VerdictSaysByHowMuch(t *testing.T) {
 	exp := t0.Add(2 * time.Second)
-	s := NewScenario("idle")
+	s := NewScenario("idle", expectOf("idle"))
 	s.Proto, s.Horizon = "raw", 10*time.Second
 	for i := range 1000 {
 		r := ConnResult{End: "eof", Expect: "idle", ExpectedAt: exp, ClosedAt: exp.Add(time.Millisecond)}
@@ -77,32 +78,32 @@ func TestScenario_VerdictSaysByHowMuch(t *testing.T) {
 		case i < 403:
 			r.ClosedAt, r.End = time.Time{}, EndClient
 		}
-		s.Add(r, to)
+		s.Add(r, to, true)
 	}
-	v := s.Verdict()
+	v := verdict(s)
 	require.Len(t, v, 3, "%q", v)
-	assert.Equal(t, "341 of 1000 closed EARLY, by up to 298ms", v[0])
-	assert.Contains(t, v[1], "57 of 1000 closed late, beyond the slack: late p50 ")
+	assert.Equal(t, "341 of 1000 closed EARLY, before their deadline counted from the last byte sent (the earliest the server saw activity): by p50 150ms, p99 295ms, max 298ms", v[0], "percentiles over the early ones")
+	assert.Contains(t, v[1], "57 of 1000 closed late, after their deadline counted from the server's last answer")
 	assert.Contains(t, v[1], "max 2.95s")
-	assert.Equal(t, "3 of 1000 not closed within 10.00s (the horizon) of their deadline", v[2])
+	assert.Equal(t, "3 of 1000 not closed within 10.00s of their deadline", v[2])
 }
 
 func TestScenario_AddDialErrorsAndSurvivors(t *testing.T) {
-	s := NewScenario("keepalive")
-	s.Add(ConnResult{DialErr: "fd_limit"}, to)
-	s.Add(ConnResult{Survivor: true, End: "client", Pings: 3}, to)
-	s.Add(ConnResult{Survivor: true, End: "dead_peer", Pings: 1}, to)
+	s := NewScenario("keepalive", expectOf("keepalive"))
+	s.Add(ConnResult{DialErr: "fd_limit"}, to, true)
+	s.Add(ConnResult{Survivor: true, End: "client", Pings: 3}, to, false)
+	s.Add(ConnResult{Survivor: true, End: "dead_peer", Pings: 1}, to, false)
 	assert.Equal(t, 3, s.Conns)
 	assert.Equal(t, 2, s.Opened)
 	assert.Equal(t, 1, s.DialErrors["fd_limit"])
 	assert.Equal(t, 2, s.Survivors)
 	assert.Equal(t, 1, s.Survived)
 	assert.Equal(t, 4, s.Pings)
-	assert.Len(t, s.Verdict(), 2, "a dial error and a dead survivor")
+	assert.Len(t, verdict(s), 2, "a dial error and a dead survivor")
 }
 
 func shard(name string, sent uint64, lat ...int64) *Result {
-	s := NewScenario("echo")
+	s := NewScenario("echo", expectOf("echo"))
 	s.Conns, s.Opened, s.Sent, s.Recv = 10, 10, sent, sent
 	for _, v := range lat {
 		s.Latency.Record(v)
@@ -139,12 +140,12 @@ func TestMerge(t *testing.T) {
 func TestJSONRoundTripAndRender(t *testing.T) {
 	r := shard("1/1", 10, 5e5, 7e5)
 	var buf bytes.Buffer
-	require.NoError(t, JSON(&buf, r))
+	require.NoError(t, JSON(&buf, r, r.Judge()))
 	got, err := ReadJSON(&buf)
 	require.NoError(t, err)
 	assert.Equal(t, r.Scenario("echo").Latency.Quantile(0.5), got.Scenario("echo").Latency.Quantile(0.5))
 	var txt, svg bytes.Buffer
-	Text(&txt, got)
+	Text(&txt, got, got.Judge())
 	assert.Contains(t, txt.String(), "[echo] ok")
 	require.NoError(t, SVG(&svg, got))
 	assert.True(t, strings.HasPrefix(svg.String(), "<svg"))
@@ -154,24 +155,24 @@ func TestJSONRoundTripAndRender(t *testing.T) {
 }
 
 func TestScenario_AddIdleAnswer(t *testing.T) {
-	s := NewScenario("idle")
+	s := NewScenario("idle", expectOf("idle"))
 	send := t0
 	s.Add(ConnResult{Scenario: "idle", Role: "idle", Expect: "idle", End: "idle", ExpectedAt: send.Add(to.Idle),
-		AckedAt: send.Add(3 * time.Millisecond), ClosedAt: send.Add(to.Idle + 5*time.Millisecond)}, to)
+		ExpectedBy: send.Add(to.Idle + 3*time.Millisecond), ClosedAt: send.Add(to.Idle + 5*time.Millisecond)}, to, true)
 	s.Add(ConnResult{Scenario: "idle", Role: "idle", Expect: "idle", End: "idle", ExpectedAt: send.Add(to.Idle),
-		ClosedAt: send.Add(to.Idle + 7*time.Millisecond)}, to) // no answer seen
-	assert.Equal(t, uint64(2), s.ReapError.Count())
-	require.Equal(t, uint64(1), s.ReapErrorAck.Count(), "only connections with an answer")
-	assert.Equal(t, int64(2*time.Millisecond), s.ReapErrorAck.Max(), "close - (answer + idle)")
-	assert.Equal(t, int64(3*time.Millisecond), s.AckDelay.Max(), "answer - send")
+		ClosedAt: send.Add(to.Idle + 7*time.Millisecond)}, to, true) // no answer seen
+	assert.Equal(t, uint64(2), s.Closes.FromStart.Count())
+	require.Equal(t, uint64(2), s.Closes.FromEnd.Count(), "without an answer the window is the send")
+	assert.Equal(t, int64(2*time.Millisecond), s.Closes.FromEnd.Min(), "close - (answer + idle)")
+	assert.Equal(t, int64(3*time.Millisecond), s.Closes.Window.Max(), "answer - send")
 
 	m, err := Merge(&Result{Version: Version, Shards: []string{"1/2"}, Scenarios: []*Scenario{s}},
 		&Result{Version: Version, Shards: []string{"2/2"}, Scenarios: []*Scenario{s}})
 	require.NoError(t, err)
-	assert.Equal(t, uint64(2), m.Scenario("idle").ReapErrorAck.Count(), "merged")
+	assert.Equal(t, uint64(4), m.Scenario("idle").Closes.FromEnd.Count(), "merged")
 	var b bytes.Buffer
-	Text(&b, m)
-	assert.Contains(t, b.String(), "close error from the server's answer")
+	Text(&b, m, m.Judge())
+	assert.Contains(t, b.String(), "close error from the server's last answer")
 }
 
 // TestText_LeakSpoilsTheVerdict: a suspected leak must not end the report
@@ -179,13 +180,15 @@ func TestScenario_AddIdleAnswer(t *testing.T) {
 func TestText_LeakSpoilsTheVerdict(t *testing.T) {
 	r := shard("1/1", 10, 5e5, 7e5)
 	var clean bytes.Buffer
-	Text(&clean, r)
-	assert.Contains(t, clean.String(), "scenarios ok\n")
+	Text(&clean, r, r.Judge())
+	assert.Contains(t, clean.String(), "scenario judged is ok\n")
 	assert.NotContains(t, clean.String(), "leaked")
-	r.Limits = append(r.Limits, "LEAK? the server still has 3 connections open")
+	r.Leaks = append(r.Leaks, "the server still has 3 connections open")
 	var leaky bytes.Buffer
-	Text(&leaky, r)
-	assert.Contains(t, leaky.String(), "but the server may have leaked")
+	Text(&leaky, r, r.Judge())
+	assert.Contains(t, leaky.String(), "LEAK: the server still has 3 connections open")
+	assert.Contains(t, leaky.String(), "; the server leaked (LEAK above)")
+	assert.Equal(t, 1, r.Judge().ExitStatus())
 }
 
 func TestMemory_Verdict(t *testing.T) {
@@ -207,13 +210,16 @@ func TestMemory_Verdict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bad := tt.m.Verdict()
+			var bad []string
+			for _, c := range (&Result{Memory: tt.m}).Judge().Memory {
+				bad = append(bad, c.Line)
+			}
 			if tt.m != nil && tt.m.Samples < 2 {
 				assert.NotEmpty(t, tt.m.Unjudged(), "no growth seen: not judged")
 			}
 			if tt.wantBad {
 				require.Len(t, bad, 1)
-				assert.Contains(t, bad[0], "beyond its bound of "+MiB(bound.Total()))
+				assert.Contains(t, bad[0], "beyond its bound of "+scenario.MiB(bound.Total()))
 			} else {
 				assert.Empty(t, bad)
 			}
@@ -222,20 +228,20 @@ func TestMemory_Verdict(t *testing.T) {
 }
 
 func hostile(name string) *Scenario {
-	s := NewScenario(name)
+	s := NewScenario(name, expectOf(name))
 	s.Hostile = true
 	return s
 }
 
 func TestScenario_AddHostile(t *testing.T) {
 	s := hostile("pingflood")
-	s.Add(ConnResult{Role: "not_reading", Misbehaved: t0, ClosedAt: t0.Add(30 * time.Millisecond), End: "reset", Bytes: 100, Writes: 2}, to)
-	s.Add(ConnResult{Role: "not_reading", Misbehaved: t0, ClosedAt: t0.Add(50 * time.Millisecond), End: "output_limit", Bytes: 200, Writes: 3}, to)
-	s.Add(ConnResult{Role: "reading", Misbehaved: t0, End: "client", Bytes: 50, Writes: 1}, to)
-	s.Add(ConnResult{Role: "reading", DialErr: "refused"}, to)
+	s.Add(ConnResult{Role: "not_reading", Misbehaved: t0, ClosedAt: t0.Add(30 * time.Millisecond), End: "reset", Bytes: 100, Writes: 2}, to, true)
+	s.Add(ConnResult{Role: "not_reading", Misbehaved: t0, ClosedAt: t0.Add(50 * time.Millisecond), End: "output_limit", Bytes: 200, Writes: 3}, to, true)
+	s.Add(ConnResult{Role: "reading", Misbehaved: t0, End: "client", Bytes: 50, Writes: 1}, to, true)
+	s.Add(ConnResult{Role: "reading", DialErr: "refused"}, to, true)
 	// The client gave up on the server's bytes: whenever that was seen,
 	// it is no close by the server.
-	s.Add(ConnResult{Role: "reading", Misbehaved: t0, ClosedAt: t0.Add(time.Millisecond), End: EndBadServerFrame}, to)
+	s.Add(ConnResult{Role: "reading", Misbehaved: t0, ClosedAt: t0.Add(time.Millisecond), End: EndBadServerFrame}, to, true)
 	assert.Equal(t, 2, s.ServerClosed)
 	assert.Equal(t, 1, s.Held())
 	assert.Equal(t, uint64(350), s.Bytes)
@@ -247,7 +253,7 @@ func TestScenario_AddHostile(t *testing.T) {
 	assert.Equal(t, 3, s.Roles["reading"].Conns)
 	assert.Equal(t, 2, s.Roles["reading"].Opened)
 	assert.Zero(t, s.Roles["reading"].ServerClosed)
-	bad := s.Verdict()
+	bad := verdict(s)
 	require.Len(t, bad, 3, "%q", bad)
 	assert.Contains(t, bad[0], "1 connections failed to open (refused=1)")
 	assert.Contains(t, bad[1], "2 of 4 ping flooders were not closed by the server")
@@ -290,7 +296,7 @@ func TestScenario_VerdictHostile(t *testing.T) {
 		{name: "nonreader flood below the output limit: not judged", s: func() *Scenario {
 			s := hostile("nonreader")
 			s.Opened, s.Ends["client"] = 4, 4
-			s.Unjudged = "-hostile-bytes 3.0 MiB is not above the server's limit 4.0 MiB (-output-limit)"
+			s.NotApplicable = "-hostile-bytes 3.0 MiB is not above the server's limit 4.0 MiB (-output-limit)"
 			return s
 		}},
 		{name: "connflood below its limit but fewer opened: the flood never reached it", s: func() *Scenario {
@@ -314,7 +320,7 @@ func TestScenario_VerdictHostile(t *testing.T) {
 			s := hostile("splitter")
 			s.Sent, s.Recv, s.Lost, s.Mismatch, s.Survivors, s.Survived = 100, 98, 2, 1, 4, 3
 			return s
-		}, want: []string{"1 echoes differed", "2 messages never answered", "1 of 4 splitter survivors were closed"}},
+		}, want: []string{"1 answers differed", "2 messages never answered", "1 of 4 splitter survivors were closed"}},
 		{name: "nonreaders closed within the window", s: func() *Scenario {
 			return hostileRun("nonreader", "framed", time.Second, nonreaderConn(20*time.Millisecond, "reset"), nonreaderConn(900*time.Millisecond, "eof"))
 		}},
@@ -351,16 +357,10 @@ func TestScenario_VerdictHostile(t *testing.T) {
 		{name: "garbage the client gave up on: the server sent bytes that are no frame", s: func() *Scenario {
 			return hostileRun("garbage", "framed", 0, roleConn("random", time.Millisecond, EndBadServerFrame))
 		}, want: []string{"1 of 1 garbage connections were not closed by the server", "ended without a CLOSE frame saying frame_too_large or protocol_error or frame_deadline (bad_server_frame=1)"}},
-		{name: "garbage over raw is not applicable: echoed, held", s: func() *Scenario {
-			return hostileRun("garbage", "raw", 0, roleConn("random", 0, "client"))
-		}},
-		{name: "garbage over raw still fails its dial errors", s: func() *Scenario {
-			return hostileRun("garbage", "raw", 0, roleConn("random", 0, "client"), ConnResult{Role: "random", DialErr: "fd_limit"})
-		}, want: []string{"1 connections failed to open (fd_limit=1)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bad := tt.s().Verdict()
+			bad := verdict(tt.s())
 			require.Len(t, bad, len(tt.want), "%q", bad)
 			for i, w := range tt.want {
 				assert.Contains(t, bad[i], w)
@@ -375,7 +375,7 @@ func hostileRun(name, proto string, closeWithin time.Duration, rs ...ConnResult)
 	s := hostile(name)
 	s.Proto, s.CloseWithin = proto, closeWithin
 	for _, r := range rs {
-		s.Add(r, to)
+		s.Add(r, to, true)
 	}
 	return s
 }
@@ -394,24 +394,17 @@ func nonreaderConn(closedAfter time.Duration, end string) ConnResult {
 	return roleConn("nonreader", closedAfter, end)
 }
 
-func TestScenario_NotApplicable(t *testing.T) {
-	assert.Contains(t, hostileRun("garbage", "raw", 0).NotApplicable(), "raw protocol")
-	assert.Empty(t, hostileRun("garbage", "framed", 0).NotApplicable())
-	assert.Empty(t, hostileRun("garbage", "", 0).NotApplicable(), "no protocol counts as framed")
-	assert.Empty(t, hostileRun("nonreader", "raw", 0).NotApplicable(), "a raw server must close a non-reader too")
-}
-
 func TestText_HostileAndMemory(t *testing.T) {
 	r := shard("1/1", 10, 5e5)
 	g := hostile("garbage")
 	g.Proto = "framed"
-	g.Add(ConnResult{Role: "huge_length", Misbehaved: t0, ClosedAt: t0.Add(2 * time.Millisecond), End: "frame_too_large"}, to)
-	g.Add(ConnResult{Role: "random", Misbehaved: t0, ClosedAt: t0.Add(4 * time.Millisecond), End: "protocol_error"}, to)
+	g.Add(ConnResult{Role: "huge_length", Misbehaved: t0, ClosedAt: t0.Add(2 * time.Millisecond), End: "frame_too_large"}, to, true)
+	g.Add(ConnResult{Role: "random", Misbehaved: t0, ClosedAt: t0.Add(4 * time.Millisecond), End: "protocol_error"}, to, true)
 	r.Scenarios = append(r.Scenarios, g)
 	r.Memory = &Memory{Source: "/proc/self/status", InProcess: true, Before: 10 << 20, Peak: 20 << 20, End: 15 << 20, Samples: 3,
 		Bound: MemoryBound{OutputLimit: 4 << 20, Filling: map[string]int{"nonreader": 1}, Other: 2, PerOther: 32 << 10, Fixed: 32 << 20}}
 	var b bytes.Buffer
-	Text(&b, r)
+	Text(&b, r, r.Judge())
 	out := b.String()
 	assert.Contains(t, out, "[garbage] ok")
 	assert.Contains(t, out, "closed by the server: 2 of 2, after the misbehaviour began: p50 2.00ms")
@@ -419,14 +412,14 @@ func TestText_HostileAndMemory(t *testing.T) {
 	assert.Contains(t, out, "    random: 1 of 1 closed (p50 4.00ms, max 4.00ms); ended: protocol_error=1")
 	assert.Contains(t, out, "[memory] ok: RSS of this process (server embedded: the client's memory is included) 10.0 MiB before, peak 20.0 MiB (+10.0 MiB)")
 	assert.Contains(t, out, "bound: +36.1 MiB = 4.0 MiB output x 1 connections that may not read (nonreader 1) + 32 KiB x 2 other connections + 32.0 MiB")
-	assert.Contains(t, out, "all 2 scenarios ok, the server's memory within its bound\n")
+	assert.Contains(t, out, "all 2 scenarios judged are ok; the server's memory within its bound\n")
 
 	r.Memory.Peak = 100 << 20
 	b.Reset()
-	Text(&b, r)
+	Text(&b, r, r.Judge())
 	assert.Contains(t, b.String(), "[memory] CHECK")
 	assert.Contains(t, b.String(), "  ! the server's memory grew by 90.0 MiB, beyond its bound of 36.1 MiB")
-	assert.Contains(t, b.String(), "all 2 scenarios ok, but the server's memory grew beyond its bound")
+	assert.Contains(t, b.String(), "all 2 scenarios judged are ok; the server's memory grew beyond its bound")
 
 	// Memory without figures is not judged, and the last line says so
 	// rather than "within its bound"; it fails nothing.
@@ -443,43 +436,42 @@ func TestText_HostileAndMemory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r.Memory = tt.m
 			var b bytes.Buffer
-			Text(&b, r)
+			Text(&b, r, r.Judge())
 			assert.Contains(t, b.String(), "[memory] not judged: "+tt.why)
 			assert.NotContains(t, b.String(), "[memory] ok")
 			assert.NotContains(t, b.String(), "within its bound")
-			assert.Contains(t, b.String(), "all 2 scenarios ok, the server's memory not judged (see [memory])\n")
-			assert.Zero(t, r.Failures(), "not judged is not failed")
+			assert.Contains(t, b.String(), "all 2 scenarios judged are ok; the server's memory not judged (see [memory])\n")
+			assert.Zero(t, r.Judge().Failures, "not judged is not failed")
 		})
 	}
 
 	// A framed garbage connection the server kept fails the scenario, and
 	// the run.
 	r.Memory = nil
-	g.Add(ConnResult{Role: "bad_type", Misbehaved: t0, End: "client"}, to)
+	g.Add(ConnResult{Role: "bad_type", Misbehaved: t0, End: "client"}, to, true)
 	b.Reset()
-	Text(&b, r)
+	Text(&b, r, r.Judge())
 	assert.Contains(t, b.String(), "[garbage] CHECK")
 	assert.Contains(t, b.String(), "  ! 1 of 3 garbage connections were not closed by the server")
-	assert.Contains(t, b.String(), "1 of 2 scenarios need a look (lines marked !)\n")
-	assert.Equal(t, 1, r.Failures())
+	assert.Contains(t, b.String(), "1 of 2 scenarios need a look (garbage: lines marked !)\n")
+	assert.Equal(t, 1, r.Judge().Failures)
 
-	// Raw, garbage has nothing to be closed for: not applicable, said so,
-	// neither ok nor failed.
-	g.Proto = "raw"
+	// Not applicable (raw garbage, say): one line saying why, nothing
+	// else, and not counted among the judged.
+	g.NotApplicable = "raw protocol: any bytes are a valid stream to answer, so there is nothing to close the connection for"
 	b.Reset()
-	Text(&b, r)
-	assert.Contains(t, b.String(), "[garbage] not applicable: 3/3 connections opened")
-	assert.Contains(t, b.String(), "  not applicable: raw protocol: any bytes are a valid stream to echo")
-	assert.Contains(t, b.String(), "all 1 judged scenarios ok, 1 not applicable (garbage)\n")
-	assert.NotContains(t, b.String(), "all 2 scenarios ok")
-	assert.Zero(t, r.Failures())
+	Text(&b, r, r.Judge())
+	assert.Contains(t, b.String(), "\n[garbage] not applicable: raw protocol: any bytes are a valid stream to answer, so there is nothing to close the connection for\n\n")
+	assert.NotContains(t, b.String(), "1 of 3 garbage")
+	assert.Contains(t, b.String(), "the 1 scenario judged is ok\n")
+	assert.Zero(t, r.Judge().Failures)
 }
 
 func TestMergeAndJSON_Hostile(t *testing.T) {
 	mk := func(sh string) *Result {
 		s := hostile("pingflood")
 		s.Proto, s.CloseWithin = "framed", time.Second
-		s.Add(ConnResult{Role: "reading", Misbehaved: t0, ClosedAt: t0.Add(time.Millisecond), End: "idle", Bytes: 10}, to)
+		s.Add(ConnResult{Role: "reading", Misbehaved: t0, ClosedAt: t0.Add(time.Millisecond), End: "idle", Bytes: 10}, to, true)
 		return &Result{Version: Version, Shards: []string{sh}, Config: Config{Proto: "framed", Scenarios: []string{"pingflood"}}, Scenarios: []*Scenario{s},
 			Memory: &Memory{Samples: 1}}
 	}
@@ -494,20 +486,13 @@ func TestMergeAndJSON_Hostile(t *testing.T) {
 	assert.Nil(t, m.Memory, "per run, not merged")
 
 	var buf bytes.Buffer
-	require.NoError(t, JSON(&buf, m))
+	require.NoError(t, JSON(&buf, m, m.Judge()))
 	got, err := ReadJSON(&buf)
 	require.NoError(t, err)
 	assert.Equal(t, 2, got.Scenario("pingflood").Roles["reading"].ServerClosed)
 	assert.Equal(t, "framed", got.Scenario("pingflood").Proto)
 	assert.Equal(t, time.Second, got.Scenario("pingflood").CloseWithin)
 
-	// A result written before scenarios had their protocol takes the run's.
-	m.Config.Proto, m.Scenario("pingflood").Proto = "raw", ""
-	buf.Reset()
-	require.NoError(t, JSON(&buf, m))
-	got, err = ReadJSON(&buf)
-	require.NoError(t, err)
-	assert.Equal(t, "raw", got.Scenario("pingflood").Proto)
 	one, err := Merge(mk("1/1"))
 	require.NoError(t, err)
 	assert.NotNil(t, one.Memory)
@@ -539,19 +524,19 @@ func TestScenario_NonreaderFlood(t *testing.T) {
 			s := hostile("nonreader")
 			s.FloodBytes = flood
 			for _, c := range tc.conns {
-				s.Add(c, to)
+				s.Add(c, to, true)
 			}
 			if tc.stopped {
 				s.FloodStoppedOpen = s.FloodCut
 			}
-			bad := s.Verdict()
+			bad := verdict(s)
 			if tc.wantBad == "" {
 				assert.Empty(t, bad)
 			} else {
 				require.Len(t, bad, 1)
 				assert.Contains(t, bad[0], tc.wantBad)
 			}
-			assert.Equal(t, tc.notApplicable, s.NotApplicable() != "", s.NotApplicable())
+			assert.Equal(t, tc.notApplicable, s.nothingToJudge() != "", s.nothingToJudge())
 		})
 	}
 }
@@ -581,18 +566,18 @@ func TestMergeAndJSON_SelfLag(t *testing.T) {
 	assert.Equal(t, uint64(100), a.SelfLag.Lag.Count(), "inputs untouched")
 
 	var buf bytes.Buffer
-	require.NoError(t, JSON(&buf, m))
+	require.NoError(t, JSON(&buf, m, m.Judge()))
 	assert.Contains(t, buf.String(), `"self_lag"`)
 	got, err := ReadJSON(&buf)
 	require.NoError(t, err)
 	assert.Equal(t, m.SelfLag.Lag.Quantile(0.99), got.SelfLag.Lag.Quantile(0.99))
 	assert.Equal(t, m.SelfLag.OtherCPU, got.SelfLag.OtherCPU)
 	var txt bytes.Buffer
-	Text(&txt, got)
+	Text(&txt, got, got.Judge())
 	assert.Contains(t, txt.String(), "other processes 18.0 CPU-s")
 
 	// Written before the lag was measured: none, and merges without it.
-	old, err := ReadJSON(strings.NewReader(`{"version":1,"self_lag":{"wall":1}}`))
+	old, err := ReadJSON(strings.NewReader(`{"version":2,"self_lag":{"wall":"1ns"}}`))
 	require.NoError(t, err)
 	assert.NotNil(t, old.SelfLag.Lag, "an absent histogram reads as empty")
 	m, err = Merge(shard("1/1", 1))

@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-// CloseDelayMetric is the histogram netserver keeps of how late, on its own
-// clock, its event loops closed connections whose timeout had expired.
-const CloseDelayMetric = "netwheel_timeout_close_delay_seconds"
-
 // ErrServerHistogram is wrapped by the errors of ServerHistogram's methods.
 var ErrServerHistogram = errors.New("report: server histogram")
 

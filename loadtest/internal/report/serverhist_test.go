@@ -15,7 +15,7 @@ import (
 // (0.5ms, 1ms, 2.5ms, 5ms, seconds) and the given cumulative counts,
 // count and sum.
 func delay(counts []uint64, count uint64, sum float64) *ServerHistogram {
-	return &ServerHistogram{Metric: CloseDelayMetric, Bounds: []float64{0.0005, 0.001, 0.0025, 0.005}, Counts: counts, Count: count, Sum: sum}
+	return &ServerHistogram{Metric: "netwheel_timeout_close_delay_seconds", Bounds: []float64{0.0005, 0.001, 0.0025, 0.005}, Counts: counts, Count: count, Sum: sum}
 }
 
 func TestServerHistogram_Quantile(t *testing.T) {
@@ -115,7 +115,7 @@ func withDelay(name, server, target string, h *ServerHistogram) *Result {
 func TestMerge_CloseDelay(t *testing.T) {
 	a := delay([]uint64{1, 2, 3, 4}, 4, 0.01)
 	b := delay([]uint64{0, 5, 5, 6}, 7, 2)
-	otherBounds := &ServerHistogram{Metric: CloseDelayMetric, Bounds: []float64{0.001}, Counts: []uint64{1}, Count: 1}
+	otherBounds := &ServerHistogram{Metric: "netwheel_timeout_close_delay_seconds", Bounds: []float64{0.001}, Counts: []uint64{1}, Count: 1}
 	tests := []struct {
 		name     string
 		rs       []*Result
@@ -169,8 +169,8 @@ func TestMerge_CloseDelay(t *testing.T) {
 
 func TestText_CloseDelay(t *testing.T) {
 	idleScenario := func() *Scenario {
-		s := NewScenario("idle")
-		s.Add(ConnResult{Expect: "idle", End: "idle", ExpectedAt: t0, ClosedAt: t0.Add(time.Millisecond)}, to)
+		s := NewScenario("idle", expectOf("idle"))
+		s.Add(ConnResult{Expect: "idle", End: "idle", ExpectedAt: t0, ClosedAt: t0.Add(time.Millisecond)}, to, true)
 		return s
 	}
 	tests := []struct {
@@ -184,11 +184,11 @@ func TestText_CloseDelay(t *testing.T) {
 			want:  "\n  server's own close delay (from its deadline to its close call, netwheel_timeout_close_delay_seconds): 100 timeout closes, p50 <= 500µs, p99 <= 2.5ms, max <= 5ms, mean 800µs\n",
 			after: "close error (observed - expected)"},
 		{name: "other timer scenarios: says so", scenarios: []*Scenario{idleScenario(), func() *Scenario {
-			s := NewScenario("keepalive")
-			s.Add(ConnResult{Expect: "dead_peer", End: "dead_peer", ExpectedAt: t0, ClosedAt: t0}, to)
+			s := NewScenario("keepalive", expectOf("keepalive"))
+			s.Add(ConnResult{Expect: "dead_peer", End: "dead_peer", ExpectedAt: t0, ClosedAt: t0}, to, true)
 			return s
 		}()}, h: delay([]uint64{1, 2, 2, 2}, 3, 3), want: "3 timeout closes of every scenario, p50 <= 1ms, p99 > 5ms, max > 5ms, mean 1.00s"},
-		{name: "no idle scenario: after the scenarios", scenarios: []*Scenario{NewScenario("echo")}, h: delay([]uint64{0, 0, 0, 0}, 0, 0),
+		{name: "no idle scenario: after the scenarios", scenarios: []*Scenario{NewScenario("echo", expectOf("echo"))}, h: delay([]uint64{0, 0, 0, 0}, 0, 0),
 			want: "\n\nserver's own close delay (from its deadline to its close call, netwheel_timeout_close_delay_seconds): no timeout closes\n", after: "[echo]"},
 	}
 	for _, tt := range tests {
@@ -198,7 +198,7 @@ func TestText_CloseDelay(t *testing.T) {
 				r.Config.Scenarios = append(r.Config.Scenarios, s.Name)
 			}
 			var b bytes.Buffer
-			Text(&b, r)
+			Text(&b, r, r.Judge())
 			out := b.String()
 			require.Equal(t, 1, strings.Count(out, "server's own close delay"), out)
 			assert.Contains(t, out, tt.want)
@@ -207,16 +207,17 @@ func TestText_CloseDelay(t *testing.T) {
 			}
 
 			var js bytes.Buffer
-			require.NoError(t, JSON(&js, r))
+			require.NoError(t, JSON(&js, r, r.Judge()))
 			got, err := ReadJSON(&js)
 			require.NoError(t, err)
 			assert.Equal(t, tt.h, got.CloseDelay, "JSON round trip")
 		})
 	}
 	var none bytes.Buffer
-	Text(&none, &Result{Version: Version, Scenarios: []*Scenario{idleScenario()}})
+	nr := &Result{Version: Version, Scenarios: []*Scenario{idleScenario()}}
+	Text(&none, nr, nr.Judge())
 	assert.NotContains(t, none.String(), "close delay", "a server without the histogram: no line")
 
-	_, err := ReadJSON(strings.NewReader(`{"version":1,"close_delay":{"metric":"m","bounds":[1,2],"counts":[3]}}`))
+	_, err := ReadJSON(strings.NewReader(`{"version":2,"close_delay":{"metric":"m","bounds":[1,2],"counts":[3]}}`))
 	assert.ErrorIs(t, err, ErrServerHistogram, "a malformed histogram in a result file")
 }

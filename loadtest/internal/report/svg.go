@@ -29,8 +29,8 @@ func panels(r *Result) []panel {
 		if s.Latency != nil && s.Latency.Count() > 0 {
 			ps = append(ps, panel{title: s.Name + ": round-trip latency (" + fmt.Sprint(s.Latency.Count()) + " messages)", h: s.Latency, log: true})
 		}
-		if s.ReapError != nil && s.ReapError.Count() > 0 {
-			ps = append(ps, panel{title: fmt.Sprintf("%s: close error, observed - expected %s close (%d connections)", s.Name, s.Expect, s.ReapError.Count()), h: s.ReapError})
+		if c := s.Closes; c != nil && c.FromEnd.Count() > 0 {
+			ps = append(ps, panel{title: fmt.Sprintf("%s: close error, observed - %s deadline from the last answer (%d connections)", s.Name, c.Expect, c.FromEnd.Count()), h: c.FromEnd})
 		}
 	}
 	return ps
@@ -55,10 +55,10 @@ func SVG(w io.Writer, r *Result) error {
 	return err
 }
 
-// HTML wraps the SVG in a page with the text report.
-func HTML(w io.Writer, r *Result) error {
+// HTML wraps the SVG in a page with the text report of r and its judgement j.
+func HTML(w io.Writer, r *Result, j *Judgement) error {
 	var txt, svg strings.Builder
-	Text(&txt, r)
+	Text(&txt, r, j)
 	if err := SVG(&svg, r); err != nil {
 		return err
 	}

@@ -1,4 +1,8 @@
-package main
+// Package observe reads a server under test from outside the harness's
+// connections: the leak check of -addr runs (its Prometheus endpoint read
+// before and after the run) and its resident memory while hostile
+// scenarios run.
+package observe
 
 import (
 	"bytes"
@@ -19,12 +23,13 @@ import (
 
 	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/netserver"
 )
 
 // This file is the leak check of -addr runs: the external server's own
 // gauges, read from its Prometheus endpoint (-metrics) before the run and
 // after it, as embedded runs read netserver's Stats directly. The same
-// readings give the server's own close delay (report.CloseDelayMetric),
+// readings give the server's own close delay (CloseDelayMetric),
 // which embedded netwheel runs read from the server's handler.
 
 // Tolerances of the leak check. Connections and timers are exact counts
@@ -49,9 +54,9 @@ type leakMetric struct {
 	tolerance   float64
 }
 
-// defaultMetricsNamespace is the prefix of netserver's own metrics unless
+// DefaultNamespace is the prefix of netserver's own metrics unless
 // its Config.MetricsNamespace says otherwise (-metrics-namespace).
-const defaultMetricsNamespace = "netwheel"
+const DefaultNamespace = netserver.DefaultMetricsNamespace
 
 // leakMetrics returns the metrics checked, in report order, for a server
 // whose own metrics are prefixed ns; netserver exposes all four (the last
@@ -70,48 +75,49 @@ func leakMetrics(ns string) []leakMetric {
 // namespace must be.
 var metricName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
-// closeDelayMetric is the name of the close-delay histogram of a server
-// whose own metrics are prefixed ns (report.CloseDelayMetric for
-// netserver's default).
-func closeDelayMetric(ns string) string {
-	return strings.Replace(report.CloseDelayMetric, defaultMetricsNamespace, ns, 1)
-}
+// ValidNamespace reports whether ns can prefix a Prometheus metric name.
+func ValidNamespace(ns string) bool { return metricName.MatchString(ns) }
 
-// Bounds of the leak check's reads: each request, the whole wait for the
-// server to settle after the run (longer than embedded mode's 2 s, since
-// the server may be on another host and every reading is an HTTP round
-// trip), the pause between readings, and the size of one exposition.
+// CloseDelayMetric is the name of the histogram netserver keeps of how
+// late, on its own clock, its event loops closed connections whose
+// timeout had expired, for a server whose own metrics are prefixed ns.
+func CloseDelayMetric(ns string) string { return ns + "_timeout_close_delay_seconds" }
+
+// Bounds of the leak check's reads: each request, and the pause between
+// readings.
 var (
 	metricsFetchTimeout = 2 * time.Second
-	metricsSettle       = 5 * time.Second
 	metricsPoll         = 100 * time.Millisecond
 )
 
+// SettleWait bounds the wait for the server to settle after the run
+// (longer than embedded mode's 2 s, since the server may be on another
+// host and every reading is an HTTP round trip). Set it before
+// StartLeakCheck, as tests do; it is not guarded.
+var SettleWait = 5 * time.Second
+
 const metricsMaxBody = 16 << 20
 
-// metricsTarget validates -metrics and returns the URL to read. It takes
-// an http URL (http://HOST:PORT/metrics) or, like cmd/echo's own -metrics
+// Target validates -metrics and returns the URL to read. It takes an
+// http URL (http://HOST:PORT/metrics) or, like cmd/echo's own -metrics
 // flag, a bare HOST:PORT, which means http://HOST:PORT/metrics; an empty
-// path also means /metrics. The host must be a loopback one, or -addr's
+// path also means /metrics. The host must be a loopback one, or addr's
 // host: the harness talks to no other machine than the one it tests.
-func metricsTarget(raw, addr string) (string, error) {
-	if addr == "" {
-		return "", fmt.Errorf("%w: -metrics reads an external server's endpoint and needs -addr (embedded runs check their server directly)", errUsage)
-	}
+func Target(raw, addr string) (string, error) {
 	s := raw
 	if !strings.Contains(s, "://") {
 		s = "http://" + s
 	}
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%w: -metrics %q: want http://HOST:PORT/PATH or HOST:PORT", errUsage, raw)
+		return "", fmt.Errorf("-metrics %q: want http://HOST:PORT/PATH or HOST:PORT", raw)
 	}
 	if u.Path == "" {
 		u.Path = "/metrics"
 	}
 	addrHost, _, _ := net.SplitHostPort(addr)
-	if h := u.Hostname(); !isLoopbackHost(h) && !strings.EqualFold(h, addrHost) {
-		return "", fmt.Errorf("%w: -metrics %q: the host must be loopback or -addr's (%s)", errUsage, raw, addrHost)
+	if h := u.Hostname(); !report.LoopbackHost(h) && !strings.EqualFold(h, addrHost) {
+		return "", fmt.Errorf("-metrics %q: the host must be loopback or -addr's (%s)", raw, addrHost)
 	}
 	return u.String(), nil
 }
@@ -219,7 +225,7 @@ func parseReading(body []byte, ns string) (reading, error) {
 		names = append(names, m.name)
 	}
 	r := reading{values: promsample.Sum(v, names...)}
-	r.closeDelay, r.closeDelayErr = closeDelayOf(v, closeDelayMetric(ns))
+	r.closeDelay, r.closeDelayErr = closeDelayOf(v, CloseDelayMetric(ns))
 	return r, nil
 }
 
@@ -259,9 +265,9 @@ func serverHistogram(name string, h promsample.Histogram) (*report.ServerHistogr
 	return out, nil
 }
 
-// handlerCloseDelay reads the close-delay histogram from an embedded
+// HandlerCloseDelay reads the close-delay histogram from an embedded
 // server's metrics handler, in memory; nil, nil if it has none.
-func handlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
+func HandlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
@@ -273,7 +279,7 @@ func handlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: server metrics: %w", err)
 	}
-	return closeDelayOf(v, report.CloseDelayMetric)
+	return closeDelayOf(v, CloseDelayMetric(DefaultNamespace))
 }
 
 // closeDelayDiff is this run's part of an external server's close delay
@@ -300,20 +306,19 @@ func closeDelayDiff(name string, before, after reading) (*report.ServerHistogram
 	}
 }
 
-// remoteCheck is the leak check of one run. It is used by run's goroutine
-// only.
-type remoteCheck struct {
+// LeakCheck is the leak check of one run. It is used by one goroutine.
+type LeakCheck struct {
 	target string
 	ns     string // the server's metrics namespace
 	client *http.Client
 	before reading
 }
 
-// startRemoteCheck takes the before reading from target, for a server
+// StartLeakCheck takes the before reading from target, for a server
 // whose own metrics are prefixed ns. An endpoint that cannot be read is an
 // error now, rather than a missing check after a long run.
-func startRemoteCheck(ctx context.Context, target, ns string) (*remoteCheck, error) {
-	c := &remoteCheck{target: target, ns: ns, client: metricsClient()}
+func StartLeakCheck(ctx context.Context, target, ns string) (*LeakCheck, error) {
+	c := &LeakCheck{target: target, ns: ns, client: metricsClient()}
 	var err error
 	if c.before, err = scrape(ctx, c.client, target, ns); err != nil {
 		return nil, fmt.Errorf("%w (the leak check reads -metrics before the run)", err)
@@ -321,14 +326,14 @@ func startRemoteCheck(ctx context.Context, target, ns string) (*remoteCheck, err
 	return c, nil
 }
 
-// finish reads the endpoint again after the run, every metricsPoll until
-// nothing looks leaked or metricsSettle has passed, and records the
-// figures in res: res.Remote, a LEAK? limit line like embedded mode's, and
+// Finish reads the endpoint again after the run, every metricsPoll until
+// nothing looks leaked or SettleWait has passed, and records the
+// figures in res: res.Remote, a leak (res.Leaks) like embedded mode's, and
 // notes for metrics the server does not expose and runs too small for the
 // tolerances. opened is the number of connections the run opened.
-func (c *remoteCheck) finish(res *report.Result, opened int) {
+func (c *LeakCheck) Finish(res *report.Result, opened int) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), metricsSettle)
+	ctx, cancel := context.WithTimeout(context.Background(), SettleWait)
 	defer cancel()
 	rm := &report.Remote{URL: c.target}
 	res.Remote = rm
@@ -365,7 +370,7 @@ poll:
 		return
 	}
 	var note string
-	if res.CloseDelay, note = closeDelayDiff(closeDelayMetric(c.ns), c.before, after); note != "" {
+	if res.CloseDelay, note = closeDelayDiff(CloseDelayMetric(c.ns), c.before, after); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	var leaks, missing []string
@@ -378,7 +383,7 @@ poll:
 		}
 	}
 	if len(leaks) > 0 {
-		res.Limits = append(res.Limits, fmt.Sprintf("LEAK? the server (%s) still has %s %s after every client closed",
+		res.Leaks = append(res.Leaks, fmt.Sprintf("the server (%s) still has %s %s after every client closed",
 			c.target, strings.Join(leaks, ", "), rm.Settled.Round(time.Millisecond)))
 	}
 	if len(missing) > 0 {
