@@ -138,7 +138,8 @@ func env(o *options) scenario.Env {
 	e := scenario.Env{Proto: o.proto, External: o.addr != "", EchoAnswers: o.expect.Kind == attack.AnswerEcho,
 		CountedAnswers: o.expect.Counted(), OtherProtocol: o.payload != nil || o.expect.Kind != attack.AnswerEcho,
 		Expect: o.expect.String(), Size: o.size, Handshake: o.timeouts.Handshake, Frame: o.timeouts.Frame, MaxConns: o.maxConns,
-		HostileBytes: o.hostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit}
+		HostileBytes: o.hostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
+		Proxy: o.edge.proxyVersion != "", MaxConnsPerSource: o.edge.maxConnsPerSource}
 	t, known := o.timeouts, o.timeouts
 	if o.known != nil {
 		known = *o.known

@@ -37,6 +37,7 @@ func netwheelConfig(o *options) netserver.Config {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = netserver.Off // -max-conns 0 is no limit, where netserver's 0 derives one
 	}
+	edgeConfig(o, &cfg)
 	// The hostile scenarios judge the server's memory by these limits.
 	cfg.Limits.OutputHard = int(o.outputLimit)
 	if cfg.Limits.OutputHard < netserver.DefaultOutputSoft {

@@ -65,6 +65,7 @@ type options struct {
 	floodHold                                                     time.Duration
 	outputLimit, unackedLimit, memAllowance                       int64
 	serverPID                                                     int // -addr: the server's pid, for its RSS (0: none)
+	edge                                                          edgeOptions
 
 	notes []string
 }
@@ -198,6 +199,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.IntVar(&o.splitters, "splitter-conns", 20, "splitter: connections whose messages (at -rate, -size) are written cut at random byte boundaries and checked byte for byte")
 	fs.IntVar(&o.pingflooders, "pingflood-conns", 4, "pingflood: connections that send PINGs as fast as the server takes them (half read the PONGs, half never read)")
 	fs.IntVar(&o.garbageConns, "garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)")
+	edgeFlags(fs, o)
 	fs.IntVar(&o.floodConns, "flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)")
 	o.hostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
 	fs.Var((*byteSize)(&o.hostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
@@ -254,6 +256,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	var err error
 	if o.scenarios, err = parseScenarios(scen, env(o)); err != nil {
+		return nil, err
+	}
+	if err := checkEdge(o, set); err != nil {
 		return nil, err
 	}
 	if err := checkHostile(o, set); err != nil {

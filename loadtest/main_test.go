@@ -95,8 +95,8 @@ func TestParseFlags_Defaults(t *testing.T) {
 		"every scenario but connflood, which needs the server's connection limit")
 	o, err = parseFlags([]string{"-max-conns", "3000"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake }), o.scenarios,
-		"with a limit, connflood too (handshake needs -handshake)")
+	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake || s == scenario.Sourceflood }), o.scenarios,
+		"with a limit, connflood too (handshake needs -handshake; sourceflood -proxy and -max-conns-per-source)")
 	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)

@@ -18,11 +18,14 @@ import (
 // plan is this process's share of the connections, after the shard split and
 // the file-descriptor and port limits.
 type plan struct {
-	conns   map[string]int
-	churn   float64
-	sources []net.IP
-	limits  []string
-	notes   []string
+	conns map[string]int
+	churn float64
+	// neighbours is sourceflood's other sources (conns holds the
+	// flooding source's connections).
+	neighbours int
+	sources    []net.IP
+	limits     []string
+	notes      []string
 }
 
 // makePlan splits the requested connections by shard and fits them into
@@ -32,7 +35,7 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
 	total := 0
 	for _, s := range o.scenarios {
-		if s == scenario.Churn || s == scenario.Connflood {
+		if s == scenario.Churn || scenario.Lookup(s).Alone {
 			continue
 		}
 		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
@@ -70,13 +73,26 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		}
 		p.conns[scenario.Connflood] = n
 	}
+	if hasScenario(o, scenario.Sourceflood) && notApplicable(o, scenario.Sourceflood) == "" {
+		// sourceflood runs alone too, after connflood: its own budget,
+		// the flood first.
+		n := shareOf(requested(o, scenario.Sourceflood), o.shardI, o.shardN)
+		m := shareOf(o.conns, o.shardI, o.shardN)
+		if n+m > budget {
+			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); sourceflood opened %d of the %d connections requested; %s",
+				fdLimit, perConn, budget, n+m, way))
+			n = min(n, budget)
+			m = budget - n
+		}
+		p.conns[scenario.Sourceflood], p.neighbours = n, m
+	}
 	total = 0
 	for s, n := range p.conns {
-		if s != scenario.Connflood {
+		if !scenario.Lookup(s).Alone {
 			total += n
 		}
 	}
-	total = max(total, p.conns[scenario.Connflood])
+	total = max(total, p.conns[scenario.Connflood], p.conns[scenario.Sourceflood]+p.neighbours)
 	if usable := ports * 9 / 10; total > usable {
 		if loopback {
 			k := (total + usable - 1) / usable
@@ -108,6 +124,8 @@ func requested(o *options, s string) int {
 		return o.garbageConns
 	case scenario.Connflood:
 		return o.floodConns
+	case scenario.Sourceflood:
+		return o.edge.sourceFloodConns
 	}
 	return o.conns
 }
@@ -137,6 +155,9 @@ func hardBound(o *options) time.Duration {
 	if hasScenario(o, scenario.Connflood) {
 		d += o.barrier + o.floodHold // after the others: its dials, then the hold
 	}
+	if hasScenario(o, scenario.Sourceflood) {
+		d += o.barrier + attack.DefaultAnswerWait + o.floodHold // its dials, the neighbours' answers, the hold
+	}
 	return d
 }
 
@@ -155,6 +176,8 @@ func newFigures(o *options) map[string]*report.Scenario {
 			f.Ladder, f.GiveUpAt = ladder, giveUp
 		case scenario.Connflood:
 			f.Limit = o.maxConns
+		case scenario.Sourceflood:
+			f.Limit = o.edge.maxConnsPerSource
 		case scenario.Nonreader:
 			f.FloodBytes = o.hostileBytes
 		}
@@ -192,7 +215,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 	other := 0
 	for s, n := range p.conns {
 		switch {
-		case s == scenario.Connflood:
+		case scenario.Lookup(s).Alone:
 		case scenario.Lookup(s).FillsOutput:
 			if n > 0 {
 				b.Filling[s] = n
@@ -204,7 +227,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 	if hasScenario(o, scenario.Churn) {
 		other += churnConns(p.churn)
 	}
-	b.Other = max(other, p.conns[scenario.Connflood])
+	b.Other = max(other, p.conns[scenario.Connflood], p.conns[scenario.Sourceflood]+p.neighbours)
 	return b
 }
 

@@ -80,7 +80,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	cfg := attack.Config{Addr: target, Proto: o.proto, Sources: p.sources, Scenarios: o.scenarios, Conns: p.conns,
 		Rate: o.rate, Closed: o.closed, Size: o.size, Duration: o.duration, ChurnRate: p.churn,
 		Timeouts: o.timeouts, DialConcurrency: o.dialConc, IdleSpread: o.spread, BarrierTimeout: o.barrier,
-		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect, CloseHorizon: o.horizon}
+		HostileBytes: o.hostileBytes, FloodHold: o.floodHold, Payload: o.payload, Expect: o.expect, CloseHorizon: o.horizon,
+		Proxy: o.edge.proxy, Neighbours: p.neighbours}
 	if o.fins {
 		c, note, err := openFINs(target)
 		if err != nil {

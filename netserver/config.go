@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,6 +185,43 @@ type Config struct {
 	// "reason" is taken by the close counters.
 	MetricsNamespace string
 	MetricsLabels    prometheus.Labels
+
+	// ProxyProtocol is ProxyOff (the zero value) or ProxyRequired: every
+	// connection must then come from a peer in TrustedProxies (a balancer)
+	// and start with a PROXY protocol header, version 1 or 2, which names
+	// the client (Conn.ClientAddr). It is parsed on the event loop from
+	// the connection's first bytes, within Timeouts.HandshakeTimeout,
+	// before the protocol sees any byte and before the handler's OnOpen. A
+	// peer outside TrustedProxies is closed at once with
+	// ReasonProxyUntrusted; first bytes that are no header close with
+	// ReasonProxyMissing, a header that breaks the specification with
+	// ReasonProxyInvalid, one over proxyproto's bound (107 bytes for
+	// version 1, 2048 for version 2) with ReasonProxyTooLarge.
+	ProxyProtocol ProxyMode
+	// TrustedProxies are the peers a PROXY header is accepted from; it
+	// must be set with ProxyRequired, and only then.
+	TrustedProxies []netip.Prefix
+	// MaxConnsPerSource bounds the connections one source may hold open,
+	// counted across every event loop; a connection beyond it is closed at
+	// once with ReasonSourceLimit (Framed: a CLOSE frame saying so). A
+	// source is the client's address (the PROXY header's, or the peer's)
+	// cut to SourceIPv4Bits or SourceIPv6Bits. A loopback peer without a
+	// PROXY header is not counted (the host's own proxy or load test, with
+	// any number of clients behind it); a client a header names is. 0, the
+	// default, is a tenth of MaxConns as Start resolves it, at least 1
+	// (DefaultMaxConnsPerSource where MaxConns has no bound): ten sources
+	// are needed to fill the server, while an office or carrier NAT behind
+	// one address still gets thousands of connections at the MaxConns an
+	// open-file limit of a few tens of thousands gives. Off turns the bound
+	// off. The counts cost O(1) per open and close, and memory per source
+	// present.
+	MaxConnsPerSource int
+	// SourceIPv4Bits and SourceIPv6Bits are how much of a client's address
+	// names its source: 0 means 32 (the address) and 64 (the site's /64,
+	// since a host may hold any number of addresses in it). They cannot be
+	// off.
+	SourceIPv4Bits int
+	SourceIPv6Bits int
 }
 
 // KernelConfig are the kernel's TCP backstops: they catch dead peers even if

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,11 @@ type Conn struct {
 	// outWatch watches queued output (see watchOutput); nil until output first
 	// stays queued after a write, which an idle connection never has.
 	outWatch *outWatch
+	// client is the client's address when a PROXY header gave one (see
+	// ClientAddr), &awaitingHeader while the header is awaited, and nil
+	// otherwise: out of line, so that a connection without it pays a
+	// pointer.
+	client *netip.AddrPort
 
 	// hand-off: written by timer callbacks on the wheel's goroutine, and
 	// by SendAsync and CloseAsync on any goroutine, and taken by the event
@@ -179,7 +185,9 @@ func (c *Conn) CloseWith(r Reason) {
 	c.closeWith(r)
 }
 
-// RemoteAddr reports the peer's address.
+// RemoteAddr reports the address of the peer that connected (PeerAddr):
+// behind a balancer that speaks the PROXY protocol, the balancer;
+// ClientAddr says who the client is.
 func (c *Conn) RemoteAddr() net.Addr { return c.gc.RemoteAddr() }
 
 // Context returns the value set by SetContext.

@@ -60,6 +60,7 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	c.MaxFrame = setting.Or(c.MaxFrame, frame.DefaultMax)
+	c.withEdgeDefaults()
 	c.MetricsNamespace = setting.Or(c.MetricsNamespace, DefaultMetricsNamespace)
 	c.Limits = c.Limits.withDefaults(framed)
 	if framed {

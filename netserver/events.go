@@ -46,6 +46,12 @@ func (e *gnetHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		c.refuse(r)
 		return s.proto.refusal(r), gnet.Close
 	}
+	if r := c.proxyAdmit(); r != ReasonNone {
+		s.open.Add(-1)
+		s.checkDrained()
+		c.refuse(r)
+		return s.proto.refusal(r), gnet.Close
+	}
 	if err := c.startTimers(now); err != nil { // validated in New; cannot happen
 		s.log.Error("netserver: connection timers", "err", err)
 		s.open.Add(-1)
@@ -54,6 +60,10 @@ func (e *gnetHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	s.setSockopts(gc)
 	l.addConn(c)
+	if c.client == &awaitingHeader {
+		c.flags.Or(flagNoHandler) // OnOpen runs once the header has come (readHeader)
+		return nil, gnet.None
+	}
 	return nil, l.opened(c)
 }
 
@@ -147,7 +157,11 @@ func (e *gnetHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	l := c.l
 	l.readClock()
 	l.inEvent = c
-	s.safely(c, func() { s.proto.read(c) })
+	s.safely(c, func() {
+		if c.client != &awaitingHeader || c.readHeader() {
+			s.proto.read(c)
+		}
+	})
 	l.inEvent = nil
 	l.flushOwner()
 	if !c.closing && c.away != ReasonNone {
@@ -182,11 +196,16 @@ func (e *gnetHandler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}
 	unackedBytes, unackedMsgs := s.proto.unacked(c)
 	c.release()
+	c.uncountSource()
 	s.open.Add(-1)
 	if c.flags.Load()&flagCut != 0 {
 		s.cuts.Add(1)
 	}
 	s.logClose(c, err, unackedBytes, unackedMsgs)
+	if c.flags.Load()&flagNoHandler != 0 {
+		s.checkDrained()
+		return gnet.None
+	}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -241,6 +260,9 @@ func (s *Server) logClose(c *Conn, err error, unackedBytes, unackedMsgs int) {
 		return
 	}
 	attrs := []any{"remote", remote(c), "reason", c.reason.String()}
+	if c.client != nil && c.client != &awaitingHeader {
+		attrs = append(attrs, "peer", c.gc.RemoteAddr().String())
+	}
 	switch {
 	case cut:
 		attrs = append(attrs, "cut", true, "unacked_bytes", unackedBytes, "unacked_messages", unackedMsgs)
@@ -269,7 +291,10 @@ func peerGone(err error) bool {
 // limit, and for errors, but for the errors that only say the peer went
 // away (ECONNRESET, EPIPE, ETIMEDOUT), which are routine on real networks
 // and at info, so that a peer resetting its connections cannot bury real
-// errors. Such a close is still counted under ReasonError.
+// errors. Such a close is still counted under ReasonError. The refusals at
+// the edge (ReasonSourceLimit, the PROXY header's) are at debug: a flood
+// of them must not flood the log; the metrics count them, and readHeader
+// warns of a bad header with its details.
 func closeLevel(r Reason, err error) slog.Level {
 	if r == ReasonError && peerGone(err) {
 		return slog.LevelInfo
@@ -300,9 +325,13 @@ func (s *Server) safely(c *Conn, f func()) {
 	f()
 }
 
+// remote is the client's address for logs (Conn.ClientAddr).
 func remote(c *Conn) string {
 	if c == nil || c.gc == nil || c.gc.RemoteAddr() == nil {
 		return ""
+	}
+	if c.client != nil && c.client != &awaitingHeader {
+		return c.client.String()
 	}
 	return c.gc.RemoteAddr().String()
 }

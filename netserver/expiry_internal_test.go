@@ -50,6 +50,9 @@ func TestCloseLevel(t *testing.T) {
 		{name: "a broken protocol, a limit or an error", want: slog.LevelWarn,
 			reasons: []Reason{ReasonProtocol, ReasonTooLarge, ReasonOverload, ReasonPanic, ReasonError,
 				ReasonOutputLimit, ReasonUnackedLimit, ReasonPingFlood}},
+		{name: "a refusal at the edge, counted by the metrics (a PROXY header's is warned of where it is read)",
+			want:    slog.LevelDebug,
+			reasons: []Reason{ReasonSourceLimit, ReasonProxyUntrusted, ReasonProxyMissing, ReasonProxyInvalid, ReasonProxyTooLarge}},
 	}
 	listed := map[Reason]bool{}
 	for _, tt := range tests {

@@ -21,3 +21,12 @@ func (c *Conn) AsyncQueued() int {
 	defer c.l.inboxMu.Unlock()
 	return len(c.l.inbox)
 }
+
+// CountLoopback makes s count loopback clients against their source's
+// limit, as it does every other source, so that a test on 127.0.0.1 can
+// reach the limit without a PROXY header. Call it before Start.
+func (s *Server) CountLoopback() { s.countLoopback = true }
+
+// MaxConnsPerSource resolves Config.MaxConnsPerSource for a bound of
+// maxConns open connections (0: none); 0 means no per-source bound.
+func MaxConnsPerSource(cfg, maxConns int) int { return maxConnsPerSource(cfg, maxConns) }

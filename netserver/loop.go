@@ -125,6 +125,12 @@ const (
 	flagClosing
 	// flagCut: Shutdown's deadline passed before c finished (cutConn).
 	flagCut
+	// flagSourceCounted: c holds a place in its source's count
+	// (countSource); the loop sets it once, and releases it as c closes.
+	flagSourceCounted
+	// flagNoHandler: the handler's OnOpen has not run (c awaits its PROXY
+	// header), so neither does its OnClose.
+	flagNoHandler
 )
 
 // post hands events to the event loop. Any goroutine; allocation-free.

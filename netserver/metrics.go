@@ -93,6 +93,14 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		counter(name("retransmit_giveups_total"), "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())
 		}),
+		gauge(name("connection_sources"), "Sources (client addresses cut to Config.SourceIPv4Bits or SourceIPv6Bits, loopback aside) holding connections now; "+
+			"0 without a per-source bound. Refusals over the bound are connections_closed_total{reason=\"source_limit\"}.",
+			func() float64 {
+				if c := s.sourcesPub.Load(); c != nil {
+					return float64(c.Sources())
+				}
+				return 0
+			}),
 		counter(name("shutdown_cuts_total"), "Connections Shutdown cut at its deadline, unfinished (also counted as closed with reason shutdown).",
 			func() float64 { return float64(s.cuts.Load()) }),
 	}

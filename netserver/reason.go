@@ -25,19 +25,24 @@ const (
 
 // The reasons only a server closes with.
 const (
-	ReasonPeerClosed   = Reason(idle.NumReasons) + iota // the peer closed (EOF, or a framed CLOSE)
-	ReasonError                                         // a read or write failed (reset by peer, broken pipe)
-	ReasonServerClosed                                  // the server's handler closed it
-	ReasonShutdown                                      // the server shut down
-	ReasonGiveUp                                        // retransmission gave up
-	ReasonProtocol                                      // malformed input: a bad frame, type or sequence number
-	ReasonTooLarge                                      // a frame or message longer than the limit
-	ReasonOverload                                      // too many connections
-	ReasonPanic                                         // the handler panicked
-	ReasonOutputLimit                                   // queued output over its hard limit, or over its soft limit too long
-	ReasonUnackedLimit                                  // unacknowledged data over its limit
-	ReasonPingFlood                                     // PINGs faster than their limit
-	ReasonApplication                                   // the handler closed it with a code of its protocol's own
+	ReasonPeerClosed     = Reason(idle.NumReasons) + iota // the peer closed (EOF, or a framed CLOSE)
+	ReasonError                                           // a read or write failed (reset by peer, broken pipe)
+	ReasonServerClosed                                    // the server's handler closed it
+	ReasonShutdown                                        // the server shut down
+	ReasonGiveUp                                          // retransmission gave up
+	ReasonProtocol                                        // malformed input: a bad frame, type or sequence number
+	ReasonTooLarge                                        // a frame or message longer than the limit
+	ReasonOverload                                        // too many connections
+	ReasonPanic                                           // the handler panicked
+	ReasonOutputLimit                                     // queued output over its hard limit, or over its soft limit too long
+	ReasonUnackedLimit                                    // unacknowledged data over its limit
+	ReasonPingFlood                                       // PINGs faster than their limit
+	ReasonApplication                                     // the handler closed it with a code of its protocol's own
+	ReasonSourceLimit                                     // its source holds as many connections as one source may (Config.MaxConnsPerSource)
+	ReasonProxyUntrusted                                  // the PROXY protocol is required and the peer is not a trusted proxy
+	ReasonProxyMissing                                    // the PROXY protocol is required and the first bytes are not a PROXY header
+	ReasonProxyInvalid                                    // a malformed PROXY header, or one of a version, command or family its specification does not define
+	ReasonProxyTooLarge                                   // a PROXY header longer than the server accepts
 
 	numReasons // sizes arrays indexed by Reason
 )
@@ -47,7 +52,8 @@ var reasonNames = [numReasons]string{
 	ReasonShutdown: "shutdown", ReasonGiveUp: "retransmit_give_up", ReasonProtocol: "protocol_error",
 	ReasonTooLarge: "frame_too_large", ReasonOverload: "overload", ReasonPanic: "handler_panic",
 	ReasonOutputLimit: "output_limit", ReasonUnackedLimit: "unacked_limit", ReasonPingFlood: "ping_flood",
-	ReasonApplication: "application",
+	ReasonApplication: "application", ReasonSourceLimit: "source_limit", ReasonProxyUntrusted: "proxy_untrusted",
+	ReasonProxyMissing: "proxy_missing", ReasonProxyInvalid: "proxy_invalid", ReasonProxyTooLarge: "proxy_too_large",
 }
 
 // String returns the reason's metric label, such as "idle" or
@@ -81,6 +87,8 @@ var closeCodes = [numReasons]frame.Code{
 	ReasonGiveUp: frame.CodeGiveUp, ReasonProtocol: frame.CodeProtocol, ReasonTooLarge: frame.CodeTooLarge,
 	ReasonOverload: frame.CodeOverload, ReasonPanic: frame.CodeInternal, ReasonOutputLimit: frame.CodeOutputLimit,
 	ReasonUnackedLimit: frame.CodeUnackedLimit, ReasonPingFlood: frame.CodePingFlood,
+	ReasonSourceLimit: frame.CodeSourceLimit, ReasonProxyUntrusted: frame.CodeProxyHeader, ReasonProxyMissing: frame.CodeProxyHeader,
+	ReasonProxyInvalid: frame.CodeProxyHeader, ReasonProxyTooLarge: frame.CodeProxyHeader,
 }
 
 // closeCode is the CLOSE frame code the server sends for r (closeCodes).

@@ -31,6 +31,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/netwheel/netwheel/idle"
+	"github.com/netwheel/netwheel/internal/sources"
 	"github.com/netwheel/netwheel/wheel"
 )
 
@@ -57,10 +58,17 @@ type Server struct {
 	// metrics) read it through wheelPub. Only the event loops read
 	// maxConns. listeners is written before Start returns, and read by
 	// Shutdown.
-	wheel     *wheel.Wheel
-	wheelPub  atomic.Pointer[wheel.Wheel]
-	maxConns  int64        // the bound in force; 0: none
-	listeners []listenerID // the server's own listening sockets
+	wheel    *wheel.Wheel
+	wheelPub atomic.Pointer[wheel.Wheel]
+	maxConns int64            // the bound in force; 0: none
+	sources  *sources.Counter // per-source counts (Config.MaxConnsPerSource); nil: no bound; the loops' (see sourcesPub)
+	// sourcesPub is sources for other goroutines (the metrics), as
+	// wheelPub is wheel.
+	sourcesPub atomic.Pointer[sources.Counter]
+	// countLoopback counts loopback sources too: for tests, which have no
+	// other address to connect from; set before Start.
+	countLoopback bool
+	listeners     []listenerID // the server's own listening sockets
 
 	gnetErr atomic.Pointer[string] // gnet's last logged error, for Err
 

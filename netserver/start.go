@@ -28,6 +28,12 @@ func (s *Server) Start() error {
 		return errors.New("netserver: Start called twice")
 	}
 	loops := s.size()
+	if err := s.startSources(); err != nil { // New validated the settings: cannot happen
+		s.runErr = err
+		close(s.done)
+		close(s.startDone)
+		return err
+	}
 	// With SO_REUSEPORT, other listeners of this process may share the
 	// address, and Shutdown must close only this server's: those there
 	// before Start are not, and Starts take turns so no other server's

@@ -101,6 +101,9 @@ func (c Config) check() error {
 	if k.KeepaliveIdle == 0 && (k.KeepaliveInterval != 0 || k.KeepaliveCount != 0) {
 		return fmt.Errorf("%w: Kernel.KeepaliveInterval/Count need Kernel.KeepaliveIdle", ErrConfig)
 	}
+	if err := c.checkEdge(); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -152,6 +152,7 @@ func parseFlagsLimit(args []string, help io.Writer, openFiles uint64) (netserver
 
 	dur(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "on SIGINT or SIGTERM, the grace `duration` for connections to finish (framed: they are told\nGOAWAY); those left are then cut, and echo exits 1; off cuts them at once (a second\nsignal kills at once)")
 	fs.BoolVar(&cfg.SilentShutdown, "silent-shutdown", false, "framed: close without sending peers a CLOSE frame first")
+	edgeFlags(fs, &cfg, num)
 	fs.StringVar(&o.metricsAddr, "metrics", "", "serve /metrics (Prometheus) on this `address`; keep it private")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof/ on -metrics")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info, warn or error")

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"reflect"
 	"runtime"
 	"sort"
@@ -60,6 +61,19 @@ var landCases = []struct {
 	{name: "tick", args: []string{"-tick", "5ms"}, set: func(c *netserver.Config, o *options) { c.Tick = 5 * time.Millisecond }},
 	{name: "max-conns", args: []string{"-max-conns", "100"}, set: func(c *netserver.Config, o *options) { c.MaxConns = 100 }},
 	{name: "max-conns 0 is the default", args: []string{"-max-conns", "0"}, set: func(c *netserver.Config, o *options) {}},
+	{name: "max-conns off", args: []string{"-max-conns", "-1"}, set: func(c *netserver.Config, o *options) { c.MaxConns = netserver.Off }},
+	{name: "proxy-protocol", args: []string{"-proxy-protocol", "required", "-trusted-proxies", "10.0.0.0/8, 192.0.2.7,2001:db8::/32"},
+		set: func(c *netserver.Config, o *options) {
+			c.ProxyProtocol = netserver.ProxyRequired
+			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+				netip.MustParsePrefix("2001:db8::/32")}
+		}},
+	{name: "max-conns-per-source", args: []string{"-max-conns-per-source", "50"}, set: func(c *netserver.Config, o *options) { c.MaxConnsPerSource = 50 }},
+	{name: "max-conns-per-source off", args: []string{"-max-conns-per-source", "off"}, set: func(c *netserver.Config, o *options) { c.MaxConnsPerSource = netserver.Off }},
+	{name: "source bits", args: []string{"-source-ipv4-bits", "24", "-source-ipv6-bits", "48"}, set: func(c *netserver.Config, o *options) {
+		c.SourceIPv4Bits, c.SourceIPv6Bits = 24, 48
+	}},
+	{name: "idle-timeout off", args: []string{"-idle-timeout", "-1"}, set: func(c *netserver.Config, o *options) { c.Timeouts.IdleTimeout = idle.Off }},
 	{name: "max-conns -1", args: []string{"-max-conns", "-1"}, set: func(c *netserver.Config, o *options) { c.MaxConns = netserver.Off }},
 	{name: "max-conns off", args: []string{"-max-conns", "off"}, set: func(c *netserver.Config, o *options) { c.MaxConns = netserver.Off }},
 	{name: "max-conns typo, for netserver to refuse", args: []string{"-max-conns", "-5"}, set: func(c *netserver.Config, o *options) { c.MaxConns = -5 }},
@@ -255,6 +269,10 @@ func changedFields(a, b reflect.Value, prefix string) []string {
 			out = append(out, changedFields(fa, fb, name+".")...)
 		case fa.Kind() == reflect.Func || fa.Kind() == reflect.Interface || fa.Kind() == reflect.Pointer || fa.Kind() == reflect.Map:
 			// not set by flags
+		case fa.Kind() == reflect.Slice:
+			if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+				out = append(out, name)
+			}
 		case !fa.Equal(fb):
 			out = append(out, name)
 		}
@@ -280,6 +298,9 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "variant", args: []string{"-proto", "framed", "-rto-variant", "bsd"}, want: []string{"-rto-variant", "want rfc6298 or linux"}},
 		{name: "log level", args: []string{"-log-level", "verbose"}, want: []string{"-log-level", "verbose"}},
 		{name: "log format", args: []string{"-log-format", "xml"}, want: []string{"-log-format", "want text or json"}},
+		{name: "bad trusted proxy", args: []string{"-proxy-protocol", "required", "-trusted-proxies", "10.0.0/8"},
+			want: []string{"-trusted-proxies", `"10.0.0/8" is not a prefix such as 10.0.0.0/8`}},
+		{name: "proxy protocol on", args: []string{"-proxy-protocol", "on"}, want: []string{"-proxy-protocol", "want off or required"}},
 		{name: "positional", args: []string{"-addr", ":1", "extra"}, want: []string{`unexpected argument "extra"`}},
 		{name: "retransmit with raw", args: []string{"-max-rto", "5s"}, want: []string{"-max-rto needs -proto framed"}},
 		{name: "keepalive with raw", args: []string{"-keepalive-time", "5s", "-keepalive-timeout", "1s"},

@@ -88,6 +88,8 @@ const (
 	CodeOutputLimit   Code = 14 // the peer let too much output queue up (it does not read)
 	CodeUnackedLimit  Code = 15 // the peer left too much data unacknowledged
 	CodePingFlood     Code = 16 // the peer sent PINGs too fast
+	CodeSourceLimit   Code = 17 // the peer's source holds as many connections as one source may
+	CodeProxyHeader   Code = 18 // the PROXY protocol header was missing, invalid, too long or from an untrusted peer
 )
 
 var codeNames = [...]string{
@@ -96,6 +98,7 @@ var codeNames = [...]string{
 	CodeWriteStall: "write_stall", CodeGiveUp: "retransmit_give_up", CodeProtocol: "protocol_error",
 	CodeTooLarge: "frame_too_large", CodeOverload: "overload", CodeInternal: "internal_error",
 	CodeOutputLimit: "output_limit", CodeUnackedLimit: "unacked_limit", CodePingFlood: "ping_flood",
+	CodeSourceLimit: "source_limit", CodeProxyHeader: "proxy_header",
 }
 
 func (c Code) String() string {

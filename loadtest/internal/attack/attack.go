@@ -15,6 +15,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -92,6 +93,13 @@ type Config struct {
 	// time ends the wait at once; only a late or missing one makes the run
 	// longer.
 	CloseHorizon time.Duration
+	// Proxy, if its Version is set, starts every connection with a PROXY
+	// header naming a client of its own, as a balancer would.
+	Proxy Proxy
+	// Neighbours is how many other sources connect during sourceflood's
+	// flood (Conns[scenario.Sourceflood] is the flooding source's
+	// connections).
+	Neighbours int
 }
 
 // Waits of the harness: how long an answer is waited for before its
@@ -216,8 +224,10 @@ type run struct {
 	start   time.Time
 	dialSem chan struct{}
 	srcNext atomic.Uint64
-	ladder  []time.Duration
-	giveUp  time.Duration
+	// clientNext counts the PROXY clients handed out (Config.Proxy).
+	clientNext atomic.Uint64
+	ladder     []time.Duration
+	giveUp     time.Duration
 
 	mu      sync.Mutex
 	outcome Outcome
@@ -307,6 +317,9 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 		case scenario.Connflood:
 			flood = true // alone, afterwards
 			continue
+		case scenario.Sourceflood:
+			continue // alone, after connflood
+
 		case scenario.Echo, scenario.Splitter:
 			r.mu.Lock() // churn, started before, writes its own
 			r.outcome.Elapsed[s] = cfg.Duration
@@ -321,6 +334,9 @@ func Run(ctx context.Context, cfg Config, ctr *Counters, emit func(report.ConnRe
 	stopTurns()
 	if flood && ctx.Err() == nil {
 		r.connflood(ctx)
+	}
+	if slices.Contains(cfg.Scenarios, scenario.Sourceflood) && ctx.Err() == nil {
+		r.sourceflood(ctx)
 	}
 	if b := r.quiet; b != nil {
 		<-b.released // every quiet connection has arrived by now

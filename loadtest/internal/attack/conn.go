@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
@@ -26,6 +27,14 @@ func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, er
 // dialFrom is dial, and returns the start of the dial too: the server
 // cannot have accepted the connection before it.
 func (r *run) dialFrom(ctx context.Context, rcvBuf int) (net.Conn, time.Time, time.Duration, error) {
+	return r.dialAs(ctx, rcvBuf, netip.Addr{})
+}
+
+// dialAs is dialFrom for a connection whose PROXY header (Config.Proxy)
+// names client; the zero Addr names the next of Proxy's clients. Without
+// Proxy it sends no header. The header is written before anything else,
+// and its write is part of the dial.
+func (r *run) dialAs(ctx context.Context, rcvBuf int, client netip.Addr) (net.Conn, time.Time, time.Duration, error) {
 	select {
 	case r.dialSem <- struct{}{}:
 	case <-ctx.Done():
@@ -42,6 +51,14 @@ func (r *run) dialFrom(ctx context.Context, rcvBuf int) (net.Conn, time.Time, ti
 	}
 	t0 := time.Now()
 	c, err := d.DialContext(ctx, "tcp", r.cfg.Addr)
+	if err == nil && r.cfg.Proxy.Version != 0 {
+		if !client.IsValid() {
+			client = r.cfg.Proxy.Client(r.clientNext.Add(1) - 1)
+		}
+		if _, err = c.Write(r.cfg.Proxy.header(c, client)); err != nil {
+			c.Close()
+		}
+	}
 	if err != nil {
 		r.ctr.DialErrors.Add(1)
 		return nil, t0, 0, err
@@ -75,9 +92,10 @@ func (r *run) conn(ctx context.Context, name, role string, i, n int, rec *record
 	}
 	res.Connect = dt
 	cl := r.client(c)
-	// Whatever every connection sends before its role (a PROXY protocol
-	// header, say) goes here; a new role is a case below and a row of
-	// scenario.All.
+	// Whatever every connection sends before its role goes here (the
+	// PROXY header is part of the dial, dialAs, so that connflood's and
+	// churn's connections send it too); a new role is a case below and a
+	// row of scenario.All.
 	switch role {
 	case scenario.Echo:
 		r.echo(ctx, cl, i, n, rec, &res)

@@ -184,8 +184,28 @@ func (s *Scenario) checks(t Timeouts) []Check {
 	if s.Mismatch > 0 {
 		hard(CheckMismatch, "%d answers differed from what was expected", s.Mismatch)
 	}
-	if s.Limit > 0 && s.Held() > s.Limit {
+	switch {
+	case s.Limit > 0 && spec != nil && spec.LimitRole != "":
+		if held := s.heldBy(spec.LimitRole); held > s.Limit {
+			hard(CheckLimit, "the server held %d connections of the %s open, above its limit of %d", held, spec.LimitRole, s.Limit)
+		}
+	case s.Limit > 0 && s.Held() > s.Limit:
 		hard(CheckLimit, "the server held %d connections open, above its limit of %d", s.Held(), s.Limit)
+	}
+	if spec != nil && spec.ServedRole != "" {
+		var conns int
+		ends := map[string]int{}
+		if ro := s.Roles[spec.ServedRole]; ro != nil {
+			conns = ro.Conns
+			maps.Copy(ends, ro.Ends)
+			if n := ro.Conns - ro.Opened; n > 0 {
+				ends["not_opened"] = n
+			}
+		}
+		if held := ends[EndClient]; held < conns {
+			delete(ends, EndClient)
+			hard(CheckLimit, "%d of %d %s connections were not served to the end (%s)", conns-held, conns, spec.ServedRole, counts(ends))
+		}
 	}
 	// Over raw a refusal and an idle close are both EOF: only a framed
 	// server's CLOSE frames tell how many it refused.

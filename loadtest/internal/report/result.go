@@ -234,7 +234,8 @@ type Scenario struct {
 	CloseAfter *hist.Histogram `json:"close_after_ns,omitempty"`
 	// Roles splits the figures by the connections' roles.
 	Roles map[string]*Role `json:"roles,omitempty"`
-	// Limit is the server's connection limit connflood was told (0: none).
+	// Limit is the server's connection limit connflood was told, or its
+	// per-source limit sourceflood was (0: none).
 	Limit int `json:"limit,omitempty"`
 	// CloseWithin is, for nonreader and pingflood, how long after its
 	// misbehaviour began each close must come: the sending window.
@@ -275,6 +276,15 @@ func (s *Scenario) role(name string) *Role {
 // Held returns how many connections stayed open until the harness closed
 // them.
 func (s *Scenario) Held() int { return s.Ends[EndClient] }
+
+// heldBy returns how many connections of role stayed open until the
+// harness closed them.
+func (s *Scenario) heldBy(role string) int {
+	if ro := s.Roles[role]; ro != nil {
+		return ro.Ends[EndClient]
+	}
+	return 0
+}
 
 // NewScenario returns empty figures for a scenario; expect is the close
 // its connections must get from a server timeout ("" none).

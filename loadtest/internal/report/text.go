@@ -191,6 +191,16 @@ func hostileText(p func(string, ...any), s *Scenario) {
 		}
 		p("  %s: %d held open to the end, %d closed by the server, %d refused at dial (%s)",
 			limit, s.Held(), s.ServerClosed, sum(s.DialErrors), counts(s.DialErrors))
+	case scenario.Sourceflood:
+		fl, nb := s.Roles[scenario.RoleFlooder], s.Roles[scenario.RoleNeighbour]
+		if fl == nil {
+			fl = &Role{}
+		}
+		if nb == nil {
+			nb = &Role{}
+		}
+		p("  per-source limit %d: the flooding source held %d of %d open to the end; %d of %d other sources served to the end",
+			s.Limit, fl.Ends[EndClient], fl.Conns, nb.Ends[EndClient], nb.Conns)
 	}
 	closed := fmt.Sprintf("  closed by the server: %d of %d", s.ServerClosed, s.Opened)
 	if h := s.CloseAfter; h.Count() > 0 {

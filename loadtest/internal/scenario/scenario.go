@@ -44,6 +44,9 @@ const (
 	Pingflood  = "pingflood"
 	Connflood  = "connflood"
 	Garbage    = "garbage"
+	// Sourceflood: one source floods, the others must still get in
+	// (needs -proxy to play many sources).
+	Sourceflood = "sourceflood"
 )
 
 // Roles a connection plays besides its scenario's own name.
@@ -55,6 +58,8 @@ const (
 	GarbageRandom     = "random"      // garbage: random bytes
 	GarbageBadType    = "bad_type"    // garbage, framed: a frame of an unknown type
 	GarbageHugeLength = "huge_length" // garbage, framed: a 0xFFFFFFF0 length prefix
+	RoleFlooder       = "flooder"     // sourceflood: the one source that opens connections without end
+	RoleNeighbour     = "neighbour"   // sourceflood: another source, which must get in and be answered
 )
 
 // Env is what is known of a run when the scenarios are chosen: the
@@ -76,6 +81,11 @@ type Env struct {
 	// given), its connection limit (0: none known).
 	Handshake, Frame time.Duration
 	MaxConns         int
+	// Proxy: the harness plays a balancer, each connection's PROXY header
+	// naming a client of its own (-proxy); MaxConnsPerSource is the
+	// server's per-source limit (0: none known).
+	Proxy             bool
+	MaxConnsPerSource int
 	// Nonreader's flood per connection and the server's output limits it
 	// must exceed to be judged.
 	HostileBytes, OutputLimit, UnackedLimit int64
@@ -136,6 +146,13 @@ type Spec struct {
 	// tests, not a failed check (connflood).
 	RefusalsExpected bool
 	MustClose        *MustClose
+	// LimitRole is the role whose connections held open Limit bounds
+	// ("": every connection; sourceflood: the flooding source's).
+	LimitRole string
+	// ServedRole is a role every connection of which must get in, be
+	// answered and be held open to the end, whatever the others do
+	// (sourceflood: the other sources).
+	ServedRole string
 	// role returns connection i's role (nil: the scenario's name).
 	role func(p Proto, i int) string
 	// quiet reports whether connection i waits at the quiet barrier and

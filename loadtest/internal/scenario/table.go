@@ -145,6 +145,18 @@ var All = []Spec{
 	{Name: Connflood, Hostile: true, Alone: true, RefusalsExpected: true,
 		Doc:       "opens connections beyond -max-conns and holds them: no more than the limit may stay open",
 		byDefault: func(e Env) bool { return e.MaxConns > 0 }},
+	{Name: Sourceflood, Hostile: true, Alone: true, RefusalsExpected: true, LimitRole: RoleFlooder, ServedRole: RoleNeighbour,
+		Doc: "one source (-proxy's first client) holds connections beyond -max-conns-per-source while -conns other sources connect and echo: " +
+			"the flooder may hold no more than its limit, every other source must be served",
+		notApplicable: func(e Env) string {
+			switch {
+			case !e.Proxy:
+				return "sourceflood plays many sources through one address with the PROXY protocol: give -proxy v1 or v2 (the server must require it)"
+			case e.MaxConnsPerSource == 0:
+				return "the server's per-source connection limit is not known: give it with -max-conns-per-source"
+			}
+			return ""
+		}},
 	{Name: Garbage, Hostile: true, Doc: "sends bytes that are no frame: the server must close it",
 		// Random bytes may, rarely (about 1 in 65 000), start a valid
 		// frame, which a server then closes at its frame deadline.

@@ -1,0 +1,100 @@
+package attack
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
+	"github.com/netwheel/netwheel/netserver/frame"
+)
+
+// sourceflood runs the sourceflood scenario, alone, after the others: the
+// flooding source (Proxy.FloodSource) opens Conns[scenario.Sourceflood]
+// connections at once and holds them, answering pings, as connflood does;
+// once they are dialed, Neighbours connections, each from a source of its
+// own, open, send a message and wait for its answer. The flood and the
+// neighbours are held until every neighbour has been answered or has
+// given up, and FloodHold after, then closed: the judge counts how many
+// of the flooder's the server held (at most its per-source limit) and
+// whether every neighbour got in, was answered and stayed.
+func (r *run) sourceflood(ctx context.Context) {
+	n, m := r.cfg.Conns[scenario.Sourceflood], r.cfg.Neighbours
+	if n <= 0 {
+		return
+	}
+	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
+	end := make(chan struct{}) // closed when the flood and the neighbours are let go
+	var wg, answered sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			res := report.ConnResult{Scenario: scenario.Sourceflood, Role: scenario.RoleFlooder}
+			c, _, dt, err := r.dialAs(ctx, 0, r.cfg.Proxy.FloodSource())
+			res.OpenedAt = time.Now()
+			dialed.arrive()
+			if err != nil {
+				res.DialErr = DialErrKind(err)
+				r.emit(res)
+				return
+			}
+			res.Connect, res.Misbehaved = dt, res.OpenedAt
+			cl := r.client(c)
+			cl.replies(frame.ReplyAll)
+			go cl.read()
+			// A message at once, so that a handshake timeout does not
+			// empty the flood (as connflood).
+			if _, err := cl.send(r.payload, 1); err == nil {
+				res.Sent = 1
+				r.ctr.Sent.Add(1)
+			}
+			select {
+			case <-end:
+			case <-cl.done:
+			case <-ctx.Done():
+			}
+			r.hostileEnd(cl, true, 0, &res)
+			r.emit(res)
+		})
+	}
+	select {
+	case <-dialed.released:
+	case <-ctx.Done():
+	}
+	answered.Add(m)
+	for range m {
+		wg.Go(func() {
+			res := report.ConnResult{Scenario: scenario.Sourceflood, Role: scenario.RoleNeighbour}
+			c, _, dt, err := r.dialAs(ctx, 0, netip.Addr{})
+			res.OpenedAt = time.Now()
+			if err != nil {
+				answered.Done()
+				res.DialErr = DialErrKind(err)
+				r.emit(res)
+				return
+			}
+			res.Connect = dt
+			cl := r.client(c)
+			cl.replies(frame.ReplyAll)   // a neighbour answers pings: it must stay
+			_, _ = r.once(ctx, cl, &res) // starts the reader
+			answered.Done()
+			select {
+			case <-end:
+			case <-cl.done:
+			case <-ctx.Done():
+			}
+			r.hostileEnd(cl, true, 0, &res)
+			r.emit(res)
+		})
+	}
+	answered.Wait()
+	tm := time.NewTimer(r.cfg.FloodHold)
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+	tm.Stop()
+	close(end)
+	wg.Wait()
+}
