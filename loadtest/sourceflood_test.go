@@ -20,6 +20,9 @@ import (
 // without a per-source limit lets the flooder take what it asks and, at
 // its MaxConns, refuses the other sources, which fails both checks.
 func TestEndToEnd_Sourceflood(t *testing.T) {
+	// The server's idle timeout is shorter than the scenario: the held
+	// connections keep themselves alive (a slow machine once let them die
+	// idle).
 	for _, v := range []string{"v1", "v2"} {
 		r, out := e2e(t, "-proxy", v, "-scenario", "sourceflood", "-max-conns-per-source", "20", "-sourceflood-conns", "40",
 			"-conns", "30", "-idle", "400ms")

@@ -18,9 +18,11 @@ import (
 // leaves FrameTimeout 0, the default request deadline once HandlerMarks is
 // set, and KeepaliveTime 0, none until a Prober's is set); its Limits are
 // the Default* limits; Framed, its Retransmit holds retransmit's defaults.
-// EventLoops and MaxConns stay 0, decided at Start (GOMAXPROCS-1 loops;
-// MaxConns derived from the open-file limit, see MaxConns). cmd/echo's
-// flags default to it.
+// EventLoops, MaxConns and MaxConnsPerSource stay 0, decided at Start
+// (GOMAXPROCS-1 loops; MaxConns derived from the open-file limit, see
+// MaxConns; a tenth of it per source); sources are IPv4 addresses (32
+// bits) and IPv6 /64s; the PROXY protocol is off. cmd/echo's flags
+// default to it.
 func DefaultConfig(p Protocol) Config {
 	c, err := Config{Protocol: p}.WithDefaults()
 	if err != nil {

@@ -14,16 +14,15 @@ import (
 // Conn (framedAlloc); a Raw connection has none. It belongs to the event loop,
 // except rtx, which keeps its own rules.
 type framedState struct {
-	rtx      retransmit.Tracker
-	unacked  unackedQueue  // payloads of DATA sent and not acknowledged
-	recvNext uint64        // next DATA sequence number expected from the peer
-	sendNext uint64        // sequence number of the next DATA we send; unacked holds those before it
-	pingTAT  time.Duration // when the peer's PINGs would be back within their rate (allowPing)
-	awayEnd  time.Duration // when the grace of the GOAWAY sent last ends (Conn.goAway)
-	nonce    uint32        // of the last keepalive PING sent
-	toldAway bool          // a GOAWAY was sent
-	readAway bool          // the PING sent after a GOAWAY was answered: the peer has read it
-	peerAway bool          // the peer's GOAWAY arrived: it sends no new DATA
+	rtx      retransmit.Tracker // numbers our DATA (Next) and times it
+	unacked  unackedQueue       // payloads of DATA sent and not acknowledged: those before rtx.Next()
+	recvNext uint64             // next DATA sequence number expected from the peer
+	pingTAT  time.Duration      // when the peer's PINGs would be back within their rate (allowPing)
+	awayEnd  time.Duration      // when the grace of the GOAWAY sent last ends (Conn.goAway)
+	nonce    uint32             // of the last keepalive PING sent
+	toldAway bool               // a GOAWAY was sent
+	readAway bool               // the PING sent after a GOAWAY was answered: the peer has read it
+	peerAway bool               // the peer's GOAWAY arrived: it sends no new DATA
 }
 
 // awayNonce is the nonce of the PING sent right after a GOAWAY, whose
@@ -45,7 +44,7 @@ type framedProtocol struct{}
 
 // newConn allocates the Conn and its protocol state together.
 func (framedProtocol) newConn() *Conn {
-	fc := &framedAlloc{framedState: framedState{recvNext: 1, sendNext: 1}}
+	fc := &framedAlloc{framedState: framedState{recvNext: 1}}
 	c := &fc.Conn
 	c.framed = &fc.framedState
 	return c
@@ -82,11 +81,10 @@ func (framedProtocol) send(c *Conn, msg []byte) error {
 	if queued := c.gc.OutboundBuffered() + len(l.out) + frame.DataHeaderSize + len(msg); queued > s.lim.outputHard {
 		return c.noRoom(queued)
 	}
-	seq := c.framed.sendNext
+	seq := c.framed.rtx.Next()
 	if err := c.framed.rtx.Sent(seq, l.clock()); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnackedLimit, err)
 	}
-	c.framed.sendNext++
 	c.framed.unacked.push(msg)
 	l.out = frame.AppendData(l.out, seq, msg)
 	return nil
@@ -104,7 +102,7 @@ func (framedProtocol) sayClose(c *Conn, code frame.Code, text string) {
 func (framedProtocol) goAway(c *Conn, r Reason, grace time.Duration) {
 	l := c.claimOutput()
 	c.framed.toldAway = true
-	l.out = frame.AppendGoAway(l.out, closeCode(r), c.framed.sendNext-1, grace, r.String()+": finish what is in flight")
+	l.out = frame.AppendGoAway(l.out, closeCode(r), c.framed.rtx.Next()-1, grace, r.String()+": finish what is in flight")
 	l.out = frame.AppendPing(l.out, awayNonce)
 }
 
@@ -132,11 +130,10 @@ func (framedProtocol) retransmit(c *Conn) {
 	if c.framed.unacked.len() == 0 {
 		return
 	}
-	s := c.s
 	l := c.claimOutput()
-	l.out = frame.AppendData(l.out, c.framed.sendNext-uint64(c.framed.unacked.len()), c.framed.unacked.front())
-	s.retransmits.Add(1)
-	s.metrics.rto.Observe(c.framed.rtx.Stats().RTO.Seconds())
+	l.out = frame.AppendData(l.out, c.framed.rtx.Next()-uint64(c.framed.unacked.len()), c.framed.unacked.front())
+	c.s.retransmits.Add(1)
+	c.s.metrics.rto.Observe(c.framed.rtx.Stats().RTO.Seconds())
 }
 
 func (framedProtocol) unacked(c *Conn) (bytes, msgs int) {
@@ -225,11 +222,10 @@ func (c *Conn) parseFrames(buf []byte, now time.Duration) (used int) {
 				c.closeWith(ReasonProtocol)
 			}
 		case frame.TypeAck:
-			if f.Seq >= c.framed.sendNext {
+			switch first := c.framed.rtx.Next() - uint64(c.framed.unacked.len()); {
+			case f.Seq >= c.framed.rtx.Next():
 				c.closeWith(ReasonProtocol)
-				break
-			}
-			if first := c.framed.sendNext - uint64(c.framed.unacked.len()); f.Seq >= first {
+			case f.Seq >= first:
 				c.framed.rtx.AckedThrough(f.Seq, now)
 				c.framed.unacked.pop(int(f.Seq - first + 1))
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netwheel/netwheel/netserver"
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // benchWindow is how many messages a benchmark sends before it waits for
@@ -47,12 +48,21 @@ func (*sink) OnClose(*netserver.Conn, netserver.Reason) {}
 // the client to have them; call-ns/op is the time the sender spends in the
 // call itself (SendAsync on the benchmark's goroutine; Send on the loop).
 // allocs/op counts the whole process: caller, loop and client.
+// proto=framed sends DATA frames on the loop: each trigger is a DATA frame
+// that also acknowledges everything the client has, so call-ns/op is the
+// cost of a Framed Send and ns/op includes the ACKs' processing.
 func BenchmarkConn_SendAsync(b *testing.B) {
-	for _, path := range []string{"async", "loop"} {
+	for _, path := range []string{"async", "loop", "loop/proto=framed"} {
 		for _, size := range []int{64, 4096} {
 			b.Run(fmt.Sprintf("path=%s/bytes=%d", path, size), func(b *testing.B) {
 				h := &sink{opened: make(chan *netserver.Conn, 1), msg: make([]byte, size)}
-				s := start(b, netserver.Config{}, h)
+				framed := path == "loop/proto=framed"
+				cfg, msgBytes, windowBytes := netserver.Config{}, size, 0
+				if framed {
+					cfg.Protocol = netserver.Framed
+					msgBytes, windowBytes = frame.DataHeaderSize+size, len(frame.AppendAck(nil, 0))
+				}
+				s := start(b, cfg, h)
 				cl, err := net.Dial("tcp", s.Addr().String())
 				require.NoError(b, err)
 				var conn *netserver.Conn
@@ -84,7 +94,8 @@ func BenchmarkConn_SendAsync(b *testing.B) {
 					cl.Close()
 					wg.Wait()
 				})
-				wait := func(want int64) {
+				wait := func(sent int) {
+					want := int64(sent*msgBytes + sent/benchWindow*windowBytes)
 					for recv.Load() < want {
 						select {
 						case <-more:
@@ -109,18 +120,21 @@ func BenchmarkConn_SendAsync(b *testing.B) {
 						}
 						if sent%benchWindow == 0 {
 							callNanos += time.Since(windowStart)
-							wait(int64(sent * size))
+							wait(sent)
 						}
 						continue
 					}
 					if sent%benchWindow == 0 {
+						if framed {
+							trigger = frame.AppendData(frame.AppendAck(trigger[:0], uint64(sent-benchWindow)), uint64(sent/benchWindow), []byte{'g'})
+						}
 						if _, err := cl.Write(trigger); err != nil {
 							b.Fatal(err)
 						}
-						wait(int64(sent * size))
+						wait(sent)
 					}
 				}
-				if path == "loop" {
+				if path != "async" {
 					callNanos = time.Duration(h.sendNanos.Load())
 				}
 				if windows := sent / benchWindow; windows > 0 {

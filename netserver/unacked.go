@@ -45,10 +45,8 @@ func (q *unackedQueue) push(msg []byte) {
 	q.lens = append(q.lens, uint32(len(msg)))
 }
 
-// len reports how many payloads the queue holds.
-func (q *unackedQueue) len() int { return len(q.lens) - q.head }
-
-// bytes reports how many payload bytes the queue holds.
+// len and bytes report how many payloads, and payload bytes, the queue holds.
+func (q *unackedQueue) len() int   { return len(q.lens) - q.head }
 func (q *unackedQueue) bytes() int { return len(q.buf) - q.start }
 
 // front returns the oldest payload; the queue must not be empty. It aliases

@@ -211,6 +211,11 @@ func FuzzTracker(f *testing.F) {
 					outstanding++
 				}
 			}
+			wantNext := next // the seq the next Sent must carry; 1 before the first
+			if len(acked) == 0 {
+				wantNext = 1
+			}
+			require.Equal(t, wantNext, tr.Next())
 			st := tr.Stats()
 			require.Equal(t, closed, st.Stopped)
 			if !closed {

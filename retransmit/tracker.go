@@ -47,16 +47,16 @@ type entry struct {
 // later one must be the previous plus one. Acks may arrive in any order,
 // selective (Acked) or cumulative (AckedThrough).
 //
-// Concurrency. Every method may be called from any goroutine; the intended
-// caller is the connection's event loop, and the only other party is the
-// timer's expiry on the wheel's goroutine. A per-Tracker mutex serializes
-// the two. It is uncontended except in the instant an expiry races an ack,
-// and costs an uncontended Lock and Unlock per call (docs/perf.md has the
-// cost of a Sent and its ack, both pairs included); the trade is a simple,
-// obviously correct state machine instead of an atomic hand-off between
-// the loop and the wheel. The wheel itself stays lock-free: the Tracker
-// only calls Timer.ResetFrom and Timer.Stop, under its mutex, and no
-// callback runs under it.
+// Concurrency. Every method but Next may be called from any goroutine; the
+// intended caller is the connection's event loop, and the only other party
+// is the timer's expiry on the wheel's goroutine. A per-Tracker mutex
+// serializes the two: uncontended but in the instant an expiry races an
+// ack, it costs a Lock and Unlock per call (docs/perf.md has the cost of a
+// Sent and its ack), for a simple, obviously correct state machine instead
+// of an atomic hand-off between the loop and the wheel. The wheel stays
+// lock-free: the Tracker only calls Timer.ResetFrom and Timer.Stop, under
+// its mutex, and no callback runs under it. Next reads without the mutex,
+// so the caller numbers its messages from the Tracker at no cost.
 //
 // Costs. Sent, Acked, AckedAttempt and AckedThrough are O(1) amortized
 // (AckedThrough is linear in the messages it acknowledges) and allocate
@@ -85,7 +85,7 @@ type Tracker struct {
 	est         Estimator
 	ring        []entry // len is a power of two
 	head        uint64  // lowest unacked seq; == next when nothing is outstanding
-	next        uint64  // seq the next Sent must carry
+	next        uint64  // seq the next Sent must carry, 1 before it; only Sent writes it, so Next reads it without mu
 	outstanding int     // unacked messages in [head, next)
 	retransmits uint64
 	armedFirst  int64 // see armedGiveUp
@@ -120,7 +120,7 @@ func (t *Tracker) Init(w *wheel.Wheel, cfg Config, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
-	t.w, t.hooks, t.cfg = w, hooks, r
+	t.w, t.hooks, t.cfg, t.head, t.next = w, hooks, r, 1, 1
 	t.est.init(r)
 	t.ring = make([]entry, min(8, ceilPow2(r.window)))
 	t.timer.Init(w, t.expire)
@@ -171,6 +171,11 @@ func (t *Tracker) Sent(seq uint64, now time.Duration) error {
 	t.mu.Unlock()
 	return nil
 }
+
+// Next reports the seq the next Sent must carry, 1 before the first Sent
+// (which may carry any). It reads without the mutex, so only the goroutine
+// that calls Sent may call it, and only if Sent has no other caller. O(1).
+func (t *Tracker) Next() uint64 { return t.next }
 
 // grow doubles the ring, re-indexing the outstanding span.
 func (t *Tracker) grow() {

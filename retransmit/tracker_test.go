@@ -153,11 +153,15 @@ func TestTracker_SequenceWraps(t *testing.T) {
 	defer w.Stop()
 	tr, err := retransmit.NewTracker(w, retransmit.Config{Window: 4}, (&recorder{clk: clk}).handlers())
 	require.NoError(t, err)
+	assert.Equal(t, uint64(1), tr.Next(), "before the first Sent, which may carry any seq")
 	require.NoError(t, tr.Sent(math.MaxUint64-1, 0))
 	require.NoError(t, tr.Sent(math.MaxUint64, 0))
+	assert.Zero(t, tr.Next())
 	require.NoError(t, tr.Sent(0, 0))
 	require.NoError(t, tr.Sent(1, 0))
 	assert.ErrorIs(t, tr.Sent(2, 0), retransmit.ErrWindowFull)
+	assert.ErrorIs(t, tr.Sent(5, 0), retransmit.ErrSequence)
+	assert.Equal(t, uint64(2), tr.Next(), "failed Sents leave it")
 	assert.False(t, tr.Acked(2, 0), "never sent")
 	assert.Equal(t, 3, tr.AckedThrough(0, 10*ms))
 	assert.Equal(t, 1, tr.Stats().Outstanding)
@@ -165,6 +169,8 @@ func TestTracker_SequenceWraps(t *testing.T) {
 	assert.True(t, tr.Acked(2, 20*ms))
 	assert.Equal(t, 1, tr.AckedThrough(2, 20*ms), "the cumulative ack covers 1; 2 was acked already")
 	assert.Zero(t, w.Len())
+	require.True(t, tr.Stop())
+	assert.Equal(t, uint64(3), tr.Next(), "acks and Stop leave it")
 }
 
 func TestTracker_RingGrowsToWindow(t *testing.T) {
@@ -317,6 +323,9 @@ func TestTracker_ConcurrentExpiryAndAcks(t *testing.T) {
 		} else {
 			require.ErrorIs(t, err, retransmit.ErrWindowFull)
 			sentThrough.Store(seq)
+		}
+		if next := tr.Next(); next != seq { // read without the mutex, raced by the expiry under -race
+			require.Equal(t, seq, next)
 		}
 		switch i % 5 {
 		case 0:

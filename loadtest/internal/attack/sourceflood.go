@@ -19,7 +19,10 @@ import (
 // neighbours are held until every neighbour has been answered or has
 // given up, and FloodHold after, then closed: the judge counts how many
 // of the flooder's the server held (at most its per-source limit) and
-// whether every neighbour got in, was answered and stayed.
+// whether every neighbour got in, was answered and stayed. While held,
+// every connection sends a message every third of the server's idle
+// timeout (holdUntil), so that slow dials cannot make the hold an idle
+// connection's.
 func (r *run) sourceflood(ctx context.Context) {
 	n, m := r.cfg.Conns[scenario.Sourceflood], r.cfg.Neighbours
 	if n <= 0 {
@@ -49,11 +52,7 @@ func (r *run) sourceflood(ctx context.Context) {
 				res.Sent = 1
 				r.ctr.Sent.Add(1)
 			}
-			select {
-			case <-end:
-			case <-cl.done:
-			case <-ctx.Done():
-			}
+			r.holdUntil(ctx, cl, end)
 			r.hostileEnd(cl, true, 0, &res)
 			r.emit(res)
 		})
@@ -79,11 +78,7 @@ func (r *run) sourceflood(ctx context.Context) {
 			cl.replies(frame.ReplyAll)   // a neighbour answers pings: it must stay
 			_, _ = r.once(ctx, cl, &res) // starts the reader
 			answered.Done()
-			select {
-			case <-end:
-			case <-cl.done:
-			case <-ctx.Done():
-			}
+			r.holdUntil(ctx, cl, end)
 			r.hostileEnd(cl, true, 0, &res)
 			r.emit(res)
 		})
@@ -97,4 +92,24 @@ func (r *run) sourceflood(ctx context.Context) {
 	tm.Stop()
 	close(end)
 	wg.Wait()
+}
+
+// holdUntil keeps cl open until end, sending a message every third of the
+// server's idle timeout (at most keepAliveMax; none if it is not known),
+// so that a hold, however long the dials and answers before its end take,
+// is not an idle connection's. It returns early if cl or ctx ends.
+func (r *run) holdUntil(ctx context.Context, cl *client, end <-chan struct{}) {
+	var keep <-chan time.Time
+	if every := min(r.cfg.Timeouts.Idle/3, keepAliveMax); every > 0 {
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		keep = tk.C
+	}
+	keepUntil(ctx, cl, end, keep, func() error {
+		_, err := cl.send(r.payload, 1)
+		if err == nil {
+			r.ctr.Sent.Add(1)
+		}
+		return err
+	})
 }
