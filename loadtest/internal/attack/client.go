@@ -50,6 +50,7 @@ type client struct {
 	pings      atomic.Int64
 	pongs      atomic.Int64
 	wrong      atomic.Uint64 // raw: answers that were not what -expect says, as the reader found them
+	right      uint64        // raw: answers that were what -expect says; the reader's until done
 	head       []byte        // raw: the first headMax bytes the server sent; the reader's until done
 	sending    atomic.Uint64 // raw: messages handed to the socket so far (AnswerAny: what an arrival answers)
 	done       chan struct{}
@@ -277,6 +278,7 @@ func (cl *client) readRaw() {
 			case ans != nil:
 				done, wrong := ans.feed(buf[:n])
 				k = uint64(done)
+				cl.right += uint64(done - wrong)
 				if wrong > 0 {
 					cl.wrong.Add(uint64(wrong))
 				}
@@ -309,11 +311,13 @@ const headMax = 256
 
 // refusal returns the server's words if it refused the connection, which
 // it closed: raw, bytes that are no answer before the scenario could
-// start (started: the connection's timer had started): any bytes before
-// the client sent anything, or a wrong answer; or an HTTP 5xx status at
-// any time; framed, a CLOSE frame saying overload before the start. It
-// returns the first line, Go-quoted and bounded, or "" if the server did
-// not refuse. Only after <-cl.done.
+// start: bytes before the client sent anything and before the
+// connection's timer started (started), or wrong answers and never a
+// right one, whenever they came (a refusal may arrive before or after the
+// client's first message, and is then taken for its answer); or an HTTP
+// 5xx status at any time; framed, a CLOSE frame saying overload before
+// the start. It returns the first line, Go-quoted and bounded, or "" if
+// the server did not refuse. Only after <-cl.done.
 func (cl *client) refusal(started bool) string {
 	if cl.fc != nil {
 		if !started && cl.closeCode == frame.CodeOverload {
@@ -324,8 +328,9 @@ func (cl *client) refusal(started bool) string {
 	if len(cl.head) == 0 {
 		return ""
 	}
-	unasked := cl.sending.Load() == 0 || cl.wrong.Load() > 0
-	if (!started && unasked) || httpUnavailable(cl.head) {
+	unasked := !started && cl.sending.Load() == 0
+	onlyWrong := cl.right == 0 && cl.wrong.Load() > 0
+	if unasked || onlyWrong || httpUnavailable(cl.head) {
 		return firstLine(cl.head)
 	}
 	return ""

@@ -124,10 +124,17 @@ func (r *run) conn(ctx context.Context, name, role string, i, n int, rec *record
 	if res.End == "" { // hostile roles set it themselves
 		res.End = cl.end
 	}
-	res.Mismatch += cl.wrong.Load()
 	res.Pings = int(cl.pings.Load())
 	if spec.Expects(role) && cl.closedByServer() {
 		res.Refusal = cl.refusal(res.Expect != "")
+	}
+	if res.Refusal == "" {
+		res.Mismatch += cl.wrong.Load()
+	} else { // a refusal's words are no wrong answers, and its message was not lost
+		res.Lost = 0
+		if res.Err == "no_echo" {
+			res.Err = ""
+		}
 	}
 	if cl.closedByServer() && res.Expect != "" && res.Refusal == "" {
 		res.ClosedAt = cl.endAt
