@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/netwheel/netwheel/loadtest/internal/embedded"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"io"
 	"testing"
@@ -116,19 +117,19 @@ func TestParseFlags_Handshake(t *testing.T) {
 	}
 	o, err := parseFlags([]string{"-proto", "raw", "-scenario", "handshake", "-handshake", "1s", "-idle", "5s"}, io.Discard)
 	require.NoError(t, err, "raw: no keepalive to die of")
-	assert.Equal(t, time.Second, o.timeouts.Handshake)
+	assert.Equal(t, time.Second, o.Timeouts.Handshake)
 	_, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "handshake", "-handshake", "3s"}, io.Discard)
 	require.NoError(t, err, "an external server's idle timeout, not given, is not assumed to come first")
 	_, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "handshake", "-handshake", "3s", "-idle", "3s"}, io.Discard)
 	require.ErrorContains(t, err, "below -idle", "one given is")
 	o, err = parseFlags(nil, io.Discard)
 	require.NoError(t, err)
-	assert.NotContains(t, o.scenarios, scenario.Handshake, "not by default: the server's handshake timeout is not known")
-	assert.Equal(t, time.Duration(idle.Off), netwheelConfig(o).Timeouts.HandshakeTimeout, "the embedded server has none unless -handshake gives it")
+	assert.NotContains(t, o.Scenarios, scenario.Handshake, "not by default: the server's handshake timeout is not known")
+	assert.Equal(t, time.Duration(idle.Off), embedded.Config(embeddedOptions(o)).Timeouts.HandshakeTimeout, "the embedded server has none unless -handshake gives it")
 	o, err = parseFlags([]string{"-handshake", "300ms"}, io.Discard)
 	require.NoError(t, err)
-	assert.Contains(t, o.scenarios, scenario.Handshake, "by default once it is known")
-	assert.Equal(t, 300*time.Millisecond, netwheelConfig(o).Timeouts.HandshakeTimeout)
+	assert.Contains(t, o.Scenarios, scenario.Handshake, "by default once it is known")
+	assert.Equal(t, 300*time.Millisecond, embedded.Config(embeddedOptions(o)).Timeouts.HandshakeTimeout)
 }
 
 // TestEndToEnd_HandshakeAnyPreset: nothing is sent, so the handshake

@@ -1,36 +1,21 @@
 // Command loadtest drives netwheel's echo server, or any TCP server (an
 // echo server, or another protocol through -payload, -expect or -preset),
-// with many connections and reports what its timers did: echo throughput
-// and latency, idle connections reaped on time, silent connections closed
-// by the handshake timeout, dead peers detected, retransmission at work,
-// slowloris trickles cut off, churn absorbed; and
-// what it did with peers that misbehave (non-readers, split writes, ping
-// and connection floods, garbage), and how its memory grew meanwhile.
+// with many connections and reports what its timers did (idle, handshake,
+// keepalive, retransmit, frame deadline), what it did with peers that
+// misbehave, and how its memory grew meanwhile.
 //
 //	go run ./loadtest                          embedded netwheel server, every scenario
-//	go run ./loadtest -addr 127.0.0.1:7000 -proto raw -scenario echo
 //	go run ./loadtest -addr 127.0.0.1:6379 -preset redis -scenario idle -idle 3s
-//	                                           a server of another protocol (-payload, -expect)
 //	go run ./loadtest -shard 2/4 -json s2.json one shard of a test spread over processes
 //	go run ./loadtest report a.json b.json     re-render or merge results
 //
-// The exit status is 0 when every judgement passed, 1 when one failed, 3
-// when none failed but some checks of timing were not judged because the
-// harness itself was starved of the CPU (the report gives its lag and the
-// CPU other processes took), 2 for bad flags (numbers no run can use, a
-// -json or -plot path that cannot be written, found before the run) or
-// result files that cannot be read or merged, and 1 for a run that could
-// not be made (a server at -addr that refuses, does not accept or answers
-// nothing within 3 s). `go run` reports any failure as 1: build the
+// The exit status is 0 when every judgement passed, 1 when one failed or
+// the run could not be made (a server at -addr that does not answer within
+// 3 s), 2 for bad flags or result files that cannot be read or merged, and
+// 3 when none failed but some were not judged because the harness itself
+// was starved of the CPU. `go run` reports any failure as 1: build the
 // binary where the status matters. The results file is documented in
-// docs/results.md; the judgement is computed once (report.Judge) and
-// rendered by the text, the JSON and the exit status.
-//
-// Every run is bounded in time and connections and stops by itself. See
-// -h for the flags, README.md ("Load-test any server") for driving a server
-// of your own, and docs/perf.md for the results it gives. The comparison of
-// netwheel with other servers, and those servers, are in the bench module
-// (bench/compare).
+// docs/results.md; see README.md ("Load-test any server") and -h.
 package main
 
 import (
@@ -115,9 +100,9 @@ func judged(j *report.Judgement) error {
 }
 
 // usage marks a command-line error as errUsage (exit status 2), leaving
-// -h's flag.ErrHelp (exit status 0) as it is.
+// nil and -h's flag.ErrHelp (exit status 0) as they are.
 func usage(err error) error {
-	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", errUsage, err)

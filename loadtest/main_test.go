@@ -19,6 +19,7 @@ import (
 	"github.com/netwheel/netwheel/internal/version"
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/shard"
 )
 
 // TestMain lets the test binary stand in for loadtest, as a process of
@@ -73,6 +74,8 @@ func TestParseFlags_Errors(t *testing.T) {
 		{name: "connflood without a limit", args: []string{"-scenario", "connflood"}, want: "needs -max-conns"},
 		{name: "connflood within the limit", args: []string{"-scenario", "connflood", "-max-conns", "100", "-flood-conns", "100"}, want: "more than -max-conns"},
 		{name: "negative hostile count", args: []string{"-nonreader-conns", "-1"}, want: "-nonreader-conns -1 is negative"},
+		{name: "negative count of the server", args: []string{"-max-retransmits", "-1"}, want: "-max-retransmits -1 is negative"},
+		{name: "no connection for a chosen hostile scenario", args: []string{"-scenario", "garbage", "-garbage-conns", "0"}, want: "-garbage-conns 0: want at least 1"},
 		{name: "bad byte size", args: []string{"-output-limit", "4 lots"}, want: "byte count"},
 		{name: "no hostile bytes", args: []string{"-hostile-bytes", "0"}, want: "-hostile-bytes"},
 		{name: "server pid without addr", args: []string{"-server-pid", "1"}, want: "needs -addr"},
@@ -90,26 +93,28 @@ func TestParseFlags_Errors(t *testing.T) {
 func TestParseFlags_Defaults(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, attack.Framed, o.proto)
-	assert.Equal(t, []string{"echo", "idle", "keepalive", "retransmit", "slowloris", "churn", "nonreader", "splitter", "pingflood", "garbage"}, o.scenarios,
+	assert.Equal(t, attack.Framed, o.Proto)
+	assert.Equal(t, []string{"echo", "idle", "keepalive", "retransmit", "slowloris", "churn", "nonreader", "splitter", "pingflood", "garbage"}, o.Scenarios,
 		"every scenario but connflood, which needs the server's connection limit")
 	o, err = parseFlags([]string{"-max-conns", "3000"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake || s == scenario.Sourceflood }), o.scenarios,
+	assert.Equal(t, slices.DeleteFunc(slices.Clone(scenario.Names()), func(s string) bool { return s == scenario.Handshake || s == scenario.Sourceflood }), o.Scenarios,
 		"with a limit, connflood too (handshake needs -handshake; sourceflood -proxy and -max-conns-per-source)")
-	assert.Equal(t, 3200, o.floodConns, "200 beyond the limit")
+	assert.Equal(t, 3200, *o.hostileConns[scenario.Connflood], "200 beyond the limit")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "idle,echo", "-shard", "2/3"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, attack.Raw, o.proto)
-	assert.Equal(t, []string{"echo", "idle"}, o.scenarios, "report order")
-	assert.Equal(t, 1, o.shardI)
-	assert.Equal(t, 3, o.shardN)
+	assert.Equal(t, attack.Raw, o.Proto)
+	assert.Equal(t, []string{"echo", "idle"}, o.Scenarios, "report order")
+	assert.Equal(t, shard.Shard{I: 1, N: 3}, o.shard)
+	o, err = parseFlags([]string{"-addr", "127.0.0.1:1", "-idle", "3s", "-max-retransmits", "0"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, &report.Timeouts{Idle: 3 * time.Second, Slack: 500 * time.Millisecond}, o.known, "known: only what the flags gave, and the slack")
 	o, err = parseFlags([]string{"-addr", "127.0.0.1:1"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter"}, o.scenarios, "raw: only what applies (no framed-only scenarios, no garbage)")
+	assert.Equal(t, []string{"echo", "idle", "churn", "nonreader", "splitter"}, o.Scenarios, "raw: only what applies (no framed-only scenarios, no garbage)")
 	all, err := parseFlags([]string{"-addr", "127.0.0.1:1", "-scenario", "all"}, io.Discard)
 	require.NoError(t, err, "-scenario all, as -h says")
-	assert.Equal(t, o.scenarios, all.scenarios, "all is the default set")
+	assert.Equal(t, o.Scenarios, all.Scenarios, "all is the default set")
 }
 
 // TestParseFlags_Nonsense: numbers no run can use are usage errors, found
@@ -165,21 +170,8 @@ func TestQuietBounds(t *testing.T) {
 	}
 	o, err := parseFlags([]string{"-scenario", "idle", "-idle", "20s"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, time.Second, o.spread, "-idle-spread defaults to 1s")
-	assert.Equal(t, 10*time.Second, o.barrier)
-}
-
-func TestShareOf_SplitsExactly(t *testing.T) {
-	for _, tc := range []struct{ total, n int }{{10, 3}, {2, 5}, {0, 4}, {15000, 7}, {1, 1}} {
-		sum, lo, hi := 0, tc.total, 0
-		for i := range tc.n {
-			s := shareOf(tc.total, i, tc.n)
-			sum += s
-			lo, hi = min(lo, s), max(hi, s)
-		}
-		assert.Equal(t, tc.total, sum, "%v", tc)
-		assert.LessOrEqual(t, hi-lo, 1, "%v", tc)
-	}
+	assert.Equal(t, time.Second, o.IdleSpread, "-idle-spread defaults to 1s")
+	assert.Equal(t, 10*time.Second, o.BarrierTimeout)
 }
 
 func TestMakePlan_Limits(t *testing.T) {
@@ -192,7 +184,7 @@ func TestMakePlan_Limits(t *testing.T) {
 	require.Len(t, p.limits, 1)
 	assert.Contains(t, p.limits[0], "-addr")
 
-	o.addr = "127.0.0.1:9"
+	o.Addr = "127.0.0.1:9"
 	o.conns = 40000
 	p = makePlan(o, 1<<20, 28000, true)
 	assert.Equal(t, 40000, p.conns["echo"])
@@ -203,9 +195,16 @@ func TestMakePlan_Limits(t *testing.T) {
 	require.Len(t, p.limits, 1)
 	assert.Contains(t, p.limits[0], "ephemeral ports")
 
-	o.shardI, o.shardN = 1, 2
+	o.shard = shard.Shard{I: 1, N: 2}
 	p = makePlan(o, 1<<20, 1<<20, true)
 	assert.Equal(t, 20000, p.conns["echo"])
+
+	o, err = parseFlags([]string{"-scenario", "connflood", "-max-conns", "3000"}, io.Discard)
+	require.NoError(t, err)
+	p = makePlan(o, 1000, 28000, true)
+	assert.Equal(t, 450, p.conns[scenario.Connflood], "the flood runs alone, within (1000-100)/2 open files")
+	require.Len(t, p.limits, 1)
+	assert.Contains(t, p.limits[0], "connflood opened 450 of the 3200 connections requested")
 }
 
 // e2e runs the harness with args and returns the result it wrote.
@@ -396,24 +395,6 @@ func TestReportCmd_MergesShards(t *testing.T) {
 	assert.ErrorIs(t, err, report.ErrMerge)
 	err = realMain(context.Background(), []string{"report"}, &out, io.Discard)
 	assert.ErrorIs(t, err, errUsage)
-}
-
-// TestWaitRunning: the wait ends at once when done, never before d when
-// not; the extension for a late poll is the machine's business.
-func TestWaitRunning(t *testing.T) {
-	calls := 0
-	start := time.Now()
-	assert.True(t, waitRunning(time.Hour, time.Hour, func() bool { calls++; return calls == 3 }))
-	assert.Equal(t, 3, calls)
-	assert.Less(t, time.Since(start), time.Hour)
-
-	start = time.Now()
-	assert.False(t, waitRunning(60*time.Millisecond, time.Hour, func() bool { return false }))
-	assert.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond, "never early")
-
-	start = time.Now()
-	assert.False(t, waitRunning(time.Hour, 50*time.Millisecond, func() bool { return false }), "bounded")
-	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
 }
 
 // requireRan fails the test unless err is nil or errStarved: the run (or

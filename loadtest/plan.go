@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
@@ -32,25 +33,25 @@ type plan struct {
 // fdLimit open files (embedded: client and server share them) and ports
 // ephemeral ports per source address.
 func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
-	p := plan{conns: map[string]int{}, churn: o.churnRate / float64(o.shardN)}
+	p := plan{conns: map[string]int{}, churn: o.ChurnRate / float64(o.shard.N)}
 	total := 0
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		if s == scenario.Churn || scenario.Lookup(s).Alone {
 			continue
 		}
-		p.conns[s] = shareOf(requested(o, s), o.shardI, o.shardN)
+		p.conns[s] = o.shard.Share(requested(o, s))
 		total += p.conns[s]
 	}
-	if hasScenario(o, scenario.Churn) {
+	if slices.Contains(o.Scenarios, scenario.Churn) {
 		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
 	}
 	perConn, reserve := 1, 100
-	if o.addr == "" {
+	if o.Addr == "" {
 		perConn = 2 // the server's end is in this process too
 	}
 	budget := (int(min(fdLimit, math.MaxInt32)) - reserve) / perConn
 	way := "drive a server in another process with -addr, or split the test with -shard i/n over several processes"
-	if o.addr != "" {
+	if o.Addr != "" {
 		way = "split the test with -shard i/n over several processes or hosts"
 	}
 	if total > budget && total > 0 {
@@ -63,28 +64,26 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); ran %d of the %d connections requested; %s",
 			fdLimit, perConn, got, total, way))
 	}
-	if hasScenario(o, scenario.Connflood) {
-		// connflood runs alone, after the others: its own budget.
-		n := shareOf(requested(o, scenario.Connflood), o.shardI, o.shardN)
-		if n > budget {
-			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); connflood opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
-				fdLimit, perConn, budget, n, way))
-			n = budget
+	for _, s := range o.Scenarios {
+		if !scenario.Lookup(s).Alone || notApplicable(o, s) != "" {
+			continue
 		}
-		p.conns[scenario.Connflood] = n
-	}
-	if hasScenario(o, scenario.Sourceflood) && notApplicable(o, scenario.Sourceflood) == "" {
-		// sourceflood runs alone too, after connflood: its own budget,
-		// the flood first.
-		n := shareOf(requested(o, scenario.Sourceflood), o.shardI, o.shardN)
-		m := shareOf(o.conns, o.shardI, o.shardN)
+		// It runs alone, after the others: its own budget, the flood
+		// first (sourceflood's neighbours, -conns other sources, after).
+		n, m := o.shard.Share(requested(o, s)), 0
+		if s == scenario.Sourceflood {
+			m = o.shard.Share(o.conns)
+		}
 		if n+m > budget {
-			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); sourceflood opened %d of the %d connections requested; %s",
-				fdLimit, perConn, budget, n+m, way))
+			p.limits = append(p.limits, fmt.Sprintf("file descriptors: %d open files allowed per process (%d per connection here); %s opened %d of the %d connections requested, maybe not beyond the server's limit; %s",
+				fdLimit, perConn, s, budget, n+m, way))
 			n = min(n, budget)
 			m = budget - n
 		}
-		p.conns[scenario.Sourceflood], p.neighbours = n, m
+		p.conns[s] = n
+		if s == scenario.Sourceflood {
+			p.neighbours = m
+		}
 	}
 	total = 0
 	for s, n := range p.conns {
@@ -113,30 +112,10 @@ func requested(o *options, s string) int {
 	if notApplicable(o, s) != "" {
 		return 0
 	}
-	switch s {
-	case scenario.Nonreader:
-		return o.nonreaders
-	case scenario.Splitter:
-		return o.splitters
-	case scenario.Pingflood:
-		return o.pingflooders
-	case scenario.Garbage:
-		return o.garbageConns
-	case scenario.Connflood:
-		return o.floodConns
-	case scenario.Sourceflood:
-		return o.edge.sourceFloodConns
+	if n := o.hostileConns[s]; n != nil {
+		return *n
 	}
 	return o.conns
-}
-
-func hasScenario(o *options, s string) bool {
-	for _, x := range o.scenarios {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func isLoopback(addr string) bool {
@@ -148,15 +127,15 @@ func isLoopback(addr string) bool {
 // timer under test, the slack and a margin. The attack stops by itself
 // well before; this only bounds a broken server.
 func hardBound(o *options) time.Duration {
-	t := o.timeouts
+	t := o.Timeouts
 	_, giveUp, _ := attack.Ladder(t)
 	longest := max(t.Idle, t.DeadPeerAfter(), t.Frame, t.Handshake, giveUp)
-	d := o.duration + o.barrier + o.spread + longest + t.Slack + o.horizon + 20*time.Second
-	if hasScenario(o, scenario.Connflood) {
-		d += o.barrier + o.floodHold // after the others: its dials, then the hold
+	d := o.Duration + o.BarrierTimeout + o.IdleSpread + longest + t.Slack + o.CloseHorizon + 20*time.Second
+	if slices.Contains(o.Scenarios, scenario.Connflood) {
+		d += o.BarrierTimeout + o.FloodHold // after the others: its dials, then the hold
 	}
-	if hasScenario(o, scenario.Sourceflood) {
-		d += o.barrier + attack.DefaultAnswerWait + o.floodHold // its dials, the neighbours' answers, the hold
+	if slices.Contains(o.Scenarios, scenario.Sourceflood) {
+		d += o.BarrierTimeout + attack.DefaultAnswerWait + o.FloodHold // its dials, the neighbours' answers, the hold
 	}
 	return d
 }
@@ -165,11 +144,11 @@ func hardBound(o *options) time.Duration {
 // scenario table describes them.
 func newFigures(o *options) map[string]*report.Scenario {
 	figs := map[string]*report.Scenario{}
-	ladder, giveUp, _ := attack.Ladder(o.timeouts)
-	for _, s := range o.scenarios {
+	ladder, giveUp, _ := attack.Ladder(o.Timeouts)
+	for _, s := range o.Scenarios {
 		sp := scenario.Lookup(s)
 		f := report.NewScenario(s, sp.Expect)
-		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.proto.String(), notApplicable(o, s), o.horizon
+		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.Proto.String(), notApplicable(o, s), o.CloseHorizon
 		f.AnswerWait, f.DialWait = attack.DefaultAnswerWait, attack.DialTimeout
 		switch s {
 		case scenario.Retransmit:
@@ -179,12 +158,12 @@ func newFigures(o *options) map[string]*report.Scenario {
 		case scenario.Sourceflood:
 			f.Limit = o.edge.maxConnsPerSource
 		case scenario.Nonreader:
-			f.FloodBytes = o.hostileBytes
+			f.FloodBytes = o.HostileBytes
 		}
 		if sp.FillsOutput {
 			// The floods' sending window, and the drain after it, in which
 			// a close may first be seen.
-			f.CloseWithin = o.duration + attack.HostileDrain
+			f.CloseWithin = o.Duration + attack.HostileDrain
 		}
 		figs[s] = f
 	}
@@ -209,7 +188,7 @@ func churnConns(rate float64) int { return int(math.Ceil(rate/5)) + 16 }
 // and the fixed allowance.
 func memoryBound(o *options, p plan) report.MemoryBound {
 	b := report.MemoryBound{OutputLimit: o.outputLimit, Filling: map[string]int{}, PerOther: perOtherConn, Fixed: o.memAllowance}
-	if o.proto == attack.Framed {
+	if o.Proto == attack.Framed {
 		b.UnackedLimit = o.unackedLimit
 	}
 	other := 0
@@ -224,7 +203,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 			other += n
 		}
 	}
-	if hasScenario(o, scenario.Churn) {
+	if slices.Contains(o.Scenarios, scenario.Churn) {
 		other += churnConns(p.churn)
 	}
 	b.Other = max(other, p.conns[scenario.Connflood], p.conns[scenario.Sourceflood]+p.neighbours)
@@ -233,7 +212,7 @@ func memoryBound(o *options, p plan) report.MemoryBound {
 
 // anyHostile reports whether the run has a hostile scenario that applies.
 func anyHostile(o *options) bool {
-	for _, s := range o.scenarios {
+	for _, s := range o.Scenarios {
 		if scenario.Lookup(s).Hostile && notApplicable(o, s) == "" {
 			return true
 		}

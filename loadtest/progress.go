@@ -4,20 +4,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/fincap"
+	"github.com/netwheel/netwheel/loadtest/internal/embedded"
 )
 
 // progress prints a live line every second when stdout is a terminal and
 // -q is not set; the returned function stops it and clears the line.
-func progress(o *options, ctr *attack.Counters, srv embeddedServer, srvPeak *int64, stdout io.Writer) func() {
+func progress(o *options, ctr *attack.Counters, srv *embedded.Server, stdout io.Writer) func() {
 	f, ok := stdout.(*os.File)
 	tty := ok && isTerminal(f)
 	done := make(chan struct{})
@@ -34,7 +32,7 @@ func progress(o *options, ctr *attack.Counters, srv embeddedServer, srvPeak *int
 			case <-tk.C:
 			}
 			if srv != nil {
-				*srvPeak = max(*srvPeak, srv.Stats().Open)
+				srv.Sample()
 			}
 			if !tty || o.quiet {
 				continue
@@ -66,26 +64,4 @@ func endsLine(m map[string]int64) string {
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// openFINs starts the capture of the FINs the server at target sends on
-// the loopback; without the privilege or a loopback target it returns a
-// note saying why there is none.
-func openFINs(target string) (*fincap.Capture, string, error) {
-	host, port, err := net.SplitHostPort(target)
-	if err != nil {
-		return nil, "", fmt.Errorf("loadtest: -fins: %w", err)
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
-		return nil, "-fins: not done: the server is not at an IPv4 loopback address", nil
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return nil, "", fmt.Errorf("loadtest: -fins: port %q: %w", port, err)
-	}
-	c, err := fincap.Open(uint16(n))
-	if err != nil { // best effort: a note, not a failed run
-		return nil, "-fins: not done: " + err.Error(), nil
-	}
-	return c, "", nil
 }

@@ -63,10 +63,10 @@ func TestParseFlags_Presets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := parseFlags(append([]string{"-addr", "127.0.0.1:9"}, tt.args...), io.Discard)
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantPayload, string(o.payload))
-			assert.Equal(t, len(tt.wantPayload), o.size)
-			assert.Equal(t, tt.wantKind, o.expect.Kind)
-			assert.Equal(t, tt.wantPrefix, string(o.expect.Prefix))
+			assert.Equal(t, tt.wantPayload, string(o.Payload))
+			assert.Equal(t, len(tt.wantPayload), o.Size)
+			assert.Equal(t, tt.wantKind, o.Expect.Kind)
+			assert.Equal(t, tt.wantPrefix, string(o.Expect.Prefix))
 		})
 	}
 }
@@ -75,8 +75,8 @@ func TestParseFlags_Presets(t *testing.T) {
 func TestParseFlags_PayloadEmbeddedIsRaw(t *testing.T) {
 	o, err := parseFlags([]string{"-payload", `hi\n`, "-scenario", "echo"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, attack.Raw, o.proto)
-	assert.Equal(t, "hi\n", string(o.payload))
+	assert.Equal(t, attack.Raw, o.Proto)
+	assert.Equal(t, "hi\n", string(o.Payload))
 }
 
 // A refused -addr fails at once, in one line, before any scenario starts.
@@ -89,8 +89,8 @@ func TestRun_UnreachableFailsFast(t *testing.T) {
 	lag := lagmeter.New(t)
 	start := time.Now()
 	err = realMain(context.Background(), []string{"-addr", addr, "-q"}, &out, io.Discard)
-	require.ErrorIs(t, err, errUnreachable)
-	assert.Less(t, time.Since(start), probeTimeout+lag.Slack(time.Second))
+	require.ErrorIs(t, err, attack.ErrUnreachable)
+	assert.Less(t, time.Since(start), attack.ProbeTimeout+lag.Slack(time.Second))
 	assert.Contains(t, err.Error(), addr)
 	assert.NotContains(t, err.Error(), "\n", "one line")
 	assert.Empty(t, out.String(), "no report")
@@ -210,7 +210,7 @@ func TestRun_NotEchoHint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := realMain(ctx, []string{"-addr", addr, "-proto", "raw", "-scenario", "idle", "-idle", "1s", "-conns", "5", "-q"}, &out, io.Discard)
-	require.ErrorIs(t, err, errUnreachable, "the probe found no answer")
+	require.ErrorIs(t, err, attack.ErrUnreachable, "the probe found no answer")
 	assert.Contains(t, err.Error(), "or speak another protocol (say what it answers with -preset, or -payload and -expect")
 	assert.Empty(t, out.String(), "one line, no report")
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"net/netip"
 	"slices"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
-	"github.com/netwheel/netwheel/netserver"
 )
 
 // This file holds the harness's side of a server behind a balancer: -proxy
@@ -18,13 +16,9 @@ import (
 // edgeOptions are the flags of the PROXY protocol and the per-source limit.
 type edgeOptions struct {
 	proxyVersion, proxyClients string
-	proxy                      attack.Proxy
 	// maxConnsPerSource is the server's per-source limit (0: none known;
 	// the embedded server: none).
 	maxConnsPerSource int
-	// sourceFloodConns is how many connections the flooding source opens
-	// (default maxConnsPerSource + floodMargin).
-	sourceFloodConns int
 }
 
 // defaultProxyClients is -proxy-clients' default: the block set aside for
@@ -38,7 +32,7 @@ func edgeFlags(fs *flag.FlagSet, o *options) {
 		"sourceflood's flooding source")
 	fs.IntVar(&o.edge.maxConnsPerSource, "max-conns-per-source", 0, "the server's per-source connection limit (0: none): the embedded netwheel server's MaxConnsPerSource,\n"+
 		"or what -addr's server enforces; sourceflood needs it")
-	fs.IntVar(&o.edge.sourceFloodConns, "sourceflood-conns", 0, "sourceflood: connections the flooding source opens at once and holds (default -max-conns-per-source + 200);\n"+
+	o.hostileConns[scenario.Sourceflood] = fs.Int("sourceflood-conns", 0, "sourceflood: connections the flooding source opens at once and holds (default -max-conns-per-source + 200);\n"+
 		"-conns other sources connect meanwhile")
 }
 
@@ -50,39 +44,15 @@ func checkEdge(o *options, set map[string]bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	e.proxy = p
+	o.Proxy = p
 	if set["proxy-clients"] && p.Version == 0 {
 		return fmt.Errorf("%w: -proxy-clients needs -proxy v1 or v2", errUsage)
 	}
-	if e.maxConnsPerSource < 0 || e.sourceFloodConns < 0 {
-		return fmt.Errorf("%w: -max-conns-per-source and -sourceflood-conns must not be negative", errUsage)
-	}
-	if !slices.Contains(o.scenarios, scenario.Sourceflood) {
+	if !slices.Contains(o.Scenarios, scenario.Sourceflood) {
 		return nil
 	}
 	if why := notApplicable(o, scenario.Sourceflood); why != "" {
 		return fmt.Errorf("%w: %s", errUsage, why)
 	}
-	if !set["sourceflood-conns"] {
-		e.sourceFloodConns = e.maxConnsPerSource + floodMargin
-	}
-	if e.sourceFloodConns <= e.maxConnsPerSource {
-		return fmt.Errorf("%w: -sourceflood-conns %d: want more than -max-conns-per-source (%d), or the flood stays within the limit",
-			errUsage, e.sourceFloodConns, e.maxConnsPerSource)
-	}
-	return nil
-}
-
-// edgeConfig sets the embedded server's PROXY protocol (required from
-// this host, when -proxy is given) and per-source limit (-max-conns-per-source;
-// 0 is none, where netserver's 0 derives one).
-func edgeConfig(o *options, cfg *netserver.Config) {
-	if o.edge.proxy.Version != 0 {
-		cfg.ProxyProtocol = netserver.ProxyRequired
-		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
-	}
-	cfg.MaxConnsPerSource = o.edge.maxConnsPerSource
-	if cfg.MaxConnsPerSource == 0 {
-		cfg.MaxConnsPerSource = netserver.Off
-	}
+	return floodBeyond(o.hostileConns[scenario.Sourceflood], "sourceflood-conns", e.maxConnsPerSource, "max-conns-per-source", set)
 }

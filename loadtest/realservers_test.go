@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -156,13 +157,24 @@ func findBinary(t *testing.T, name string) string {
 
 var debianPackage = map[string]string{"redis-server": "redis-server", "haproxy": "haproxy"}
 
-// freePort returns a port on 127.0.0.1 that was free a moment ago.
+// freePort returns a port on 127.0.0.1 that was free a moment ago, for a
+// server process that binds it later. It is taken below Linux's ephemeral
+// range (32768 and up), where the kernel picks the local ports of
+// outgoing connections: a port from there can be taken meanwhile by one of
+// the thousands of connections the tests open, as an echo metrics
+// listener's once was ("address already in use").
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			require.NoError(t, ln.Close())
+			return port
+		}
+	}
+	t.Fatal("no free port in 20000-31999 after 100 tries")
+	return 0
 }
 
 // startProcess starts a server process, its output kept for the failure

@@ -20,44 +20,13 @@ import (
 
 	"github.com/netwheel/netwheel/idle"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
+	"github.com/netwheel/netwheel/loadtest/internal/shard"
 	"github.com/netwheel/netwheel/netserver"
 )
 
 // envAsMain makes the test binary run main instead of the tests, so that a
 // test can start the harness as a process of its own.
 const envAsMain = "LOADTEST_TEST_AS_MAIN"
-
-func TestParseShard_Auto(t *testing.T) {
-	tests := []struct {
-		name         string
-		index, count string
-		wantI, wantN int
-		wantErr      string
-	}{
-		{name: "first of three", index: "0", count: "3", wantI: 0, wantN: 3},
-		{name: "last of three", index: "2", count: "3", wantI: 2, wantN: 3},
-		{name: "no index", count: "3", wantErr: "$JOB_COMPLETION_INDEX is not set"},
-		{name: "no count", index: "0", wantErr: "$LOADTEST_SHARDS is not set"},
-		{name: "count not a number", index: "0", count: "three", wantErr: `$LOADTEST_SHARDS="three"`},
-		{name: "zero count", index: "0", count: "0", wantErr: "at least 1"},
-		{name: "index past the count", index: "3", count: "3", wantErr: `$JOB_COMPLETION_INDEX="3": want 0 to 2`},
-		{name: "negative index", index: "-1", count: "3", wantErr: "want 0 to 2"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			env := map[string]string{envShardIndex: tt.index, envShards: tt.count}
-			i, n, err := parseShard("auto", func(k string) string { return env[k] })
-			if tt.wantErr != "" {
-				require.ErrorIs(t, err, errUsage)
-				assert.ErrorContains(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.wantI, i)
-			assert.Equal(t, tt.wantN, n)
-		})
-	}
-}
 
 // TestShardAuto_ProcessesMerge runs the harness as an Indexed Job's pods
 // would: n processes with -shard auto and the Job's variables, against one
@@ -84,7 +53,7 @@ func TestShardAuto_ProcessesMerge(t *testing.T) {
 		files = append(files, path)
 		cmd := exec.CommandContext(ctx, exe, "-addr", srv.Addr().String(), "-proto", "raw", "-scenario", "echo,idle",
 			"-conns", strconv.Itoa(conns), "-duration", "300ms", "-idle", "1s", "-shard", "auto", "-q", "-json", path)
-		cmd.Env = append(os.Environ(), envAsMain+"=1", envShardIndex+"="+strconv.Itoa(i), envShards+"="+strconv.Itoa(shards))
+		cmd.Env = append(os.Environ(), envAsMain+"=1", shard.EnvIndex+"="+strconv.Itoa(i), shard.EnvCount+"="+strconv.Itoa(shards))
 		out := &bytes.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		require.NoError(t, cmd.Start())
@@ -158,15 +127,15 @@ func TestKubernetesJob(t *testing.T) {
 	assert.Equal(t, "Indexed", field(`(?m)^\s+completionMode: (\w+)`), "Kubernetes sets JOB_COMPLETION_INDEX only in an Indexed Job")
 	n := field(`(?m)^\s+completions: (\d+)`)
 	assert.Equal(t, n, field(`(?m)^\s+parallelism: (\d+)`), "all shards at once")
-	assert.Equal(t, n, field(`(?m)- name: `+envShards+`\s+value: "(\d+)"`), "LOADTEST_SHARDS is the number of shards")
+	assert.Equal(t, n, field(`(?m)- name: `+shard.EnvCount+`\s+value: "(\d+)"`), "LOADTEST_SHARDS is the number of shards")
 
 	line := field(`(?s)/usr/local/bin/loadtest (.*?)\n\s+s=\$\?`)
 	line = strings.NewReplacer("\\\n", " ", `"$SERVER"`, "127.0.0.1:9555", `"/results/shard-$JOB_COMPLETION_INDEX.json"`, "/results/shard-0.json").Replace(line)
-	t.Setenv(envShardIndex, "0")
-	t.Setenv(envShards, n)
+	t.Setenv(shard.EnvIndex, "0")
+	t.Setenv(shard.EnvCount, n)
 	o, err := parseFlags(strings.Fields(line), io.Discard)
 	require.NoError(t, err, "the Job's command line: %s", line)
-	assert.Equal(t, 0, o.shardI)
-	assert.Equal(t, strconv.Itoa(o.shardN), n)
+	assert.Equal(t, 0, o.shard.I)
+	assert.Equal(t, strconv.Itoa(o.shard.N), n)
 	assert.Equal(t, "/results/shard-0.json", o.jsonPath, "each shard keeps its JSON on the volume")
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/fincap"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
-	"github.com/netwheel/netwheel/netserver/frame"
 	"github.com/netwheel/netwheel/retransmit"
 )
 
@@ -116,6 +115,19 @@ type Barrier struct {
 	Arrived  int           // how many had connected or failed when it released
 	Wait     time.Duration // from the start of the run to the release
 	TimedOut bool          // released by BarrierTimeout rather than by the last arrival
+}
+
+// Note says how the barrier ended, for a run whose last messages were
+// spread over spread; "" without quiet connections.
+func (b Barrier) Note(spread time.Duration) string {
+	switch {
+	case b.Waiting == 0:
+		return ""
+	case b.TimedOut:
+		return fmt.Sprintf("quiet connections: the barrier gave up after %s with %d of %d open (or failed); the late ones sent at once; last messages spread over %s",
+			b.Wait.Round(time.Millisecond), b.Arrived, b.Waiting, spread)
+	}
+	return fmt.Sprintf("quiet connections: all %d open (or failed) %s after the start; last messages spread over %s", b.Waiting, b.Wait.Round(time.Millisecond), spread)
 }
 
 // Counters are live totals for the progress line. Every field is atomic;
@@ -358,15 +370,6 @@ func Payload(p []byte, size int) []byte {
 		p[i] = byte('a' + i%26)
 	}
 	return p
-}
-
-// Hello returns the bytes of a first message over protocol p: framed, a
-// DATA frame; raw, the payload. A probe sends it to see the server answer.
-func Hello(p Proto, payload []byte) []byte {
-	if p == Framed {
-		return frame.AppendData(nil, 1, payload)
-	}
-	return payload
 }
 
 // recorder batches latency samples into a shared histogram.

@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -47,14 +48,10 @@ func (r *run) churn(ctx context.Context, rec *recorder) {
 		wg.Go(func() {
 			defer func() { <-inflight }()
 			res := report.ConnResult{Scenario: scenario.Churn, Role: scenario.Churn}
-			c, dt, err := r.dial(ctx, 0)
-			if err != nil {
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
+			cl, _ := r.open(ctx, &res, 0, netip.Addr{}, nil)
+			if cl == nil {
 				return
 			}
-			res.Connect = dt
-			cl := r.client(c)
 			cl.replies(frame.ReplyAll)
 			if _, ok := r.once(ctx, cl, &res); ok {
 				rec.flush([]int64{int64(time.Since(at))})

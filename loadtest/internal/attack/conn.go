@@ -15,25 +15,13 @@ import (
 // This file holds one connection's life: its dial, its role, and the
 // result it emits.
 
-// dial opens a connection; rcvBuf > 0 asks for that receive buffer before
-// connecting (where the system allows), so that the window the server sees
-// is small from the start. It returns the dial time (dialFrom returns its
-// start too).
-func (r *run) dial(ctx context.Context, rcvBuf int) (net.Conn, time.Duration, error) {
-	c, _, dt, err := r.dialFrom(ctx, rcvBuf)
-	return c, dt, err
-}
-
-// dialFrom is dial, and returns the start of the dial too: the server
-// cannot have accepted the connection before it.
-func (r *run) dialFrom(ctx context.Context, rcvBuf int) (net.Conn, time.Time, time.Duration, error) {
-	return r.dialAs(ctx, rcvBuf, netip.Addr{})
-}
-
-// dialAs is dialFrom for a connection whose PROXY header (Config.Proxy)
-// names client; the zero Addr names the next of Proxy's clients. Without
-// Proxy it sends no header. The header is written before anything else,
-// and its write is part of the dial.
+// dialAs opens a connection; rcvBuf > 0 asks for that receive buffer
+// before connecting (where the system allows), so that the window the
+// server sees is small from the start. With Config.Proxy, the connection's
+// PROXY header names client (the zero Addr: the next of Proxy's clients),
+// written before anything else as part of the dial. It returns the start
+// of the dial (the server cannot have accepted the connection before it)
+// and the dial time.
 func (r *run) dialAs(ctx context.Context, rcvBuf int, client netip.Addr) (net.Conn, time.Time, time.Duration, error) {
 	select {
 	case r.dialSem <- struct{}{}:
@@ -68,6 +56,25 @@ func (r *run) dialAs(ctx context.Context, rcvBuf int, client netip.Addr) (net.Co
 	return c, t0, time.Since(t0), nil
 }
 
+// open dials a connection for res (dialAs), stamps res.OpenedAt and
+// res.Connect, and calls arrived (nil: none) once the dial has ended,
+// either way. A failed dial's result is emitted at once and open returns
+// a nil client. It returns the start of the dial too.
+func (r *run) open(ctx context.Context, res *report.ConnResult, rcvBuf int, src netip.Addr, arrived func()) (*client, time.Time) {
+	c, dialed, dt, err := r.dialAs(ctx, rcvBuf, src)
+	res.OpenedAt = time.Now()
+	if arrived != nil {
+		arrived()
+	}
+	if err != nil {
+		res.DialErr = DialErrKind(err)
+		r.emit(*res)
+		return nil, dialed
+	}
+	res.Connect = dt
+	return r.client(c), dialed
+}
+
 // conn runs one connection of a scenario in the given role and emits its
 // result.
 func (r *run) conn(ctx context.Context, name, role string, i, n int, rec *recorder) {
@@ -80,18 +87,14 @@ func (r *run) conn(ctx context.Context, name, role string, i, n int, rec *record
 	if testDialDelay != nil {
 		time.Sleep(testDialDelay(name, i))
 	}
-	c, dialed, dt, err := r.dialFrom(ctx, rcvBuf)
-	res.OpenedAt = time.Now()
+	var arrived func()
 	if spec.Quiet(i) {
-		r.quiet.arrive()
+		arrived = r.quiet.arrive
 	}
-	if err != nil {
-		res.DialErr = DialErrKind(err)
-		r.emit(res)
+	cl, dialed := r.open(ctx, &res, rcvBuf, netip.Addr{}, arrived)
+	if cl == nil {
 		return
 	}
-	res.Connect = dt
-	cl := r.client(c)
 	// Whatever every connection sends before its role goes here (the
 	// PROXY header is part of the dial, dialAs, so that connflood's and
 	// churn's connections send it too); a new role is a case below and a

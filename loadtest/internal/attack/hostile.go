@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -60,14 +61,23 @@ func writeErrKind(err error) string {
 	return "write_error"
 }
 
-// flood writes next's chunks as fast as the server takes them until the
-// server closes, HostileBytes are sent, Stop is closed or the sending
-// window ends; then, until the window ends, it writes trickle's small
-// chunk every floodTrickle, which shows a close soon after it happens.
-// A write the server does not take in floodWriteWait is carried on with.
-// A failed write (the server closed) sets res.ClosedAt and res.End. next
-// and trickle are called only once the previous chunk is written whole.
-func (r *run) flood(ctx context.Context, cl *client, next, trickle func() []byte, res *report.ConnResult) {
+// flood writes chunks of at least floodChunk bytes of messages (add
+// appends message *n, counted from 1) as fast as the server takes them
+// until the server closes, HostileBytes are sent, Stop is closed or the
+// sending window ends; then, until the window ends, one message every
+// floodTrickle, which shows a close soon after it happens. A write the
+// server does not take in floodWriteWait is carried on with. A failed
+// write (the server closed) sets res.ClosedAt and res.End.
+func (r *run) flood(ctx context.Context, cl *client, n *uint64, add func(b []byte, n uint64) []byte, res *report.ConnResult) {
+	var buf []byte
+	next := func(chunk int) []byte {
+		buf = buf[:0]
+		for len(buf) < chunk {
+			*n++
+			buf = add(buf, *n)
+		}
+		return buf
+	}
 	end := r.start.Add(r.cfg.Duration)
 	res.Misbehaved = time.Now()
 	var pending []byte
@@ -75,9 +85,9 @@ func (r *run) flood(ctx context.Context, cl *client, next, trickle func() []byte
 		slow := res.Bytes >= uint64(r.cfg.HostileBytes) || stopped(r.cfg.Stop)
 		if len(pending) == 0 {
 			if slow {
-				pending = trickle()
+				pending = next(1)
 			} else {
-				pending = next()
+				pending = next(floodChunk)
 			}
 		}
 		_ = cl.c.SetWriteDeadline(now.Add(floodWriteWait))
@@ -141,20 +151,7 @@ func (r *run) hostileEnd(cl *client, reading bool, drain time.Duration, res *rep
 // nonreader floods echo traffic and never reads.
 func (r *run) nonreader(ctx context.Context, cl *client, res *report.ConnResult) {
 	var seq uint64
-	var buf []byte
-	next := func() []byte {
-		buf = buf[:0]
-		for len(buf) < floodChunk {
-			seq++
-			buf = r.message(buf, seq)
-		}
-		return buf
-	}
-	trickle := func() []byte {
-		seq++
-		return r.message(buf[:0], seq)
-	}
-	r.flood(ctx, cl, next, trickle, res)
+	r.flood(ctx, cl, &seq, r.message, res)
 	res.Sent = seq
 	r.ctr.Sent.Add(int64(seq))
 	r.hostileEnd(cl, false, HostileDrain, res)
@@ -168,20 +165,7 @@ func (r *run) pingflood(ctx context.Context, cl *client, role string, res *repor
 		go cl.read()
 	}
 	var nonce uint64
-	var buf []byte
-	next := func() []byte {
-		buf = buf[:0]
-		for len(buf) < floodChunk {
-			nonce++
-			buf = frame.AppendPing(buf, nonce)
-		}
-		return buf
-	}
-	trickle := func() []byte {
-		nonce++
-		return frame.AppendPing(buf[:0], nonce)
-	}
-	r.flood(ctx, cl, next, trickle, res)
+	r.flood(ctx, cl, &nonce, frame.AppendPing, res)
 	r.hostileEnd(cl, reading, HostileDrain, res)
 	res.Sent, res.Recv = nonce, uint64(cl.pongs.Load())
 }
@@ -281,41 +265,47 @@ func (r *run) connflood(ctx context.Context) {
 	if n <= 0 {
 		return
 	}
-	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
 	var wg sync.WaitGroup
+	r.holdConns(ctx, &wg, scenario.Connflood, scenario.Connflood, n, netip.Addr{}, false, func(dialed *barrier, cl *client) {
+		select {
+		case <-dialed.released:
+			wait(ctx, cl, dialed.at.Add(r.cfg.FloodHold))
+		case <-cl.done:
+		case <-ctx.Done():
+		}
+	})
+	wg.Wait()
+}
+
+// holdConns opens n connections of scenario name in role at once, from
+// client src (Config.Proxy; the zero Addr: the next client), each
+// answering pings and, if send or with a handshake timeout known, sending
+// a message at once (a flood is to fill the server's limits, not its
+// handshake timeout to empty them), and holds each until hold, given the
+// barrier every dial arrives at, returns. The connections run in wg; it
+// returns the barrier.
+func (r *run) holdConns(ctx context.Context, wg *sync.WaitGroup, name, role string, n int, src netip.Addr, send bool, hold func(dialed *barrier, cl *client)) *barrier {
+	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
 	for range n {
 		wg.Go(func() {
-			res := report.ConnResult{Scenario: scenario.Connflood, Role: scenario.Connflood}
-			c, dt, err := r.dial(ctx, 0)
-			res.OpenedAt = time.Now()
-			dialed.arrive()
-			if err != nil {
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
+			res := report.ConnResult{Scenario: name, Role: role}
+			cl, _ := r.open(ctx, &res, 0, src, dialed.arrive)
+			if cl == nil {
 				return
 			}
-			res.Connect, res.Misbehaved = dt, res.OpenedAt
-			cl := r.client(c)
+			res.Misbehaved = res.OpenedAt
 			cl.replies(frame.ReplyAll)
 			go cl.read()
-			// With a handshake timeout known, a message at once: the
-			// flood is to fill the server's limit, not its handshake
-			// timeout to empty it.
-			if r.cfg.Timeouts.Handshake > 0 {
+			if send || r.cfg.Timeouts.Handshake > 0 {
 				if _, err := cl.send(r.payload, 1); err == nil {
 					res.Sent = 1
 					r.ctr.Sent.Add(1)
 				}
 			}
-			select {
-			case <-dialed.released:
-				wait(ctx, cl, dialed.at.Add(r.cfg.FloodHold))
-			case <-cl.done:
-			case <-ctx.Done():
-			}
+			hold(dialed, cl)
 			r.hostileEnd(cl, true, 0, &res)
 			r.emit(res)
 		})
 	}
-	wg.Wait()
+	return dialed
 }

@@ -341,9 +341,9 @@ func TestFlood_ReaderGaveUpIsNoServerClose(t *testing.T) {
 	go cl.read()
 	<-cl.done // the reader gave up and closed the socket: the flood's first write fails
 	r := &run{cfg: Config{Duration: 5 * time.Second, HostileBytes: 1 << 20}, ctr: ctr, start: time.Now()}
-	chunk := frame.AppendPing(nil, 1)
 	var res report.ConnResult
-	r.flood(context.Background(), cl, func() []byte { return chunk }, func() []byte { return chunk }, &res)
+	var n uint64
+	r.flood(context.Background(), cl, &n, frame.AppendPing, &res)
 	assert.Equal(t, uint64(1), res.Writes, "the first write found the socket closed")
 	assert.Equal(t, report.EndBadServerFrame, res.End)
 	assert.True(t, res.ClosedAt.IsZero(), "the server closed nothing")

@@ -77,10 +77,9 @@ func (r *run) echo(ctx context.Context, cl *client, i, n int, rec *recorder, res
 	r.finishEchoes(ctx, cl, e, sent, func() uint64 { return e.recv.Load() }, res)
 }
 
-// finishEchoes waits up to AnswerWait for the echoes of the sent messages
-// still outstanding, shuts the connection (the reader is then done: the
-// batch and the checkers are the role's) and records what was sent,
-// answered (recv, read once the reader is done) and lost.
+// finishEchoes waits up to AnswerWait for the outstanding echoes, shuts
+// the connection and records what was sent, answered (recv, read once
+// the reader is done) and lost.
 func (r *run) finishEchoes(ctx context.Context, cl *client, e *echoes, sent uint64, recv func() uint64, res *report.ConnResult) {
 	for drainEnd := time.Now().Add(r.cfg.AnswerWait); e.recv.Load() < sent && time.Now().Before(drainEnd); {
 		select {
@@ -169,14 +168,11 @@ func (r *run) expectClose(ctx context.Context, cl *client, res *report.ConnResul
 }
 
 // quietStart starts a quiet connection's reader, answering pings until its
-// send, and waits until turn is closed: its turn in the spread window, after
-// the barrier.
-// While it waits at the barrier it sends a keep-alive message every third
-// of the idle timeout, or keepAliveMax if that is shorter (cl.keepalives
-// counts them), so that the wait for the slowest dials cannot outlast the
-// server's idle timeout, which runs from the open; their echoes do not
-// count as the answer to the last message.
-// It reports false (with res.Err set if the server closed it) if the
+// send, and waits until turn is closed (its turn in the spread window),
+// sending a keep-alive every third of the idle timeout (at most
+// keepAliveMax; cl.keepalives counts them), so that the wait for the
+// slowest dials cannot outlast the server's idle timer, which runs from
+// the open. It reports false (res.Err set if the server closed it) if the
 // connection ended first.
 func (r *run) quietStart(ctx context.Context, cl *client, turn <-chan struct{}, res *report.ConnResult) (chan struct{}, bool) {
 	cl.replies(frame.ReplyAll)          // the server may probe while we wait; we are alive until the send
@@ -260,10 +256,8 @@ func isDone(cl *client) bool {
 
 // idle waits for every quiet connection to open, sends its one message at
 // its place in the spread window and goes silent: the idle timeout must
-// close it. The close is judged against the send (the server cannot have
-// seen the message earlier); the arrival of the server's answer (framed:
-// its ACK; raw: the echo) is recorded too, a later reference that leaves
-// out the message's delivery and the server's read queue.
+// close it, counted from a moment between the send and the server's
+// answer (framed: its ACK; raw: the echo).
 func (r *run) idle(ctx context.Context, cl *client, i int, res *report.ConnResult) {
 	got, ok := r.quietStart(ctx, cl, r.turns.of(scenario.Idle, i), res)
 	if !ok {
@@ -284,11 +278,9 @@ func (r *run) idle(ctx context.Context, cl *client, i int, res *report.ConnResul
 	}
 }
 
-// handshake sends nothing at all, and answers nothing (framed: a PONG is a
-// frame, which would complete the handshake): the server's handshake
-// timeout must close it. The deadline runs from dialed, the start of the
-// dial, before which the server cannot have accepted the connection: a
-// close before it is early however late this client ran.
+// handshake sends nothing and answers nothing (a PONG is a frame, which
+// would complete the handshake): the server's handshake timeout must close
+// it, counted from dialed, the start of the dial.
 func (r *run) handshake(ctx context.Context, cl *client, dialed time.Time, res *report.ConnResult) {
 	go cl.read()
 	r.expectClose(ctx, cl, res, "handshake", dialed.Add(r.cfg.Timeouts.Handshake))
@@ -318,11 +310,10 @@ func (r *run) survivorWindow() time.Duration {
 	return max(r.cfg.Duration, t.DeadPeerAfter()+t.Slack+500*time.Millisecond)
 }
 
-// survivorEnd returns when a survivor that started at start may leave: the
-// survivor window after its start, and, if there are quiet connections, not
-// before the silent half, released from the barrier and spread over
-// IdleSpread, must have been closed. ok is false while the barrier holds
-// (the end is not known yet).
+// survivorEnd returns when a survivor that started at start may leave:
+// the survivor window after its start, and not before the silent half,
+// spread over IdleSpread after the barrier, must have been closed. ok is
+// false while the barrier holds (the end is not known yet).
 func (r *run) survivorEnd(start time.Time) (end time.Time, ok bool) {
 	end = start.Add(r.survivorWindow())
 	if r.quiet == nil {
@@ -407,16 +398,12 @@ func (r *run) retransmit(ctx context.Context, cl *client, res *report.ConnResult
 	}
 }
 
-// slowloris starts a message and trickles it a byte at a time, never
-// finishing it: the server's frame (request) deadline must close it.
-// Framed, the message is a DATA frame; raw, the payload (-payload, or the
-// echo pattern), of which the last byte is never sent. It writes to the
-// socket, not through the frame.Conn, which sends only whole frames; the
-// reader only watches for the server's close. The deadline runs from the
-// first byte's write: a close before it is early. With a handshake
-// timeout known (Timeouts.Handshake), a framed connection first sends a
-// whole PING, which completes its handshake, so that the trickle is cut
-// by the frame deadline rather than by the handshake's.
+// slowloris starts a message (framed: a DATA frame; raw: the payload)
+// and trickles it a byte at a time to the socket, never sending its last
+// byte: the server's frame (request) deadline, which runs from the first
+// byte's write, must close it. With a handshake timeout known, a framed
+// connection first sends a PING, which completes its handshake, so that
+// the frame deadline rather than the handshake's cuts the trickle.
 func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult) {
 	go cl.read()
 	msg, first := r.payload, 1 // raw: the message, and the bytes written at once
@@ -454,11 +441,9 @@ func (r *run) slowloris(ctx context.Context, cl *client, res *report.ConnResult)
 }
 
 // trickle returns the interval of a slowloris trickle against a frame
-// deadline and the offset of its first byte after the first write: a
-// quarter of the deadline, the first half of it in, so the bytes fall
-// at 1/8, 3/8, 5/8 and 7/8 of the deadline and none at the deadline
-// itself, where it would race the server's close (a byte reaching a
-// socket the server has just closed draws a reset, not its FIN).
+// deadline, a quarter of it, and the offset of its first byte, half that:
+// the bytes fall at 1/8, 3/8, 5/8 and 7/8 of the deadline, none at the
+// deadline, where it would race the server's close (and draw a reset).
 func trickle(frame time.Duration) (every, first time.Duration) {
 	every = max(frame/4, 10*time.Millisecond)
 	return every, every / 2

@@ -28,35 +28,11 @@ func (r *run) sourceflood(ctx context.Context) {
 	if n <= 0 {
 		return
 	}
-	dialed := newBarrier(n, r.cfg.BarrierTimeout, nil)
 	end := make(chan struct{}) // closed when the flood and the neighbours are let go
 	var wg, answered sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			res := report.ConnResult{Scenario: scenario.Sourceflood, Role: scenario.RoleFlooder}
-			c, _, dt, err := r.dialAs(ctx, 0, r.cfg.Proxy.FloodSource())
-			res.OpenedAt = time.Now()
-			dialed.arrive()
-			if err != nil {
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
-				return
-			}
-			res.Connect, res.Misbehaved = dt, res.OpenedAt
-			cl := r.client(c)
-			cl.replies(frame.ReplyAll)
-			go cl.read()
-			// A message at once, so that a handshake timeout does not
-			// empty the flood (as connflood).
-			if _, err := cl.send(r.payload, 1); err == nil {
-				res.Sent = 1
-				r.ctr.Sent.Add(1)
-			}
-			r.holdUntil(ctx, cl, end)
-			r.hostileEnd(cl, true, 0, &res)
-			r.emit(res)
-		})
-	}
+	dialed := r.holdConns(ctx, &wg, scenario.Sourceflood, scenario.RoleFlooder, n, r.cfg.Proxy.FloodSource(), true, func(_ *barrier, cl *client) {
+		r.holdUntil(ctx, cl, end)
+	})
 	select {
 	case <-dialed.released:
 	case <-ctx.Done():
@@ -65,16 +41,11 @@ func (r *run) sourceflood(ctx context.Context) {
 	for range m {
 		wg.Go(func() {
 			res := report.ConnResult{Scenario: scenario.Sourceflood, Role: scenario.RoleNeighbour}
-			c, _, dt, err := r.dialAs(ctx, 0, netip.Addr{})
-			res.OpenedAt = time.Now()
-			if err != nil {
+			cl, _ := r.open(ctx, &res, 0, netip.Addr{}, nil)
+			if cl == nil {
 				answered.Done()
-				res.DialErr = DialErrKind(err)
-				r.emit(res)
 				return
 			}
-			res.Connect = dt
-			cl := r.client(c)
 			cl.replies(frame.ReplyAll)   // a neighbour answers pings: it must stay
 			_, _ = r.once(ctx, cl, &res) // starts the reader
 			answered.Done()

@@ -6,6 +6,9 @@ package fincap
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -112,4 +115,26 @@ func parse(p []byte) (src uint16, dst Client, fin, ok bool) {
 	t := p[ihl:]
 	dst = Client{IP: [4]byte(p[16:20]), Port: uint16(t[2])<<8 | uint16(t[3])}
 	return uint16(t[0])<<8 | uint16(t[1]), dst, t[13]&0x01 != 0, true
+}
+
+// OpenLoopback starts the capture of the FINs the server at target sends on
+// the loopback; without the privilege or a loopback target it returns a
+// note saying why there is none.
+func OpenLoopback(target string) (*Capture, string, error) {
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, "", fmt.Errorf("fincap: %w", err)
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
+		return nil, "-fins: not done: the server is not at an IPv4 loopback address", nil
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, "", fmt.Errorf("fincap: port %q: %w", port, err)
+	}
+	c, err := Open(uint16(n))
+	if err != nil { // best effort: a note, not a failed run
+		return nil, "-fins: not done: " + err.Error(), nil
+	}
+	return c, "", nil
 }

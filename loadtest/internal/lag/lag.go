@@ -99,3 +99,24 @@ func (m *Monitor) Stop() *report.SelfLag {
 	}
 	return s
 }
+
+// WaitRunning polls done every 20 ms until it reports true or this process
+// has had running time d, not counting the time it was kept waiting for
+// the CPU (a poll that comes late extends the wait by its lateness), or
+// bound has passed. It reports whether done did.
+func WaitRunning(d, bound time.Duration, done func() bool) bool {
+	const every = 20 * time.Millisecond
+	start := time.Now()
+	deadline := start.Add(d)
+	for !done() {
+		now := time.Now()
+		if !now.Before(deadline) || now.Sub(start) >= bound {
+			return false
+		}
+		time.Sleep(every)
+		if late := time.Since(now) - every; late > time.Millisecond {
+			deadline = deadline.Add(late)
+		}
+	}
+	return true
+}

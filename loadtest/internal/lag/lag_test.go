@@ -87,3 +87,21 @@ func TestMonitor_ServerCPU(t *testing.T) {
 	s = Start(1 << 30).Stop() // beyond pid_max
 	assert.Contains(t, s.Err, "-server-pid")
 }
+
+// TestWaitRunning: the wait ends at once when done, never before d when
+// not; the extension for a late poll is the machine's business.
+func TestWaitRunning(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	assert.True(t, WaitRunning(time.Hour, time.Hour, func() bool { calls++; return calls == 3 }))
+	assert.Equal(t, 3, calls)
+	assert.Less(t, time.Since(start), time.Hour)
+
+	start = time.Now()
+	assert.False(t, WaitRunning(60*time.Millisecond, time.Hour, func() bool { return false }))
+	assert.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond, "never early")
+
+	start = time.Now()
+	assert.False(t, WaitRunning(time.Hour, 50*time.Millisecond, func() bool { return false }), "bounded")
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+}

@@ -19,29 +19,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
-
 	"github.com/netwheel/netwheel/loadtest/internal/promsample"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/netserver"
 )
 
-// This file is the leak check of -addr runs: the external server's own
-// gauges, read from its Prometheus endpoint (-metrics) before the run and
-// after it, as embedded runs read netserver's Stats directly. The same
-// readings give the server's own close delay (CloseDelayMetric),
-// which embedded netwheel runs read from the server's handler.
-
 // Tolerances of the leak check. Connections and timers are exact counts
-// the server keeps itself: once every client has closed and the server has
-// seen the closes they must be back to their value before the run, so
-// they get none. Open files and goroutines also move for reasons that are
-// not leaks: each HTTP connection to the metrics endpoint holds one fd and
-// one or two net/http goroutines while it is served (ours, and any other
-// scraper's that happens to coincide), and the runtime and libraries start
-// a few goroutines or open a file lazily on first use. A leak of one per
-// connection grows them by about the number of connections the run opened,
-// far beyond these; the report notes runs too small to tell.
+// the server keeps: once every client has closed they must be back to
+// their value before the run. Open files and goroutines also move for
+// reasons that are not leaks (each scrape's HTTP connection, lazy starts
+// in the runtime and libraries); a leak of one per connection grows them
+// by about the connections the run opened, far beyond these.
 const (
 	fdTolerance        = 4
 	goroutineTolerance = 10
@@ -164,19 +152,17 @@ type reading struct {
 
 // scrape reads the leak metrics and the close-delay histogram of a server
 // whose own metrics are prefixed ns from target, in at most
-// metricsFetchTimeout. An exposition that does not parse is an error; a
-// histogram whose samples do not make one is not an error of the scrape:
-// the leak check does not need it.
+// metricsFetchTimeout (parseReading).
 func scrape(ctx context.Context, c *http.Client, target, ns string) (reading, error) {
 	body, err := fetchMetrics(ctx, c, target)
-	if err != nil {
-		return reading{}, err
+	if err == nil {
+		var r reading
+		if r, err = parseReading(body, ns); err == nil {
+			return r, nil
+		}
+		err = fmt.Errorf("loadtest: metrics: %s: %w", target, err)
 	}
-	r, err := parseReading(body, ns)
-	if err != nil {
-		return reading{}, fmt.Errorf("loadtest: metrics: %s: %w", target, err)
-	}
-	return r, nil
+	return reading{}, err
 }
 
 // fetchMetrics reads the exposition at target, in at most
@@ -188,9 +174,7 @@ func fetchMetrics(ctx context.Context, c *http.Client, target string) ([]byte, e
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: metrics: %w", err)
 	}
-	// The text format expfmt's TextParser reads, not the protobuf or
-	// OpenMetrics ones client_golang may negotiate.
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	req.Header.Set("Accept", textFormat)
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: metrics: %w", err)
@@ -211,10 +195,15 @@ func fetchMetrics(ctx context.Context, c *http.Client, target string) ([]byte, e
 	return body, nil
 }
 
+// textFormat is the exposition format expfmt's TextParser reads, not the
+// protobuf or OpenMetrics ones client_golang may negotiate.
+const textFormat = "text/plain;version=0.0.4"
+
 // parseReading reads the leak metrics and the close-delay histogram of a
 // server whose own metrics are prefixed ns out of an exposition. An
 // exposition that does not parse is its error; a close-delay histogram
-// that does not make one is the reading's closeDelayErr.
+// that does not make one is the reading's closeDelayErr (the leak check
+// does not need it).
 func parseReading(body []byte, ns string) (reading, error) {
 	v, err := promsample.Decode(bytes.NewReader(body))
 	if err != nil {
@@ -225,18 +214,13 @@ func parseReading(body []byte, ns string) (reading, error) {
 		names = append(names, m.name)
 	}
 	r := reading{values: promsample.Sum(v, names...)}
-	r.closeDelay, r.closeDelayErr = closeDelayOf(v, CloseDelayMetric(ns))
-	return r, nil
-}
-
-// closeDelayOf reads the close-delay histogram called name out of an
-// exposition's samples; nil, nil if it has none.
-func closeDelayOf(v model.Vector, name string) (*report.ServerHistogram, error) {
-	h, ok, err := promsample.ClassicHistogram(v, name)
-	if err != nil || !ok {
-		return nil, err
+	name := CloseDelayMetric(ns)
+	if h, ok, err := promsample.ClassicHistogram(v, name); err != nil {
+		r.closeDelayErr = err
+	} else if ok {
+		r.closeDelay, r.closeDelayErr = serverHistogram(name, h)
 	}
-	return serverHistogram(name, h)
+	return r, nil
 }
 
 // serverHistogram turns a histogram read from an exposition into the
@@ -270,16 +254,16 @@ func serverHistogram(name string, h promsample.Histogram) (*report.ServerHistogr
 func HandlerCloseDelay(h http.Handler) (*report.ServerHistogram, error) {
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	req.Header.Set("Accept", textFormat)
 	h.ServeHTTP(w, req)
 	if w.Code != http.StatusOK {
 		return nil, fmt.Errorf("loadtest: server metrics: status %d", w.Code)
 	}
-	v, err := promsample.Decode(w.Body)
+	r, err := parseReading(w.Body.Bytes(), DefaultNamespace)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: server metrics: %w", err)
 	}
-	return closeDelayOf(v, CloseDelayMetric(DefaultNamespace))
+	return r.closeDelay, r.closeDelayErr
 }
 
 // closeDelayDiff is this run's part of an external server's close delay

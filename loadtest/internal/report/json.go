@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/netwheel/netwheel/internal/hist"
 )
 
 // JSON writes r as indented JSON with its judgement j (docs/results.md):
@@ -83,7 +81,12 @@ func ReadJSON(rd io.Reader) (*Result, error) {
 		}
 	}
 	r.Judgement = nil // the figures say it again
-	fillRead(&r)
+	for _, s := range r.Scenarios {
+		fill(s) // what JSON omits when empty
+	}
+	if r.SelfLag != nil {
+		fill(r.SelfLag)
+	}
 	return &r, nil
 }
 
@@ -98,47 +101,6 @@ func generic(v any) (any, error) {
 	dec.UseNumber()
 	var out any
 	return out, dec.Decode(&out)
-}
-
-// fillRead gives a read result the maps and histograms JSON may omit.
-func fillRead(r *Result) {
-	if l := r.SelfLag; l != nil && l.Lag == nil {
-		l.Lag = &hist.Histogram{}
-	}
-	for _, s := range r.Scenarios {
-		n := NewScenario(s.Name, "")
-		s.DialErrors = cmpOr(s.DialErrors, n.DialErrors)
-		s.Errors = cmpOr(s.Errors, n.Errors)
-		s.Ends = cmpOr(s.Ends, n.Ends)
-		if s.RetxCount == nil {
-			s.RetxCount = n.RetxCount
-		}
-		for _, h := range []**hist.Histogram{&s.Latency, &s.Connect, &s.CloseAfter} {
-			if *h == nil {
-				*h = &hist.Histogram{}
-			}
-		}
-		if c := s.Closes; c != nil {
-			e := newCloses(c.Expect)
-			c.OtherReason = cmpOr(c.OtherReason, e.OtherReason)
-			if c.Wire == nil {
-				c.Wire = e.Wire
-			}
-		}
-		for _, ro := range s.Roles {
-			ro.Ends = cmpOr(ro.Ends, map[string]int{})
-			if ro.CloseAfter == nil {
-				ro.CloseAfter = &hist.Histogram{}
-			}
-		}
-	}
-}
-
-func cmpOr(m, empty map[string]int) map[string]int {
-	if m == nil {
-		return empty
-	}
-	return m
 }
 
 var (

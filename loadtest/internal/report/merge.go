@@ -1,8 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/netwheel/netwheel/internal/hist"
@@ -56,20 +58,10 @@ func Merge(rs ...*Result) (*Result, error) {
 		for _, s := range r.Scenarios {
 			m := out.Scenario(s.Name)
 			if m == nil {
-				expect := ""
-				if s.Closes != nil {
-					expect = s.Closes.Expect
-				}
-				m = NewScenario(s.Name, expect)
-				m.Ladder, m.GiveUpAt = s.Ladder, s.GiveUpAt
-				m.Hostile, m.Limit, m.Proto, m.CloseWithin, m.FloodBytes = s.Hostile, s.Limit, s.Proto, s.CloseWithin, s.FloodBytes
+				m = NewScenario(s.Name, "")
 				out.Scenarios = append(out.Scenarios, m)
 			}
-			m.CloseWithin = max(m.CloseWithin, s.CloseWithin) // shards may have run for different windows
-			if m.NotApplicable == "" {
-				m.NotApplicable = s.NotApplicable
-			}
-			m.merge(s)
+			add(reflect.ValueOf(m).Elem(), reflect.ValueOf(s).Elem())
 		}
 		if r.Server != nil && len(rs) == 1 {
 			out.Server = r.Server
@@ -84,10 +76,8 @@ func Merge(rs ...*Result) (*Result, error) {
 			out.Memory = r.Memory
 		}
 		if r.SelfLag != nil {
-			if out.SelfLag == nil {
-				out.SelfLag = &SelfLag{Lag: &hist.Histogram{}}
-			}
-			out.SelfLag.merge(r.SelfLag)
+			out.SelfLag = cmp.Or(out.SelfLag, &SelfLag{})
+			add(reflect.ValueOf(out.SelfLag).Elem(), reflect.ValueOf(r.SelfLag).Elem())
 		}
 	}
 	cd, note := mergeCloseDelay(rs)
@@ -114,77 +104,64 @@ func appendNew(dst []string, src ...string) []string {
 	return dst
 }
 
-func (s *Scenario) merge(o *Scenario) {
-	s.Conns += o.Conns
-	s.Opened += o.Opened
-	s.Elapsed = max(s.Elapsed, o.Elapsed)
-	s.Sent += o.Sent
-	s.Recv += o.Recv
-	s.Lost += o.Lost
-	addMap(s.DialErrors, o.DialErrors)
-	addMap(s.Errors, o.Errors)
-	addMap(s.Ends, o.Ends)
-	for k, v := range o.RetxCount {
-		s.RetxCount[k] += v
-	}
-	s.Latency.Merge(o.Latency)
-	s.Connect.Merge(o.Connect)
-	if s.Closes != nil && o.Closes != nil {
-		s.Closes.merge(o.Closes)
-	}
-	s.Horizon = max(s.Horizon, o.Horizon)
-	s.AnswerWait = max(s.AnswerWait, o.AnswerWait)
-	s.DialWait = max(s.DialWait, o.DialWait)
-	s.Survivors += o.Survivors
-	s.Survived += o.Survived
-	s.Pings += o.Pings
-	s.Bytes += o.Bytes
-	s.Writes += o.Writes
-	s.Mismatch += o.Mismatch
-	s.ServerClosed += o.ServerClosed
-	s.FloodedOpen += o.FloodedOpen
-	s.FloodCut += o.FloodCut
-	s.FloodStoppedOpen += o.FloodStoppedOpen
-	s.CloseAfter.Merge(o.CloseAfter)
-	for name, r := range o.Roles {
-		m := s.role(name)
-		m.Conns += r.Conns
-		m.Opened += r.Opened
-		m.ServerClosed += r.ServerClosed
-		addMap(m.Ends, r.Ends)
-		m.CloseAfter.Merge(r.CloseAfter)
-	}
-	for k, h := range o.RetxError {
-		for len(s.RetxError) <= k {
-			s.RetxError = append(s.RetxError, &hist.Histogram{})
-		}
-		s.RetxError[k].Merge(h)
-	}
-}
+var histType = reflect.TypeFor[*hist.Histogram]()
 
-func (c *Closes) merge(o *Closes) {
-	c.Expected += o.Expected
-	c.OnTime += o.OnTime
-	c.Late += o.Late
-	c.Never += o.Never
-	c.Early += o.Early
-	c.EarlyDeadPeer += o.EarlyDeadPeer
-	addMap(c.OtherReason, o.OtherReason)
-	c.Refused += o.Refused
-	if c.Refusal == "" {
-		c.Refusal = o.Refusal
-	}
-	c.NotStarted += o.NotStarted
-	for _, h := range []struct{ dst, src *hist.Histogram }{{c.FromStart, o.FromStart}, {c.FromEnd, o.FromEnd},
-		{c.Window, o.Window}, {c.LateBy, o.LateBy}, {c.EarlyBy, o.EarlyBy}, {c.Wire, o.Wire}} {
-		if h.src != nil {
-			h.dst.Merge(h.src)
+// add adds src's figures to dst's, two structs of one type, field by
+// field: numbers add up (with the tag merge:"max", the larger is kept;
+// with merge:"first", dst's unless zero), histograms merge, counts by
+// key add up, nested figures (*Closes, roles) add up alike, and any
+// other field keeps dst's unless zero. What dst lacks is made; src is
+// not modified.
+func add(dst, src reflect.Value) {
+	for i := range dst.NumField() {
+		d, s, tag := dst.Field(i), src.Field(i), dst.Type().Field(i).Tag.Get("merge")
+		if s.IsZero() {
+			continue
 		}
-	}
-}
-
-func addMap(dst, src map[string]int) {
-	for k, v := range src {
-		dst[k] += v
+		switch k := d.Kind(); {
+		case tag == "max":
+			d.SetInt(max(d.Int(), s.Int()))
+		case d.Type() == histType:
+			if d.IsNil() {
+				d.Set(reflect.ValueOf(&hist.Histogram{}))
+			}
+			d.Interface().(*hist.Histogram).Merge(s.Interface().(*hist.Histogram))
+		case k == reflect.Slice && d.Type().Elem() == histType:
+			for j := range s.Len() {
+				if j == d.Len() {
+					d.Set(reflect.Append(d, reflect.ValueOf(&hist.Histogram{})))
+				}
+				d.Index(j).Interface().(*hist.Histogram).Merge(s.Index(j).Interface().(*hist.Histogram))
+			}
+		case tag == "" && (k == reflect.Int || k == reflect.Int64):
+			d.SetInt(d.Int() + s.Int())
+		case tag == "" && k == reflect.Uint64:
+			d.SetUint(d.Uint() + s.Uint())
+		case tag == "" && k == reflect.Pointer && d.Type().Elem().Kind() == reflect.Struct:
+			if d.IsNil() {
+				d.Set(reflect.New(d.Type().Elem()))
+			}
+			add(d.Elem(), s.Elem())
+		case tag == "" && k == reflect.Map:
+			if d.IsNil() {
+				d.Set(reflect.MakeMap(d.Type()))
+			}
+			for it := s.MapRange(); it.Next(); {
+				old := d.MapIndex(it.Key())
+				if v := it.Value(); v.Kind() == reflect.Pointer { // figures by name (roles)
+					if !old.IsValid() {
+						old = reflect.New(v.Type().Elem())
+						d.SetMapIndex(it.Key(), old)
+					}
+					add(old.Elem(), v.Elem())
+				} else if old.IsValid() {
+					d.SetMapIndex(it.Key(), reflect.ValueOf(old.Int()+v.Int()).Convert(v.Type()))
+				} else {
+					d.SetMapIndex(it.Key(), v)
+				}
+			}
+		case d.IsZero():
+			d.Set(s)
+		}
 	}
 }

@@ -157,7 +157,7 @@ type SelfLag struct {
 	// harness was kept from running.
 	Stalled time.Duration `json:"stalled"`
 	Wall    time.Duration `json:"wall"` // how long it was measured
-	CPUs    int           `json:"cpus"`
+	CPUs    int           `json:"cpus" merge:"max"`
 	// OwnCPU is the harness process's CPU time (the embedded server's
 	// included), OtherCPU the busy time of every CPU of the machine that
 	// was not the harness's: the other processes', and StealCPU what the
@@ -186,18 +186,3 @@ func (l *SelfLag) StalledShare() float64 {
 // Capacity returns the CPU time the machine had over the run: its CPUs
 // times the wall time.
 func (l *SelfLag) Capacity() time.Duration { return time.Duration(l.CPUs) * l.Wall }
-
-// merge adds o's figures to l's.
-func (l *SelfLag) merge(o *SelfLag) {
-	l.Lag.Merge(o.Lag)
-	l.Stalled += o.Stalled
-	l.Wall += o.Wall
-	l.CPUs = max(l.CPUs, o.CPUs)
-	l.OwnCPU += o.OwnCPU
-	l.OtherCPU += o.OtherCPU
-	l.StealCPU += o.StealCPU
-	l.ServerCPU += o.ServerCPU
-	if l.Err == "" {
-		l.Err = o.Err
-	}
-}

@@ -170,6 +170,7 @@ func TestScenario_AddIdleAnswer(t *testing.T) {
 		&Result{Version: Version, Shards: []string{"2/2"}, Scenarios: []*Scenario{s}})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(4), m.Scenario("idle").Closes.FromEnd.Count(), "merged")
+	assert.Equal(t, uint64(2), s.Closes.FromEnd.Count(), "inputs untouched")
 	var b bytes.Buffer
 	Text(&b, m, m.Judge())
 	assert.Contains(t, b.String(), "close error from the server's last answer")

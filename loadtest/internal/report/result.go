@@ -9,6 +9,7 @@
 package report
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/hist"
@@ -178,11 +179,6 @@ func (c *Closes) Sum() int {
 	return c.OnTime + c.Late + c.Never + c.Early + sum(c.OtherReason) + c.Refused + c.NotStarted
 }
 
-func newCloses(expect string) *Closes {
-	return &Closes{Expect: expect, OtherReason: map[string]int{}, FromStart: &hist.Histogram{}, FromEnd: &hist.Histogram{},
-		Window: &hist.Histogram{}, LateBy: &hist.Histogram{}, EarlyBy: &hist.Histogram{}, Wire: &hist.Histogram{}}
-}
-
 // Scenario is the figures of one scenario.
 type Scenario struct {
 	Name string `json:"name"`
@@ -193,13 +189,13 @@ type Scenario struct {
 	Proto         string `json:"proto"` // raw or framed
 	// AnswerWait is how long the harness waited for an answer before it
 	// counted the message lost, DialWait for a connection to open.
-	AnswerWait time.Duration  `json:"answer_wait"`
-	DialWait   time.Duration  `json:"dial_wait"`
+	AnswerWait time.Duration  `json:"answer_wait" merge:"max"`
+	DialWait   time.Duration  `json:"dial_wait" merge:"max"`
 	Conns      int            `json:"conns"`  // connections attempted
 	Opened     int            `json:"opened"` // connected
 	DialErrors map[string]int `json:"dial_errors,omitempty"`
-	Elapsed    time.Duration  `json:"elapsed"` // the sending window, for rates
-	Sent       uint64         `json:"sent"`    // messages
+	Elapsed    time.Duration  `json:"elapsed" merge:"max"` // the sending window, for rates
+	Sent       uint64         `json:"sent"`                // messages
 	Recv       uint64         `json:"answered"`
 	Lost       uint64         `json:"lost"`
 	Mismatch   uint64         `json:"mismatch"` // answers that differed from what was expected
@@ -214,14 +210,14 @@ type Scenario struct {
 	Closes *Closes `json:"closes,omitempty"`
 	// Horizon is how long after its expected close each connection waited
 	// for the close.
-	Horizon time.Duration `json:"horizon"`
+	Horizon time.Duration `json:"horizon" merge:"max"`
 
 	Survivors int `json:"survivors,omitempty"` // expected to survive
 	Survived  int `json:"survived,omitempty"`
 	Pings     int `json:"pings,omitempty"`
 
-	Ladder    []time.Duration   `json:"ladder,omitempty"`     // expected retransmission offsets
-	GiveUpAt  time.Duration     `json:"give_up_at,omitempty"` // expected give-up offset
+	Ladder    []time.Duration   `json:"ladder,omitempty"`                 // expected retransmission offsets
+	GiveUpAt  time.Duration     `json:"give_up_at,omitempty" merge:"max"` // expected give-up offset
 	RetxError []*hist.Histogram `json:"retx_error_ns,omitempty"`
 	RetxCount map[int]int       `json:"retx_count,omitempty"` // connections by retransmissions seen
 
@@ -236,16 +232,16 @@ type Scenario struct {
 	Roles map[string]*Role `json:"roles,omitempty"`
 	// Limit is the server's connection limit connflood was told, or its
 	// per-source limit sourceflood was (0: none).
-	Limit int `json:"limit,omitempty"`
+	Limit int `json:"limit,omitempty" merge:"first"`
 	// CloseWithin is, for nonreader and pingflood, how long after its
 	// misbehaviour began each close must come: the sending window.
-	CloseWithin time.Duration `json:"close_within,omitempty"`
+	CloseWithin time.Duration `json:"close_within,omitempty" merge:"max"`
 	// FloodBytes is, for nonreader, the flood each connection sends at
 	// most; FloodedOpen counts the connections that sent all of it and
 	// were not closed, FloodCut those that neither sent it all nor were
 	// closed, FloodStoppedOpen those of FloodCut whose floods were stopped
 	// when the server's memory passed its bound.
-	FloodBytes       int64 `json:"flood_bytes,omitempty"`
+	FloodBytes       int64 `json:"flood_bytes,omitempty" merge:"first"`
 	FloodedOpen      int   `json:"flooded_open,omitempty"`
 	FloodCut         int   `json:"flood_cut,omitempty"`
 	FloodStoppedOpen int   `json:"flood_stopped_open,omitempty"`
@@ -262,12 +258,9 @@ type Role struct {
 
 // role returns the named role's figures, adding them if new.
 func (s *Scenario) role(name string) *Role {
-	if s.Roles == nil {
-		s.Roles = map[string]*Role{}
-	}
 	r := s.Roles[name]
 	if r == nil {
-		r = &Role{Ends: map[string]int{}, CloseAfter: &hist.Histogram{}}
+		r = fill(&Role{})
 		s.Roles[name] = r
 	}
 	return r
@@ -289,13 +282,11 @@ func (s *Scenario) heldBy(role string) int {
 // NewScenario returns empty figures for a scenario; expect is the close
 // its connections must get from a server timeout ("" none).
 func NewScenario(name, expect string) *Scenario {
-	s := &Scenario{Name: name, DialErrors: map[string]int{}, Errors: map[string]int{},
-		Ends: map[string]int{}, RetxCount: map[int]int{},
-		Latency: &hist.Histogram{}, Connect: &hist.Histogram{}, CloseAfter: &hist.Histogram{}}
+	s := &Scenario{Name: name}
 	if expect != "" {
-		s.Closes = newCloses(expect)
+		s.Closes = &Closes{Expect: expect}
 	}
-	return s
+	return fill(s)
 }
 
 // Result is one run of the harness, or a merge of several shards.
@@ -322,6 +313,44 @@ type Result struct {
 	// CloseDelay is the server's own account of its timeout closes
 	// (netserver's timeout_close_delay_seconds); nil if the server does not export it.
 	CloseDelay *ServerHistogram `json:"close_delay,omitempty"`
+}
+
+// fill gives the figures p points to an empty map or histogram wherever
+// they have none, through nested figures (a nil *Closes stays nil: no
+// timer check), so that Add and the renderers never meet a nil one.
+func fill[T any](p *T) *T {
+	fillValue(reflect.ValueOf(p).Elem())
+	return p
+}
+
+func fillValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillValue(v.Field(i))
+			}
+		}
+	case reflect.Pointer:
+		if v.Type() == histType && v.IsNil() {
+			v.Set(reflect.ValueOf(&hist.Histogram{}))
+		} else if v.Type() != histType && !v.IsNil() {
+			fillValue(v.Elem())
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			v.Set(reflect.MakeMap(v.Type()))
+		}
+		for it := v.MapRange(); it.Next(); {
+			if it.Value().Kind() == reflect.Pointer {
+				fillValue(it.Value())
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			fillValue(v.Index(i))
+		}
+	}
 }
 
 // Scenario returns the named scenario's figures, or nil.

@@ -183,3 +183,22 @@ func remoteText(p func(string, ...any), rm *Remote) {
 		}
 	}
 }
+
+// NotEchoNote returns a hint when an external raw server taken for an echo
+// server (no -payload, -expect or -preset) answered none of the messages
+// its polite scenarios sent: it may speak another protocol.
+func (r *Result) NotEchoNote() string {
+	if c := r.Config; c.Server != "external" || c.Proto != "raw" || c.Payload != "" || c.Expect != "" {
+		return ""
+	}
+	var sent, recv uint64
+	for _, f := range r.Scenarios {
+		if !f.Hostile { // a hostile peer may not read what is echoed (nonreader)
+			sent, recv = sent+f.Sent, recv+f.Recv
+		}
+	}
+	if sent > 0 && recv == 0 {
+		return "no message was echoed: if the server speaks another protocol, say what to send and what it answers with -preset (redis, memcached, http, line) or -payload and -expect"
+	}
+	return ""
+}

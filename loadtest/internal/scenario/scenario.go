@@ -10,7 +10,9 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -248,12 +250,48 @@ func Names() []string {
 	return out
 }
 
-// Index returns name's position in report order (-1 if unknown).
-func Index(name string) int {
-	for i, s := range All {
-		if s.Name == name {
-			return i
+// Parse parses -scenario: a comma-separated list in any order, returned
+// in report order, or all (the default; mixed is its old name): every
+// scenario in the default set (Spec.InDefault). A scenario named that
+// needs the framed protocol is an error over raw, unless the protocol is
+// the user's own (e.OtherProtocol), where it is reported not applicable.
+func Parse(s string, e Env) ([]string, error) {
+	named := map[string]bool{}
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		sp := Lookup(n)
+		switch {
+		case s == "" || s == "all" || s == "mixed":
+		case n == "all" || n == "mixed":
+			return nil, errors.New("-scenario all means every scenario that applies; do not combine it with others")
+		case sp == nil:
+			return nil, fmt.Errorf("-scenario %q: want all or some of %s", n, strings.Join(Names(), ", "))
+		case sp.Framed && e.Proto != Framed && !e.OtherProtocol:
+			return nil, fmt.Errorf("-scenario %s needs -proto framed", n)
+		case named[n]:
+			return nil, fmt.Errorf("-scenario %s given twice", n)
+		default:
+			named[n] = true
 		}
 	}
-	return -1
+	var out []string
+	for i := range All {
+		if sp := &All[i]; named[sp.Name] || len(named) == 0 && sp.InDefault(e) {
+			out = append(out, sp.Name)
+		}
+	}
+	return out, nil
+}
+
+// Check returns why the flags in e cannot run one of the named
+// scenarios that applies (Spec.CheckFlags), or "".
+func Check(names []string, e Env) string {
+	for _, n := range names {
+		if sp := Lookup(n); sp.NotApplicable(e) == "" {
+			if why := sp.CheckFlags(e); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
 }
