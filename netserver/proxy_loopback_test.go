@@ -19,7 +19,7 @@ func TestSourceLimit_LoopbackNotCounted(t *testing.T) {
 			for range 3 {
 				c := dial(t, s)
 				c.Push([]byte("ok"))
-				assert.Equal(t, []byte("ok"), readEcho(t, c.Conn, netserver.Raw, 2), "loopback is not counted")
+				assert.Equal(t, []byte("ok"), readEcho(t, c, netserver.Raw, 2), "loopback is not counted")
 			}
 			assert.Zero(t, s.Stats().Closed["source_limit"])
 		})

@@ -67,7 +67,7 @@ func TestSourceLimit_ReleasedOnEveryClose(t *testing.T) {
 					}
 					c.Push(append(hdr, msg...))
 					if end.port == 4 {
-						assert.Equal(t, []byte("hi"), readEcho(t, c.Conn, p, 2), "round %d: a place for the source", round)
+						assert.Equal(t, []byte("hi"), readEcho(t, c, p, 2), "round %d: a place for the source", round)
 						require.NoError(t, c.Close())
 					} else {
 						_, _ = c.WaitClose(waitFor) // the server ends it
@@ -95,7 +95,7 @@ func TestSourceLimit_ReleasedAtShutdown(t *testing.T) {
 		c := dial(t, s)
 		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i / 2)}), uint16(1000+i))
 		c.Push(append(header(1, client, s.Addr()), frame.AppendData(nil, 1, []byte("x"))...))
-		_ = readEcho(t, c.Conn, netserver.Framed, 1)
+		_ = readEcho(t, c, netserver.Framed, 1)
 	}
 	assert.Equal(t, 3.0, scrape(t, s)["netwheel_connection_sources"])
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -22,7 +22,7 @@ func TestProxy_TrustedIPv4Mapped(t *testing.T) {
 			c := dial(t, s)
 			client := netip.MustParseAddrPort("192.0.2.3:4000")
 			c.Push(append(header(1, client, s.Addr()), "hi"...))
-			assert.Equal(t, []byte("hi"), readEcho(t, c.Conn, netserver.Raw, 2))
+			assert.Equal(t, []byte("hi"), readEcho(t, c, netserver.Raw, 2))
 			assert.Zero(t, s.Stats().Closed["proxy_untrusted"])
 		})
 	}
