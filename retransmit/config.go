@@ -3,7 +3,6 @@ package retransmit
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/setting"
@@ -253,12 +252,9 @@ func (c Config) resolve(tick time.Duration) (resolved, error) {
 		maxNanos:       int64(c.MaxRTO),
 		granNanos:      int64(c.Granularity),
 		linux:          c.Variant == Linux,
-		maxRetransmits: c.MaxRetransmits,
+		maxRetransmits: setting.Bound(c.MaxRetransmits),
 		giveUpNanos:    int64(c.GiveUpAfter),
 		window:         c.Window,
-	}
-	if c.MaxRetransmits == Off {
-		r.maxRetransmits = math.MaxInt
 	}
 	if c.GiveUpAfter == Off {
 		r.giveUpNanos = giveUpNever

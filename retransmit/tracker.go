@@ -122,17 +122,13 @@ func (t *Tracker) Init(w *wheel.Wheel, cfg Config, hooks Hooks) error {
 	}
 	t.w, t.hooks, t.cfg, t.head, t.next = w, hooks, r, 1, 1
 	t.est.init(r)
-	t.ring = make([]entry, min(8, ceilPow2(r.window)))
+	size := 8
+	for size/2 >= r.window {
+		size /= 2
+	}
+	t.ring = make([]entry, size)
 	t.timer.Init(w, t.expire)
 	return nil
-}
-
-func ceilPow2(n int) int {
-	p := 1
-	for p < n {
-		p <<= 1
-	}
-	return p
 }
 
 // Sent records the first transmission of seq at now. It fails with
@@ -255,24 +251,26 @@ func (t *Tracker) ack(seq uint64, attempt int, now time.Duration) bool {
 			t.head++
 		}
 	}
-	sampled := t.est.Sample(rtt)
-	t.rearm(headMoved, int64(now))
-	t.mu.Unlock()
-	if sampled && t.hooks.Sample != nil {
-		t.hooks.Sample(rtt)
-	}
+	t.acknowledged(rtt, headMoved, now)
 	return true
 }
 
-// rearm applies RFC 6298 sections 5.2 and 5.3 after an ack: stop the timer
-// when nothing is outstanding, restart it when the oldest message was
-// acknowledged. Called with mu held.
-func (t *Tracker) rearm(headMoved bool, nowNanos int64) {
+// acknowledged ends an ack, called with mu held, which it releases: it
+// feeds rtt (negative: no sample) to the Estimator and applies RFC 6298
+// sections 5.2 and 5.3, stopping the timer when nothing is outstanding and
+// restarting it when the oldest message was acknowledged; then it calls
+// Hooks.Sample with no lock held.
+func (t *Tracker) acknowledged(rtt time.Duration, headMoved bool, now time.Duration) {
+	sampled := t.est.Sample(rtt)
 	switch {
 	case t.outstanding == 0:
 		t.timer.Stop()
 	case headMoved:
-		t.arm(nowNanos)
+		t.arm(int64(now))
+	}
+	t.mu.Unlock()
+	if sampled && t.hooks.Sample != nil {
+		t.hooks.Sample(rtt)
 	}
 }
 
@@ -308,12 +306,7 @@ func (t *Tracker) AckedThrough(seq uint64, now time.Duration) int {
 	}
 	t.outstanding -= n
 	t.acked += uint64(n)
-	sampled := t.est.Sample(rtt)
-	t.rearm(n > 0, int64(now))
-	t.mu.Unlock()
-	if sampled && t.hooks.Sample != nil {
-		t.hooks.Sample(rtt)
-	}
+	t.acknowledged(rtt, n > 0, now)
 	return n
 }
 
