@@ -208,8 +208,8 @@ var UsesAll = Uses{Probe: true, Frames: true, Handshake: true}
 // a layer above calls it rather than copying them. It allocates only for
 // an error and may be called from any goroutine.
 func (c Config) WithDefaults(u Uses) (Config, error) {
-	for _, f := range c.durations() {
-		if err := setting.Check(f.name, f.d); err != nil {
+	for i, p := range c.durations() {
+		if err := setting.Check(fields[i].name, *p); err != nil {
 			return c, fmt.Errorf("%w: %w", ErrNegative, err)
 		}
 	}
@@ -245,31 +245,19 @@ func (c Config) WithDefaults(u Uses) (Config, error) {
 	}
 	// The default max age, and any default timeout, that could never
 	// fire next to the settings given are left off.
-	timeouts := []struct {
-		given time.Duration
-		p     *time.Duration
-	}{
-		{given.IdleTimeout, &c.IdleTimeout},
-		{given.ReadSilenceTimeout, &c.ReadSilenceTimeout},
-		{given.KeepaliveTime, &c.KeepaliveTime},
-		{given.FrameTimeout, &c.FrameTimeout},
-		{given.HandshakeTimeout, &c.HandshakeTimeout},
-		{given.WriteStallTimeout, &c.WriteStallTimeout},
-	}
+	resolved, asGiven := c.durations(), given.durations()
 	if maxAgeDefault && c.MaxAge > 0 {
-		life := satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
-		for _, f := range timeouts {
-			if f.given > 0 && f.given >= life {
+		for i, p := range asGiven {
+			if fields[i].timeout && *p > 0 && *p >= c.life() {
 				c.MaxAge, c.MaxAgeJitter = Off, 0
 				break
 			}
 		}
 	}
 	if c.MaxAge > 0 {
-		life := satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
-		for _, f := range timeouts {
-			if f.given == 0 && *f.p >= life {
-				*f.p = Off
+		for i, p := range resolved {
+			if fields[i].timeout && *asGiven[i] == 0 && *p >= c.life() {
+				*p = Off
 			}
 		}
 	}
@@ -284,32 +272,38 @@ func (c Config) WithDefaults(u Uses) (Config, error) {
 	if err := c.check(); err != nil {
 		return c, err
 	}
-	for _, f := range c.durations() {
-		if f.name == "MaxAgeJitter" {
+	for i, p := range c.durations() {
+		if p == &c.MaxAgeJitter {
 			continue // a spread, not a deadline
 		}
-		if err := setting.CheckTick(f.name, f.d, u.Tick); err != nil {
+		if err := setting.CheckTick(fields[i].name, *p, u.Tick); err != nil {
 			return c, fmt.Errorf("%w: %w", ErrTooShort, err)
 		}
 	}
 	return c, nil
 }
 
-// field is a duration of a Config and its name.
-type field struct {
-	name string
-	d    time.Duration
+// fields names the durations of a Config, in the order durations lists
+// them, and marks the timeouts that the longest lifetime MaxAge allows
+// bounds.
+var fields = [10]struct {
+	name    string
+	timeout bool
+}{
+	{"IdleTimeout", true}, {"ReadSilenceTimeout", true}, {"KeepaliveTime", true}, {"KeepaliveTimeout", false},
+	{"FrameTimeout", true}, {"HandshakeTimeout", true}, {"MaxAge", false}, {"MaxAgeJitter", false},
+	{"MaxAgeGrace", false}, {"WriteStallTimeout", true},
 }
 
-// durations lists c's durations, in the order of their declaration.
-func (c Config) durations() [10]field {
-	return [10]field{
-		{"IdleTimeout", c.IdleTimeout}, {"ReadSilenceTimeout", c.ReadSilenceTimeout},
-		{"KeepaliveTime", c.KeepaliveTime}, {"KeepaliveTimeout", c.KeepaliveTimeout},
-		{"FrameTimeout", c.FrameTimeout}, {"HandshakeTimeout", c.HandshakeTimeout},
-		{"MaxAge", c.MaxAge}, {"MaxAgeJitter", c.MaxAgeJitter}, {"MaxAgeGrace", c.MaxAgeGrace},
-		{"WriteStallTimeout", c.WriteStallTimeout},
-	}
+// durations points at c's durations, in the order of their declaration.
+func (c *Config) durations() [10]*time.Duration {
+	return [10]*time.Duration{&c.IdleTimeout, &c.ReadSilenceTimeout, &c.KeepaliveTime, &c.KeepaliveTimeout,
+		&c.FrameTimeout, &c.HandshakeTimeout, &c.MaxAge, &c.MaxAgeJitter, &c.MaxAgeGrace, &c.WriteStallTimeout}
+}
+
+// life is the longest lifetime c's MaxAge allows: MaxAge+MaxAgeJitter+MaxAgeGrace.
+func (c Config) life() time.Duration {
+	return satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
 }
 
 // check validates a resolved Config, which it does not change: its
@@ -325,31 +319,19 @@ func (c Config) check() error {
 	case c.KeepaliveTime > 0 && c.ReadSilenceTimeout > 0 && c.KeepaliveTime >= c.ReadSilenceTimeout:
 		return fmt.Errorf("%w: KeepaliveTime %v is not below ReadSilenceTimeout %v, so no probe is ever sent",
 			ErrKeepalive, c.KeepaliveTime, c.ReadSilenceTimeout)
-	}
-	if c.MaxAge < 0 {
-		if c.MaxAgeJitter != 0 {
-			return fmt.Errorf("%w: MaxAgeJitter is set but MaxAge is off", ErrNoEffect)
-		}
-		if c.MaxAgeGrace != 0 {
-			return fmt.Errorf("%w: MaxAgeGrace is set but MaxAge is off", ErrNoEffect)
-		}
+	case c.MaxAge < 0 && c.MaxAgeJitter != 0:
+		return fmt.Errorf("%w: MaxAgeJitter is set but MaxAge is off", ErrNoEffect)
+	case c.MaxAge < 0 && c.MaxAgeGrace != 0:
+		return fmt.Errorf("%w: MaxAgeGrace is set but MaxAge is off", ErrNoEffect)
+	case c.MaxAge < 0:
 		return nil
-	}
-	if c.MaxAgeJitter >= c.MaxAge {
+	case c.MaxAgeJitter >= c.MaxAge:
 		return fmt.Errorf("%w: MaxAgeJitter %v, MaxAge %v", ErrMaxAge, c.MaxAgeJitter, c.MaxAge)
 	}
-	life := satAdd(satAdd(c.MaxAge, c.MaxAgeJitter), c.MaxAgeGrace)
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{
-		{"IdleTimeout", c.IdleTimeout}, {"ReadSilenceTimeout", c.ReadSilenceTimeout},
-		{"KeepaliveTime", c.KeepaliveTime}, {"FrameTimeout", c.FrameTimeout},
-		{"HandshakeTimeout", c.HandshakeTimeout}, {"WriteStallTimeout", c.WriteStallTimeout},
-	} {
-		if f.d >= life {
+	for i, p := range c.durations() {
+		if fields[i].timeout && *p >= c.life() {
 			return fmt.Errorf("%w: %s %v is not below the longest lifetime %v (MaxAge+MaxAgeJitter+MaxAgeGrace)",
-				ErrNoEffect, f.name, f.d, life)
+				ErrNoEffect, fields[i].name, *p, c.life())
 		}
 	}
 	return nil
@@ -359,14 +341,10 @@ func (c Config) check() error {
 // that is off is 0.
 func (c Config) run(u Uses) (Config, error) {
 	r, err := c.WithDefaults(u)
-	if err != nil {
-		return r, err
-	}
-	for _, p := range []*time.Duration{&r.IdleTimeout, &r.ReadSilenceTimeout, &r.KeepaliveTime,
-		&r.KeepaliveTimeout, &r.FrameTimeout, &r.HandshakeTimeout, &r.MaxAge, &r.WriteStallTimeout} {
+	for _, p := range r.durations() {
 		*p = max(*p, 0)
 	}
-	return r, nil
+	return r, err
 }
 
 // satAdd adds two non-negative durations, saturating instead of overflowing.
