@@ -83,16 +83,12 @@ type Config struct {
 	Protocol Protocol
 	// EventLoops is the number of gnet event loops; 0 means GOMAXPROCS-1,
 	// at least 1. It cannot be off, nor exceed MaxEventLoopsPerCore per
-	// CPU (runtime.NumCPU). Each loop waits in epoll_wait holding a P (the Go
-	// scheduler's processor), and a runtime timer on a P held that way
-	// runs only when the runtime takes the P back, milliseconds late; the
-	// timer wheel's goroutine sleeps on such a timer. With a P to spare,
-	// an idle P's thread runs every P's due timers on time, and timeouts
-	// fire within a tick or two. With a loop on every P (EventLoops >=
-	// GOMAXPROCS, or GOMAXPROCS 1) Start logs a warning and reaps come
-	// later (docs/perf.md, "Wake-ups when event loops hold every P"). To
-	// keep a loop per core, run with GOMAXPROCS one above the core count,
-	// as cmd/echo does (docs/design.md, "One loop per core").
+	// CPU (runtime.NumCPU). Each loop holds a P while it waits in
+	// epoll_wait, so with a loop on every P (EventLoops >= GOMAXPROCS, or
+	// GOMAXPROCS 1) the wheel's timer runs late: Start logs a warning and
+	// reaps come later (docs/perf.md, "Wake-ups when event loops hold every
+	// P"). To keep a loop per core, run with GOMAXPROCS one above the core
+	// count, as cmd/echo does (docs/design.md, "One loop per core").
 	EventLoops int
 	// ReusePort lets several servers (processes of the same user) share
 	// the address, and the kernel balance connections between them. On
@@ -109,21 +105,15 @@ type Config struct {
 	// so a finer tick costs nothing while traffic flows; it costs wake-ups
 	// (and CPU) when many timers fall due at once. It cannot be off.
 	Tick time.Duration
-	// Timeouts are the per-connection timeouts (idle, read silence,
-	// keepalive, frame, handshake, max age, write stall); zero fields take
-	// idle's defaults (idle.Config) and Off turns one off. The keepalive
-	// default applies with Framed only: Raw has no probe of its own (a Raw
-	// handler that implements Prober may set KeepaliveTime). The frame
-	// default applies with Framed, and with Raw and HandlerMarks, where
-	// it is the per-request deadline; Raw has no frames otherwise. The frame deadline runs from the first byte of a
-	// frame to its last (Framed), and the
-	// handshake deadline until the first complete frame (Framed) or the
-	// first byte (Raw). The write-stall timeout closes a connection whose
-	// output has been queued (the socket buffer being full) without
-	// progress for that long: no queued byte drained and, on Linux, no byte
-	// acknowledged by the peer (TCP_INFO). A peer that keeps reading,
-	// however slowly, is never closed by it; Limits bound how much may
-	// queue meanwhile.
+	// Timeouts are the per-connection timeouts; zero fields take idle's
+	// defaults (idle.Config). The keepalive default applies with Framed
+	// only (a Raw handler that implements Prober may set KeepaliveTime); the
+	// frame default with Framed, and with Raw and HandlerMarks, where it is
+	// the per-request deadline. The handshake deadline runs until the first
+	// complete frame (Framed) or the first byte (Raw). Write stall means no
+	// queued byte drained and, on Linux, no byte acknowledged by the peer
+	// (TCP_INFO): a peer that keeps reading, however slowly, is never closed
+	// by it; Limits bound how much may queue meanwhile.
 	Timeouts idle.Config
 	// Retransmit configures RFC 6298 retransmission of the DATA frames the
 	// server sends (Framed only); zero fields take retransmit's defaults,

@@ -12,17 +12,9 @@ import (
 // DefaultConfig returns the Config that the zero values of a Config for
 // protocol p stand for, spelled out (Config{Protocol: p}.WithDefaults()):
 // the embedder's starting point, safe for production as it is. Set Addr,
-// change what you need, and turn a protection off with Off. Its Timeouts
-// are idle's defaults (handshake 10 s, idle 5 min, write stall 30 s, max
-// age 1 h +/- 6 min and, Framed, frame 30 s and keepalive 30 s + 10 s; Raw
-// leaves FrameTimeout 0, the default request deadline once HandlerMarks is
-// set, and KeepaliveTime 0, none until a Prober's is set); its Limits are
-// the Default* limits; Framed, its Retransmit holds retransmit's defaults.
-// EventLoops, MaxConns and MaxConnsPerSource stay 0, decided at Start
-// (GOMAXPROCS-1 loops; MaxConns derived from the open-file limit, see
-// MaxConns; a tenth of it per source); sources are IPv4 addresses (32
-// bits) and IPv6 /64s; the PROXY protocol is off. cmd/echo's flags
-// default to it.
+// change what you need, and turn a protection off with Off. Each field's
+// doc says its default; EventLoops, MaxConns and MaxConnsPerSource stay 0,
+// decided at Start. cmd/echo's flags default to it.
 func DefaultConfig(p Protocol) Config {
 	c, err := Config{Protocol: p}.WithDefaults()
 	if err != nil {
@@ -33,18 +25,16 @@ func DefaultConfig(p Protocol) Config {
 
 // WithDefaults returns c as New runs it, or New's configuration error but
 // for Addr, which it does not check. Every zero field that has a default
-// is replaced by it, the layers below resolving their own: the tick by
-// wheel.ResolveTick, Timeouts by idle.Config.WithDefaults, Retransmit by
-// retransmit.Config.WithDefaults (its Granularity the tick). Every
-// protection that is off is left Off (Limits' OutputSoft and
-// OutputSoftFor both Off when either is). A zero setting that the
-// protocol does not use is left zero, and takes its default once used:
-// with Raw, Timeouts.KeepaliveTime (a Prober's), Timeouts.FrameTimeout
-// without HandlerMarks, Retransmit, Limits.UnackedBytes and
-// PingsPerSecond. EventLoops and MaxConns are left as they are, their zero
-// decided at Start. c itself is not changed, and the result resolves to
-// itself. It reads the open-file limit and the number of CPUs, and may be
-// called from any goroutine.
+// is replaced by it, the layers below resolving their own (wheel.ResolveTick,
+// idle.Config.WithDefaults, retransmit.Config.WithDefaults with the tick);
+// every protection that is off is left Off (Limits' OutputSoft and
+// OutputSoftFor both Off when either is). A zero setting the protocol does
+// not use stays zero, and takes its default once used: with Raw,
+// Timeouts.KeepaliveTime (a Prober's), Timeouts.FrameTimeout without
+// HandlerMarks, Retransmit, Limits.UnackedBytes and PingsPerSecond.
+// EventLoops and MaxConns are left as they are, their zero decided at
+// Start. c itself is not changed, and the result resolves to itself. It
+// reads the open-file limit and the number of CPUs; any goroutine.
 func (c Config) WithDefaults() (Config, error) {
 	if err := c.check(); err != nil {
 		return c, err
@@ -62,7 +52,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	c.MaxFrame = setting.Or(c.MaxFrame, frame.DefaultMax)
-	c.withEdgeDefaults()
+	c.SourceIPv4Bits = setting.Or(c.SourceIPv4Bits, DefaultSourceIPv4Bits)
+	c.SourceIPv6Bits = setting.Or(c.SourceIPv6Bits, DefaultSourceIPv6Bits)
 	c.MetricsNamespace = setting.Or(c.MetricsNamespace, DefaultMetricsNamespace)
 	c.Limits = c.Limits.withDefaults(framed)
 	if framed {

@@ -96,13 +96,6 @@ func (c *Config) checkEdge() error {
 	return nil
 }
 
-// withEdgeDefaults fills in the source prefixes' defaults.
-// MaxConnsPerSource's stays 0: it is decided at Start, from MaxConns.
-func (c *Config) withEdgeDefaults() {
-	c.SourceIPv4Bits = setting.Or(c.SourceIPv4Bits, DefaultSourceIPv4Bits)
-	c.SourceIPv6Bits = setting.Or(c.SourceIPv6Bits, DefaultSourceIPv6Bits)
-}
-
 // maxConnsPerSource resolves MaxConnsPerSource for a bound of maxConns
 // open connections (0: none): 0 for no per-source bound.
 func maxConnsPerSource(cfg, maxConns int) int {

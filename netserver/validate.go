@@ -101,10 +101,7 @@ func (c Config) check() error {
 	if k.KeepaliveIdle == 0 && (k.KeepaliveInterval != 0 || k.KeepaliveCount != 0) {
 		return fmt.Errorf("%w: Kernel.KeepaliveInterval/Count need Kernel.KeepaliveIdle", ErrConfig)
 	}
-	if err := c.checkEdge(); err != nil {
-		return err
-	}
-	return nil
+	return c.checkEdge()
 }
 
 // fits checks a resolved Framed c: one largest message must fit each
