@@ -52,11 +52,11 @@ configuration the library refuses).
 Flags:
 `
 
-// framedOnly are the flags that mean nothing with -proto raw: setting one
-// with raw is a usage error rather than silently ignored.
 // own are the binary's flags whose default is its own, not netserver's.
 var own = map[string]bool{"addr": true, "shutdown-timeout": true, "log-level": true, "log-format": true, "version": true}
 
+// framedOnly are the flags that mean nothing with -proto raw: setting one
+// with raw is a usage error rather than silently ignored.
 var framedOnly = []string{"keepalive-time", "keepalive-timeout", "keepalive-count", "frame-timeout",
 	"max-frame", "unacked-bytes", "pings-per-second", "initial-rto", "min-rto", "max-rto",
 	"rto-granularity", "rto-variant", "max-retransmits", "give-up-after", "window", "silent-shutdown"}

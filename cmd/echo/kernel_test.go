@@ -24,8 +24,9 @@ func TestKeepaliveReport(t *testing.T) {
 			wantInterval: "3s", wantCount: "4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.wantInterval, keepaliveInterval(tc.k))
-			assert.Equal(t, tc.wantCount, keepaliveCount(tc.k))
+			interval, count := tcpKeepalive(tc.k)
+			assert.Equal(t, tc.wantInterval, interval)
+			assert.Equal(t, tc.wantCount, count)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,14 +28,9 @@ const (
 
 // Bounds of the metrics server, so that scrapers, idle or hostile, hold
 // few of the descriptors -max-conns leaves (fdlimit.Reserve) and none for
-// long: how long it waits for a request's headers, and for the whole
-// request (a body announced and never sent would hold the connection while
-// the server discards it); how long it may take to write a response to a
-// scraper that does not read (net/http/pprof extends it by the seconds a
-// profile or trace asks for); how long it keeps an idle keep-alive
-// connection (a scraper
-// reconnects in a millisecond); and how many connections it has open at
-// once (more wait in the kernel's accept queue).
+// long. The read timeout stops a body announced and never sent; pprof
+// extends the write timeout by the seconds a profile or trace asks for;
+// more connections than metricsMaxConns wait in the kernel's accept queue.
 const (
 	metricsReadHeaderTimeout = 10 * time.Second
 	metricsReadTimeout       = 30 * time.Second
@@ -67,7 +63,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version.String("echo"))
 		return exitOK
 	}
-	log := newLogger(stderr, o)
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})
+	if o.logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})
+	}
+	log := slog.New(h)
 	cfg.Logger = log
 	srv, err := netserver.New(cfg, netserver.Echo{})
 	if err != nil {
@@ -160,14 +160,6 @@ func metricsMux(srv *netserver.Server, withPprof bool) *http.ServeMux {
 	return mux
 }
 
-func newLogger(w io.Writer, o options) *slog.Logger {
-	ho := &slog.HandlerOptions{Level: o.logLevel}
-	if o.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, ho))
-	}
-	return slog.New(slog.NewTextHandler(w, ho))
-}
-
 // effectiveConfig lists the settings the server runs with as log
 // attributes: the actual listen addresses, and the Config as netserver
 // resolves it (Config.WithDefaults), "off" where a protection is off.
@@ -251,11 +243,12 @@ func effectiveConfig(srv *netserver.Server, cfg netserver.Config, o options, mln
 			"silent_shutdown", cfg.SilentShutdown,
 		)
 	}
+	interval, count := tcpKeepalive(k)
 	return append(attrs,
 		slog.Group("tcp",
 			"keepalive_idle", sys(k.KeepaliveIdle),
-			"keepalive_interval", keepaliveInterval(k),
-			"keepalive_count", keepaliveCount(k),
+			"keepalive_interval", interval,
+			"keepalive_count", count,
 			"user_timeout", sys(k.UserTimeout),
 		),
 		"shutdown_timeout", off(o.shutdownTimeout),
@@ -272,27 +265,14 @@ func off(d time.Duration) string {
 	return d.String()
 }
 
-// keepaliveInterval and keepaliveCount report what the kernel's keepalive
-// will use: with -tcp-keepalive-idle set, gnet fills a zero interval with a
+// tcpKeepalive reports the interval and count the kernel's keepalive will
+// use: with -tcp-keepalive-idle set, gnet fills a zero interval with a
 // fifth of it and a zero count with 5 (netserver.KernelConfig).
-func keepaliveInterval(k netserver.KernelConfig) string {
-	switch {
-	case k.KeepaliveIdle == 0:
-		return "system"
-	case k.KeepaliveInterval == 0:
-		return (k.KeepaliveIdle / 5).String()
+func tcpKeepalive(k netserver.KernelConfig) (interval, count string) {
+	if k.KeepaliveIdle == 0 {
+		return "system", "system"
 	}
-	return k.KeepaliveInterval.String()
-}
-
-func keepaliveCount(k netserver.KernelConfig) string {
-	switch {
-	case k.KeepaliveIdle == 0:
-		return "system"
-	case k.KeepaliveCount == 0:
-		return "5"
-	}
-	return fmt.Sprint(k.KeepaliveCount)
+	return cmp.Or(k.KeepaliveInterval, k.KeepaliveIdle/5).String(), fmt.Sprint(cmp.Or(k.KeepaliveCount, 5))
 }
 
 // metricsServer is the HTTP server of -metrics, with the bounds above; its

@@ -128,18 +128,6 @@ func (h *Histogram) Quantile(q float64) int64 {
 	return h.max
 }
 
-// CountBelow reports how many recorded values are below v, to the
-// precision of v's bucket (the bucket holding v counts as not below).
-func (h *Histogram) CountBelow(v int64) uint64 {
-	var n uint64
-	h.Each(func(lo, hi int64, c uint64) {
-		if hi < v {
-			n += c
-		}
-	})
-	return n
-}
-
 // Each calls f for every non-empty bucket in increasing order of value, with
 // the bucket's smallest and largest value and its count.
 func (h *Histogram) Each(f func(lo, hi int64, count uint64)) {

@@ -129,15 +129,6 @@ func TestHistogram_JSONRoundTrip(t *testing.T) {
 	assert.Error(t, json.Unmarshal([]byte(`{"count":1,"pos":[[99999999,1]]}`), &g), "bucket out of range")
 }
 
-func TestHistogram_CountBelow(t *testing.T) {
-	var h Histogram
-	for v := int64(-50); v < 50; v++ {
-		h.Record(v)
-	}
-	assert.Equal(t, uint64(50), h.CountBelow(0))
-	assert.Equal(t, uint64(0), h.CountBelow(-50))
-}
-
 func TestHistogram_RecordAllocs(t *testing.T) {
 	var h Histogram
 	h.Record(1 << 40)
