@@ -141,28 +141,14 @@ func (t *Tracker) Init(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hook
 		panic("idle: Init with nil wheel")
 	}
 	cfg, err := cfg.run(Uses{Probe: hooks.Probe != nil, Frames: true, Handshake: true, Tick: w.Tick()})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if err := hooks.check(&cfg); err != nil {
-		return err
-	}
-	t.start(w, &cfg, hooks, int64(now))
-	return nil
-}
-
-func (h *Hooks) check(cfg *Config) error {
-	if h.Close == nil {
+	case hooks.Close == nil:
 		return fmt.Errorf("%w: Hooks.Close is nil", ErrHook)
-	}
-	if cfg.KeepaliveTime > 0 && h.Probe == nil {
+	case cfg.KeepaliveTime > 0 && hooks.Probe == nil:
 		return fmt.Errorf("%w: Hooks.Probe is nil but KeepaliveTime is set", ErrHook)
 	}
-	return nil
-}
-
-// start initializes t from a validated cfg and arms the policy timer.
-func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 	t.w = w
 	// A deadline beyond the wheel's range is never reached; the wheel would
 	// clamp its arming, whose firing would then prove nothing.
@@ -176,15 +162,16 @@ func (t *Tracker) start(w *wheel.Wheel, cfg *Config, hooks Hooks, now int64) {
 	}
 	t.idleDur = int64(cfg.IdleTimeout)
 	t.onClose = hooks.Close
-	t.opened = now
-	t.lastAct.Store(now)
-	t.lastIn.Store(now)
+	t.opened = int64(now)
+	t.lastAct.Store(int64(now))
+	t.lastIn.Store(int64(now))
 	if cfg.HandshakeTimeout > 0 {
-		t.handshakeAt.Store(now + int64(cfg.HandshakeTimeout))
+		t.handshakeAt.Store(int64(now + cfg.HandshakeTimeout))
 	}
-	t.optional = newOptionalPolicies(cfg, hooks)
+	t.optional = newOptionalPolicies(&cfg, hooks)
 	t.policy.Init(w, t.onPolicy)
-	t.runPolicy(now)
+	t.runPolicy(int64(now))
+	return nil
 }
 
 // Activity records application activity now: it restarts the idle timeout.

@@ -133,12 +133,10 @@ func wrap(c net.Conn, w *wheel.Wheel, cfg *idle.Config) *Conn {
 
 // expire closes the underlying conn; it runs on the wheel's goroutine and
 // must not block. The deadline in the past makes a blocked call return. A
-// tls.Conn (the wrapper above TLS) would write a close_notify alert on
-// Close, under a deadline of its own of 5 s, to a peer that may not read:
-// its transport is closed first, so that the alert fails at once. A
-// positive linger would make the transport's Close wait for unsent data
-// to be taken, which a peer that stalled the writes never does: it is
-// reset first (see SetLinger).
+// tls.Conn would write a close_notify alert on Close, under a deadline of
+// its own of 5 s, to a peer that may not read: its transport is closed
+// first, so that the alert fails at once. A lingering close is undone
+// first (unlinger, SetLinger).
 func (c *Conn) expire(idle.Reason) {
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
 	if tc, ok := c.Conn.(*tls.Conn); ok {
@@ -151,12 +149,8 @@ func (c *Conn) expire(idle.Reason) {
 	_ = c.Conn.Close()
 }
 
-// unlinger makes nc's Close return at once: a conn with SetLinger whose
-// socket lingers (or may: see lingerOff) is set back to the system's
-// default, SetLinger(-1), under which Close returns at once and the system
-// sends what is left in the background. A linger of 0 (Close discards
-// unsent data and resets the connection) does not block, and is kept where
-// lingerOff can read it.
+// unlinger makes nc's Close return at once: a socket that lingers (or
+// may: see lingerOff) is set back to SetLinger(-1), the system's default.
 func unlinger(nc net.Conn) {
 	l, ok := nc.(interface{ SetLinger(sec int) error })
 	if !ok || lingerOff(nc) {
@@ -242,16 +236,22 @@ func (c *Conn) unsupported(method string) error {
 	return fmt.Errorf("idleconn: wrapped %T has no %s: %w", c.Conn, method, errors.ErrUnsupported)
 }
 
+// pass calls f with the wrapped conn if it has method, as interface I, or
+// returns the unsupported error.
+func pass[I any](c *Conn, method string, f func(I) error) error {
+	if k, ok := c.Conn.(I); ok {
+		return f(k)
+	}
+	return c.unsupported(method)
+}
+
 // CloseWrite shuts down the writing side of the wrapped conn (a
 // *net.TCPConn sends a FIN; a *tls.Conn sends close_notify), as net/http does
 // before it closes a connection. It does not stop tracking. It returns an
 // error matching errors.ErrUnsupported if the wrapped conn has no
 // CloseWrite. Any goroutine.
 func (c *Conn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.unsupported("CloseWrite")
+	return pass(c, "CloseWrite", func(k interface{ CloseWrite() error }) error { return k.CloseWrite() })
 }
 
 // CloseRead shuts down the reading side of the wrapped conn, as
@@ -259,10 +259,7 @@ func (c *Conn) CloseWrite() error {
 // error matching errors.ErrUnsupported if the wrapped conn has no
 // CloseRead. Any goroutine.
 func (c *Conn) CloseRead() error {
-	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
-		return cr.CloseRead()
-	}
-	return c.unsupported("CloseRead")
+	return pass(c, "CloseRead", func(k interface{ CloseRead() error }) error { return k.CloseRead() })
 }
 
 // SyscallConn returns the wrapped conn's raw connection (see syscall.Conn),
@@ -295,20 +292,16 @@ func (r rawConn) Write(f func(fd uintptr) (done bool)) error { return r.rc.Write
 // probes, as net.TCPConn.SetKeepAlive does; an error matching
 // errors.ErrUnsupported if the wrapped conn cannot. Any goroutine.
 func (c *Conn) SetKeepAlive(keepalive bool) error {
-	if k, ok := c.Conn.(interface{ SetKeepAlive(bool) error }); ok {
-		return k.SetKeepAlive(keepalive)
-	}
-	return c.unsupported("SetKeepAlive")
+	return pass(c, "SetKeepAlive", func(k interface{ SetKeepAlive(bool) error }) error { return k.SetKeepAlive(keepalive) })
 }
 
 // SetKeepAlivePeriod sets the TCP keepalive idle time and interval, as
 // net.TCPConn.SetKeepAlivePeriod does; an error matching
 // errors.ErrUnsupported if the wrapped conn cannot. Any goroutine.
 func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
-	if k, ok := c.Conn.(interface{ SetKeepAlivePeriod(time.Duration) error }); ok {
+	return pass(c, "SetKeepAlivePeriod", func(k interface{ SetKeepAlivePeriod(time.Duration) error }) error {
 		return k.SetKeepAlivePeriod(d)
-	}
-	return c.unsupported("SetKeepAlivePeriod")
+	})
 }
 
 // SetKeepAliveConfig configures TCP keepalive, as
@@ -317,42 +310,31 @@ func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
 // KeepaliveTime). An error matching errors.ErrUnsupported if the wrapped
 // conn cannot. Any goroutine.
 func (c *Conn) SetKeepAliveConfig(config net.KeepAliveConfig) error {
-	if k, ok := c.Conn.(interface {
+	return pass(c, "SetKeepAliveConfig", func(k interface {
 		SetKeepAliveConfig(net.KeepAliveConfig) error
-	}); ok {
+	}) error {
 		return k.SetKeepAliveConfig(config)
-	}
-	return c.unsupported("SetKeepAliveConfig")
+	})
 }
 
 // SetNoDelay sets TCP_NODELAY, as net.TCPConn.SetNoDelay does; an error
 // matching errors.ErrUnsupported if the wrapped conn cannot. Any goroutine.
 func (c *Conn) SetNoDelay(noDelay bool) error {
-	if k, ok := c.Conn.(interface{ SetNoDelay(bool) error }); ok {
-		return k.SetNoDelay(noDelay)
-	}
-	return c.unsupported("SetNoDelay")
+	return pass(c, "SetNoDelay", func(k interface{ SetNoDelay(bool) error }) error { return k.SetNoDelay(noDelay) })
 }
 
 // SetLinger sets how Close treats unsent data, as net.TCPConn.SetLinger
 // does; an error matching errors.ErrUnsupported if the wrapped conn cannot.
 // Any goroutine.
 //
-// The linger applies to Close. A timeout's close runs on the wheel's
-// goroutine, where waiting would hold up every timer of the wheel, and a
-// peer that stalled the writes would make it wait the whole linger: it
-// first sets a positive linger back to the system's default (as
-// SetLinger(-1) does), so that the close returns at once and the system
-// sends the unsent data in the background, as after any close without a
-// linger. This applies whether the linger was set here or on the wrapped
-// conn (the TCP conn under a *tls.Conn), directly. A linger of 0 (discard
-// unsent data and reset the connection) is kept on Unix, where the close
-// can read it; elsewhere it too is set back to the default.
+// The linger applies to Close. A timeout's close, on the wheel's goroutine,
+// must not wait for a peer that stalled the writes: it first sets a
+// positive linger, set here or on the wrapped conn directly, back to the
+// system's default (SetLinger(-1)), so that the system sends the unsent
+// data in the background. A linger of 0 (discard unsent data and reset the
+// connection) is kept on Unix; elsewhere it too is set back to the default.
 func (c *Conn) SetLinger(sec int) error {
-	if k, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
-		return k.SetLinger(sec)
-	}
-	return c.unsupported("SetLinger")
+	return pass(c, "SetLinger", func(k interface{ SetLinger(int) error }) error { return k.SetLinger(sec) })
 }
 
 // Listener wraps every accepted conn in a Conn tracked on one wheel. Its
