@@ -58,7 +58,11 @@ func (e *gnetHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		c.refuse(ReasonPanic)
 		return nil, gnet.Close
 	}
-	s.setSockopts(gc)
+	if k := s.cfg.Kernel; k.UserTimeout > 0 {
+		if err := setUserTimeout(gc.Fd(), k.UserTimeout); err != nil {
+			s.log.Debug("netserver: TCP_USER_TIMEOUT", "err", err)
+		}
+	}
 	l.addConn(c)
 	if c.client == &awaitingHeader {
 		c.flags.Or(flagNoHandler) // OnOpen runs once the header has come (readHeader)
@@ -114,16 +118,6 @@ func (c *Conn) startTimers(now time.Duration) error {
 		return fmt.Errorf("protocol: %w", err)
 	}
 	return nil
-}
-
-// setSockopts sets the socket options Config.Kernel asks for on each
-// connection.
-func (s *Server) setSockopts(gc gnet.Conn) {
-	if s.cfg.Kernel.UserTimeout > 0 {
-		if err := setUserTimeout(gc.Fd(), s.cfg.Kernel.UserTimeout); err != nil {
-			s.log.Debug("netserver: TCP_USER_TIMEOUT", "err", err)
-		}
-	}
 }
 
 // opened calls the handler's OnOpen for c and writes out what it sent. It
@@ -275,13 +269,6 @@ func (s *Server) logClose(c *Conn, err error, unackedBytes, unackedMsgs int) {
 	s.log.Log(context.Background(), level, "netserver: connection closed", attrs...)
 }
 
-// peerGone reports whether err, a read or write error, says only that the
-// peer went away: it reset the connection, closed it under a write, or
-// stopped answering TCP's retransmissions or keepalives.
-func peerGone(err error) bool {
-	return errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ETIMEDOUT)
-}
-
 // closeLevel is the level a close for r is logged at: debug for the ends
 // of a connection's normal life (the peer closed, it was idle, it reached
 // its maximum age, the server closed it or shut down), which the metrics
@@ -296,7 +283,7 @@ func peerGone(err error) bool {
 // of them must not flood the log; the metrics count them, and readHeader
 // warns of a bad header with its details.
 func closeLevel(r Reason, err error) slog.Level {
-	if r == ReasonError && peerGone(err) {
+	if r == ReasonError && (errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ETIMEDOUT)) {
 		return slog.LevelInfo
 	}
 	switch r {

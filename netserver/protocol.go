@@ -48,11 +48,3 @@ type protocol interface {
 	// release lets c's protocol state go as c closes.
 	release(c *Conn)
 }
-
-// protocolFor returns the implementation of p.
-func protocolFor(p Protocol) protocol {
-	if p == Framed {
-		return framedProtocol{}
-	}
-	return rawProtocol{}
-}

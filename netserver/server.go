@@ -11,12 +11,8 @@
 // connection's own event loop, batched: one hand-off per loop per wheel
 // tick carries all of that loop's expired connections.
 //
-// Configuration follows one rule, as in packages idle and retransmit: a
-// zero Config field means the default it documents, Off (exactly -1) turns
-// that protection off, and any other negative value is an error naming the
-// field. The zero Config (but for Addr) is thus
-// safe for production, every timeout and limit on; DefaultConfig spells
-// those defaults out as an embedder's starting point.
+// Configuration follows netwheel's one rule (see Config): the zero Config
+// (but for Addr) is safe for production; DefaultConfig spells it out.
 package netserver
 
 import (
@@ -132,7 +128,10 @@ func New(cfg Config, h ConnHandler) (*Server, error) {
 		drained:   make(chan struct{}),
 		byEL:      map[gnet.EventLoop]*loop{},
 		maxFrame:  cfg.MaxFrame,
-		proto:     protocolFor(cfg.Protocol),
+		proto:     rawProtocol{},
+	}
+	if cfg.Protocol == Framed {
+		s.proto = framedProtocol{}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -27,12 +27,15 @@ func (s *Server) Start() error {
 		}
 		return errors.New("netserver: Start called twice")
 	}
-	loops := s.size()
-	if err := s.startSources(); err != nil { // New validated the settings: cannot happen
+	fail := func(err error) error {
 		s.runErr = err
 		close(s.done)
 		close(s.startDone)
 		return err
+	}
+	loops := s.size()
+	if err := s.startSources(); err != nil { // New validated the settings: cannot happen
+		return fail(err)
 	}
 	// With SO_REUSEPORT, other listeners of this process may share the
 	// address, and Shutdown must close only this server's: those there
@@ -42,13 +45,10 @@ func (s *Server) Start() error {
 	defer claimMu.Unlock()
 	addr, reusePort, err := s.listenAddr()
 	if err != nil {
-		s.runErr = err
-		close(s.done)
-		close(s.startDone)
-		return err
+		return fail(err)
 	}
 	foreign := listenersOn(addr)
-	s.wheel = wheel.New(wheel.WithTick(s.tick()), wheel.WithBatchEnd(s.handOff))
+	s.wheel = wheel.New(wheel.WithTick(s.cfg.Tick), wheel.WithBatchEnd(s.handOff))
 	s.wheelPub.Store(s.wheel)
 	s.loopCount.Store(int32(loops))
 	go s.run(addr, s.gnetOptions(loops, reusePort))
@@ -61,7 +61,7 @@ func (s *Server) Start() error {
 		}
 		s.listeners = s.ownListeners(foreign, want)
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", maxConnsAttr(s.maxConns),
+			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.cfg.Tick.String(), "max_conns", maxConnsAttr(s.maxConns),
 			"max_conns_per_source", maxConnsAttr(int64(s.perSource())), "proxy_protocol", s.cfg.ProxyProtocol.String())
 		return nil
 	case <-s.done:
@@ -77,9 +77,6 @@ func maxConnsAttr(n int64) any {
 	}
 	return n
 }
-
-// tick returns the wheel's tick, resolved by New.
-func (s *Server) tick() time.Duration { return s.cfg.Tick }
 
 // size returns the number of event loops to run, resolves the bound on
 // open connections (s.maxConns) for it, and warns if the loops leave the
