@@ -63,18 +63,16 @@ const (
 // Config selects the timeouts a Tracker enforces. One rule holds for every
 // field, as in every netwheel configuration: zero means the default the
 // field documents, Off (exactly -1) turns the setting off, and any other
-// negative value is an error naming the field. The zero Config therefore enforces the Default* timeouts; a default that
-// could never fire next to the settings given (a timeout not below the
-// longest lifetime that MaxAge allows, a keepalive time not below
-// ReadSilenceTimeout) is left off instead of making them invalid.
-// WithDefaults shows what a Config resolves to.
+// negative value is an error naming the field. The zero Config therefore
+// enforces the Default* timeouts; a default that could never fire next to
+// the settings given (a timeout not below the longest lifetime that MaxAge
+// allows, a keepalive time not below ReadSilenceTimeout) is left off
+// instead of making them invalid. WithDefaults shows what a Config
+// resolves to.
 //
-// Events are stamped with the wheel's clock (Wheel.Now), and a timeout
-// never fires before its duration has passed since the event it is
-// measured from; it normally fires at the first tick at or after that,
-// plus the wheel's scheduling delay (exactly on time with a
-// wheel.ManualClock and whole-tick durations). A deadline beyond
-// the wheel's range (Wheel.MaxDuration after it started: 69 years at the
+// A timeout never fires early (see Tracker); it normally fires at the
+// first tick at or after its deadline, plus the wheel's scheduling delay.
+// A deadline beyond the wheel's range (Wheel.MaxDuration: 69 years at the
 // default tick) is never enforced. A Config is a plain value: copy it
 // freely; NewTracker keeps its own copy.
 type Config struct {

@@ -23,11 +23,8 @@
 // Package idleconn wraps the net.Conns of a goroutine-per-connection server
 // on the standard library in Trackers.
 //
-// Zero values follow one rule, as everywhere in netwheel: a zero Config
-// field means the default it documents (the Default* constants, which keep
-// any peer from holding a connection for ever), Off (exactly -1) turns the
-// setting off, and any other negative value is an error naming the field. Config.WithDefaults shows what a Config resolves
-// to.
+// Zero values follow netwheel's one rule (see Config): the zero Config
+// keeps any peer from holding a connection for ever.
 //
 // Package idle is pure logic over wheel timers: it knows no socket, reads
 // no system clock of its own, and tests drive it deterministically with a
