@@ -200,11 +200,11 @@ func (c *Conn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// wrapErr turns err into a *CloseError if the Tracker has closed the
-// connection, unless it is one already.
+// wrapErr turns err, if not nil, into a *CloseError if the Tracker has
+// closed the connection, unless it is one already.
 func (c *Conn) wrapErr(err error) error {
 	r := c.t.Reason()
-	if r == idle.ReasonNone {
+	if err == nil || r == idle.ReasonNone {
 		return err
 	}
 	var ce *CloseError

@@ -40,7 +40,7 @@ const copyChunkBytes = 256 << 10
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	tc, ok := c.Conn.(*net.TCPConn)
 	if !ok {
-		return c.readFromGeneric(r)
+		return io.Copy(writerOnly{c}, r)
 	}
 	remain := int64(math.MaxInt64)
 	lr, limited := r.(*io.LimitedReader)
@@ -65,20 +65,17 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	case spliceCopy && isStreamSocket(src):
 		rc, rerr := src.(syscall.Conn).SyscallConn()
 		if rerr != nil {
-			return c.readFromGeneric(r)
+			return io.Copy(writerOnly{c}, r)
 		}
 		n, err = c.readFromSocket(tc, src, rc, from, remain)
 	default:
-		return c.readFromGeneric(r)
+		return io.Copy(writerOnly{c}, r)
 	}
 	if limited {
 		lr.N -= n
 	}
-	if err != nil {
-		err = c.wrapErr(err)
-		if from != nil {
-			err = from.wrapErr(err)
-		}
+	if err = c.wrapErr(err); from != nil {
+		err = from.wrapErr(err)
 	}
 	return n, err
 }
@@ -137,11 +134,6 @@ func (c *Conn) writeChunk(tc *net.TCPConn, chunk *io.LimitedReader) (int64, erro
 	return n, err
 }
 
-// readFromGeneric copies r through Write.
-func (c *Conn) readFromGeneric(r io.Reader) (int64, error) {
-	return io.Copy(writerOnly{c}, r)
-}
-
 // WriteTo copies from the connection into w until EOF, as io.WriterTo, and
 // is what io.Copy(w, c) calls. On Linux, when the wrapped conn is a
 // *net.TCPConn and w is a *net.TCPConn, an *os.File or another *Conn, it
@@ -166,22 +158,15 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	for {
 		q, err := queued(rc)
 		if err != nil || q == 0 { // an error, or EOF
-			return total, c.wrapNonNil(err)
+			return total, c.wrapErr(err)
 		}
 		c.t.Received()
 		n, err := dst.ReadFrom(&io.LimitedReader{R: tc, N: min(int64(q), copyChunkBytes)})
 		total += n
 		if err != nil || n == 0 {
-			return total, c.wrapNonNil(err)
+			return total, c.wrapErr(err)
 		}
 	}
-}
-
-func (c *Conn) wrapNonNil(err error) error {
-	if err != nil {
-		return c.wrapErr(err)
-	}
-	return nil
 }
 
 // writerOnly hides a Conn's ReadFrom from io.Copy, and readerOnly its
