@@ -55,12 +55,6 @@ Flags:
 // own are the binary's flags whose default is its own, not netserver's.
 var own = map[string]bool{"addr": true, "shutdown-timeout": true, "log-level": true, "log-format": true, "version": true}
 
-// framedOnly are the flags that mean nothing with -proto raw: setting one
-// with raw is a usage error rather than silently ignored.
-var framedOnly = []string{"keepalive-time", "keepalive-timeout", "keepalive-count", "frame-timeout",
-	"max-frame", "unacked-bytes", "pings-per-second", "initial-rto", "min-rto", "max-rto",
-	"rto-granularity", "rto-variant", "max-retransmits", "give-up-after", "window", "silent-shutdown"}
-
 // parseFlags parses args into a netserver.Config and the binary's options.
 // A setting whose flag is not given stays zero, which netserver resolves
 // to its default (the help shows them, from netserver.DefaultConfig). On
@@ -171,8 +165,16 @@ func parseFlagsLimit(args []string, help io.Writer, openFiles uint64) (netserver
 	if fs.NArg() > 0 {
 		return cfg, o, usageError("unexpected argument %q: echo takes only flags", fs.Arg(0))
 	}
+	// The flags whose usage starts "framed:" mean nothing with -proto raw:
+	// setting one with raw is a usage error rather than silently ignored.
+	var bad []string
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		given[f.Name] = true
+		if strings.HasPrefix(f.Usage, "framed:") && cfg.Protocol == netserver.Raw {
+			bad = append(bad, fmt.Sprintf("-%s needs -proto framed", f.Name))
+		}
+	})
 	// A setting not given is left zero, netserver's default: it then leaves
 	// off a default that could never fire next to the settings given.
 	fs.VisitAll(func(f *flag.Flag) {
@@ -180,12 +182,6 @@ func parseFlagsLimit(args []string, help io.Writer, openFiles uint64) (netserver
 			_ = f.Value.Set("0")
 		}
 	})
-	var bad []string
-	for _, name := range framedOnly {
-		if given[name] && cfg.Protocol == netserver.Raw {
-			bad = append(bad, fmt.Sprintf("-%s needs -proto framed", name))
-		}
-	}
 	if o.pprof && o.metricsAddr == "" {
 		bad = append(bad, "-pprof needs -metrics (pprof is served on the metrics address)")
 	}
