@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/netwheel/netwheel/wheel"
 )
 
 // metrics are the server's Prometheus metrics. Counters read the server's
@@ -58,11 +60,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 	// the metrics also go to the caller's Registerer; like a default
 	// registry, it carries the Go runtime and process metrics too.
 	own := prometheus.NewRegistry()
-	if err := own.Register(collectors.NewGoCollector()); err != nil {
-		return nil, fmt.Errorf("netserver: register metrics: %w", err)
-	}
-	if err := own.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, fmt.Errorf("netserver: register metrics: %w", err)
+	wheelStat := func(f func(w *wheel.Wheel) float64) func() float64 {
+		return func() float64 {
+			if w := s.wheelPub.Load(); w != nil {
+				return f(w)
+			}
+			return 0
+		}
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
@@ -74,22 +78,12 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		m.rtt, m.rto, m.late,
 		gauge(name("connections_open"), "Connections open now.", func() float64 { return float64(s.open.Load()) }),
 		counter(name("connections_accepted_total"), "Connections accepted.", func() float64 { return float64(s.accepted.Load()) }),
-		gauge(name("timers_pending"), "Timers pending in the wheel.", func() float64 {
-			if w := s.wheelPub.Load(); w != nil {
-				return float64(w.Len())
-			}
-			return 0
-		}),
+		gauge(name("timers_pending"), "Timers pending in the wheel.", wheelStat(func(w *wheel.Wheel) float64 { return float64(w.Len()) })),
 		counter(name("expiries_total"), "Timer expiries handed to event loops.", func() float64 { return float64(s.expiries.Load()) }),
 		counter(name("keepalive_probes_total"), "Keepalive PINGs sent.", func() float64 { return float64(s.probes.Load()) }),
 		counter(name("retransmissions_total"), "DATA frames retransmitted.", func() float64 { return float64(s.retransmits.Load()) }),
 		counter(name("wheel_wakeups_total"), "Times the timer wheel's goroutine woke: none while idle, and otherwise only when a timer falls due (the event loops arm their timers from exact times, so the wheel keeps no clock for them).",
-			func() float64 {
-				if w := s.wheelPub.Load(); w != nil {
-					return float64(w.Wakeups())
-				}
-				return 0
-			}),
+			wheelStat(func(w *wheel.Wheel) float64 { return float64(w.Wakeups()) })),
 		counter(name("retransmit_giveups_total"), "Connections closed because retransmission gave up.", func() float64 {
 			return float64(s.closed[ReasonGiveUp].Load())
 		}),
@@ -108,17 +102,15 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        name("connections_closed_total"),
 			Help:        "Connections closed, by reason.",
-			ConstLabels: withLabel(labels, "reason", r.String()),
+			ConstLabels: withReason(labels, r),
 		}, func() float64 { return float64(s.closed[r].Load()) }))
 	}
-	for _, c := range cs {
-		if err := own.Register(c); err != nil {
-			return nil, fmt.Errorf("netserver: register metrics: %w", err)
+	for i, c := range append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})) {
+		err := own.Register(c)
+		if reg != nil && i < len(cs) && err == nil {
+			err = reg.Register(c)
 		}
-		if reg == nil {
-			continue
-		}
-		if err := reg.Register(c); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("netserver: register metrics: %w", err)
 		}
 	}
@@ -126,12 +118,10 @@ func newMetrics(s *Server, reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// withLabel returns labels with k=v added, leaving labels alone.
-func withLabel(labels prometheus.Labels, k, v string) prometheus.Labels {
-	l := maps.Clone(labels)
-	if l == nil {
-		l = prometheus.Labels{}
-	}
-	l[k] = v
+// withReason returns labels with reason=r added, leaving labels alone
+// (Validate refuses a label of their own named reason).
+func withReason(labels prometheus.Labels, r Reason) prometheus.Labels {
+	l := prometheus.Labels{"reason": r.String()}
+	maps.Copy(l, labels)
 	return l
 }
