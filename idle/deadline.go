@@ -7,29 +7,23 @@ import (
 	"github.com/netwheel/netwheel/wheel"
 )
 
-// timedDeadline is a deadline with the timer that enforces it, allocated
-// only when its timeout is configured, so that a connection without a
-// frame deadline does not carry its timer.
-type timedDeadline struct {
-	deadline
-	timer wheel.Timer
-}
-
-// deadline is an absolute deadline that a per-packet event starts (a
-// frame's first byte) and another clears, enforced by a
-// timer of its own.
+// frameDeadline is the frame deadline, which FrameStart starts and
+// FrameEnd clears, with the timer that enforces it: allocated only when
+// FrameTimeout is set, so that a connection without one does not carry it.
 //
-// Ownership: at and armed are shared and accessed only atomically; dur is
-// written by Init. at is written by the event methods (one goroutine at a
-// time). armed is the deadline the timer is armed for, and tells who may
-// arm it: while it is 0 the timer is free and an event that swaps in its
-// own deadline arms it; while it is not, only the timer's callback arms it,
-// storing the new deadline first. One party at a time thus arms the timer,
-// and armed always names the deadline the pending arming is for.
-type deadline struct {
-	dur   int64        // the configured timeout; 0: off
+// Ownership: at and armed are shared and accessed only atomically; dur and
+// timer are written by Init. at is written by the event methods (one
+// goroutine at a time). armed is the deadline the timer is armed for, and
+// tells who may arm it: while it is 0 the timer is free and an event that
+// swaps in its own deadline arms it; while it is not, only the timer's
+// callback arms it, storing the new deadline first. One party at a time thus
+// arms the timer, and armed always names the deadline the pending arming is
+// for.
+type frameDeadline struct {
+	dur   int64        // Config.FrameTimeout
 	at    atomic.Int64 // stamp + dur of the deadline running; 0: none
 	armed atomic.Int64 // the deadline the timer is armed for; 0: timer free
+	timer wheel.Timer
 }
 
 // FrameStart records that the first byte of a frame arrived: unless a frame
@@ -46,10 +40,18 @@ func (t *Tracker) FrameStart() {
 	}
 }
 
-// FrameStartAt is FrameStart at now, a reading of the wheel's Now.
+// FrameStartAt is FrameStart at now, a reading of the wheel's Now. A timer
+// that is not free is armed for an earlier deadline (deadlines only grow),
+// and its callback re-arms it for this one.
 func (t *Tracker) FrameStartAt(now time.Duration) {
-	if t.frame != nil {
-		t.begin(t.frame, int64(now))
+	d := t.frame
+	if d == nil || d.at.Load() != 0 {
+		return
+	}
+	at := int64(now) + d.dur
+	d.at.Store(at)
+	if d.armed.Load() == 0 && d.armed.CompareAndSwap(0, at) {
+		t.arm(&d.timer, int64(now), d.dur)
 	}
 }
 
@@ -62,30 +64,12 @@ func (t *Tracker) FrameEnd() {
 	}
 }
 
-// begin starts deadline d at now unless it is running, and arms its timer
-// if the timer is free. A timer that is not free is armed for an earlier
-// deadline (deadlines only grow), and its callback re-arms it for this one.
-func (t *Tracker) begin(d *timedDeadline, now int64) {
-	if d.at.Load() != 0 {
-		return
-	}
-	at := now + d.dur
-	d.at.Store(at)
-	if d.armed.Load() == 0 && d.armed.CompareAndSwap(0, at) {
-		t.arm(&d.timer, now, d.dur)
-	}
-}
-
-// onFrame is the frame timer's callback.
+// onFrame is the frame timer's callback: it closes with
+// ReasonFrameDeadline if the deadline running is the one the timer was
+// armed for, re-arms the timer for the deadline running if it is another (a
+// later frame), and otherwise frees the timer for the next event to arm.
 func (t *Tracker) onFrame() {
-	t.onDeadline(t.frame, ReasonFrameDeadline)
-}
-
-// onDeadline handles the firing of d's timer: it closes with r if the
-// deadline running is the one the timer was armed for, re-arms the timer
-// for the deadline running if it is another (a later frame), and
-// otherwise frees the timer for the next event to arm.
-func (t *Tracker) onDeadline(d *timedDeadline, r Reason) {
+	d := t.frame
 	if t.state.Load() != stateOpen {
 		return
 	}
@@ -93,7 +77,7 @@ func (t *Tracker) onDeadline(d *timedDeadline, r Reason) {
 	at := d.at.Load()
 	switch {
 	case at != 0 && at == armed:
-		t.close(r, at)
+		t.close(ReasonFrameDeadline, at)
 		return
 	case at != 0:
 		d.armed.Store(at)

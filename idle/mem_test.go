@@ -17,7 +17,7 @@ import (
 // policies, in bytes (size classes, as the Go heap counts them): a server
 // with a million connections pays it a million times. A Tracker is 144
 // bytes (a size class of its own) and its policy timer's callback 16; a
-// frame deadline adds a timedDeadline (72 bytes, in the 80-byte class) and
+// frame deadline adds a frameDeadline (72 bytes, in the 80-byte class) and
 // its callback (16); read silence, keepalive and max age share one
 // policies (80). TestTracker_WriteStallBytes holds the write stall's.
 func TestTracker_BytesPerNew(t *testing.T) {

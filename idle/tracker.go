@@ -82,11 +82,11 @@ type Tracker struct {
 	// HandshakeDone, Init, Stop and the callbacks, read by the callbacks
 	// (and Due, Reason). w, frame and write are written by Init and only
 	// read afterwards; what frame and write point to keeps its own rules
-	// (see timedDeadline and writeWatch).
+	// (see frameDeadline and writeWatch).
 	w       *wheel.Wheel
 	lastAct atomic.Int64   // wheel time of the last Activity
 	lastIn  atomic.Int64   // wheel time of the last inbound byte
-	frame   *timedDeadline // Config.FrameTimeout; nil when off
+	frame   *frameDeadline // Config.FrameTimeout; nil when off
 	write   *writeWatch    // Config.WriteStallTimeout; nil when off
 	state   atomic.Uint32  // stateOpen until Stop or a close swaps it, once
 	due     atomic.Int64   // the deadline the close was for; published by state
@@ -153,7 +153,7 @@ func (t *Tracker) Init(w *wheel.Wheel, now time.Duration, cfg Config, hooks Hook
 	// A deadline beyond the wheel's range is never reached; the wheel would
 	// clamp its arming, whose firing would then prove nothing.
 	if cfg.FrameTimeout > 0 && cfg.FrameTimeout < w.MaxDuration() {
-		t.frame = &timedDeadline{deadline: deadline{dur: int64(cfg.FrameTimeout)}}
+		t.frame = &frameDeadline{dur: int64(cfg.FrameTimeout)}
 		t.frame.timer.Init(w, t.onFrame)
 	}
 	if cfg.WriteStallTimeout > 0 && cfg.WriteStallTimeout < w.MaxDuration() {
