@@ -159,10 +159,9 @@ type Config struct {
 	// is unfinished, or at the deadline.
 	SilentShutdown bool
 	// Logger receives structured logs; nil discards them. Each close is
-	// logged with its reason: at debug level when the connection ended
-	// normally (ReasonPeerClosed, ReasonIdle, ReasonMaxAge,
-	// ReasonServerClosed, ReasonShutdown, ReasonApplication), at info for a timeout that
-	// found the peer gone or too slow, at warn for a broken protocol, a
+	// logged with its reason: at debug level for a normal end (the peer, the
+	// handler or the server closed it; idle; max age), at info for a timeout
+	// that found the peer gone or too slow, at warn for a broken protocol, a
 	// limit crossed or an error.
 	Logger *slog.Logger
 	// Registerer, if not nil, also receives the server's Prometheus

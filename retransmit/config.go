@@ -204,11 +204,10 @@ func (c Config) WithDefaults(tick time.Duration) (Config, error) {
 			return c, invalid("%s %v exceeds %v", f.name, f.d, MaxSample)
 		}
 	}
-	if err := setting.Check("MaxRetransmits", c.MaxRetransmits); err != nil {
-		return c, invalid("%w", err)
-	}
-	if err := setting.CheckOn("Window", c.Window); err != nil {
-		return c, invalid("%w", err)
+	for _, err := range []error{setting.Check("MaxRetransmits", c.MaxRetransmits), setting.CheckOn("Window", c.Window)} {
+		if err != nil {
+			return c, invalid("%w", err)
+		}
 	}
 	if c.Variant != RFC6298 && c.Variant != Linux {
 		return c, invalid("unknown %v", c.Variant)

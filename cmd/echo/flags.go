@@ -125,15 +125,13 @@ func parseFlagsLimit(args []string, help io.Writer, openFiles uint64) (netserver
 	dur(&r.MaxRTO, "max-rto", dr.MaxRTO, "framed: RTO cap, a `duration`, backoff included")
 	dur(&r.Granularity, "rto-granularity", dr.Granularity, "framed: clock granularity G of RFC 6298, a `duration`; -tick by default")
 	fs.Func("rto-variant", "framed: the RTO `variant`: rfc6298 clamps the RTO at -min-rto; linux\nfloors the variance term there, as Linux TCP does (default rfc6298)", func(s string) error {
-		switch s {
-		case "rfc6298":
-			r.Variant = retransmit.RFC6298
-		case "linux":
-			r.Variant = retransmit.Linux
-		default:
-			return errors.New("want rfc6298 or linux")
+		for _, v := range []retransmit.Variant{retransmit.RFC6298, retransmit.Linux} {
+			if s == v.String() {
+				r.Variant = v
+				return nil
+			}
 		}
-		return nil
+		return errors.New("want rfc6298 or linux")
 	})
 	num(&r.MaxRetransmits, "max-retransmits", dr.MaxRetransmits, "framed: `retransmissions` of one message before giving up")
 	dur(&r.GiveUpAfter, "give-up-after", dr.GiveUpAfter, "framed: give up on a message unacknowledged for a `duration`")
