@@ -2,10 +2,7 @@ package main
 
 import (
 	"fmt"
-	"github.com/netwheel/netwheel/netserver"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -101,7 +98,7 @@ func env(o *options) scenario.Env {
 	e := scenario.Env{Proto: o.Proto, External: o.Addr != "", EchoAnswers: o.Expect.Kind == attack.AnswerEcho,
 		CountedAnswers: o.Expect.Counted(), OtherProtocol: o.Payload != nil || o.Expect.Kind != attack.AnswerEcho,
 		Expect: o.Expect.String(), Size: o.Size, Handshake: o.Timeouts.Handshake, Frame: o.Timeouts.Frame, MaxConns: o.maxConns,
-		HostileBytes: o.HostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
+		HostileBytes: o.HostileBytes, OutputLimit: o.bound.OutputLimit, UnackedLimit: o.bound.UnackedLimit,
 		Proxy: o.edge.proxyVersion != "", MaxConnsPerSource: o.edge.maxConnsPerSource}
 	t, known := o.Timeouts, o.Timeouts
 	if o.known != nil {
@@ -118,16 +115,9 @@ func env(o *options) scenario.Env {
 // describes, or "" (scenario.Spec.NotApplicable).
 func notApplicable(o *options, s string) string { return scenario.Lookup(s).NotApplicable(env(o)) }
 
-// Defaults of the server limits the memory bound is derived from: those
-// of netserver.Limits, and the fixed allowance.
-const (
-	defaultOutputLimit  = netserver.DefaultOutputHard
-	defaultUnackedLimit = netserver.DefaultUnackedBytes
-	defaultMemAllowance = 32 << 20
-	// floodMargin is how many connections beyond -max-conns connflood
-	// opens by default.
-	floodMargin = 200
-)
+// floodMargin is how many connections beyond -max-conns connflood opens
+// by default.
+const floodMargin = 200
 
 // checkHostile validates the hostile scenarios' flags and fills in the
 // defaults that depend on others (set: the flags given).
@@ -170,51 +160,5 @@ func floodBeyond(conns *int, connsFlag string, limit int, limitFlag string, set 
 	if *conns <= limit {
 		return fmt.Errorf("%w: -%s %d: want more than -%s (%d), or the flood stays within the limit", errUsage, connsFlag, *conns, limitFlag, limit)
 	}
-	return nil
-}
-
-// byteSize is a flag.Value of a byte count: a plain number, or one with a
-// K, M or G suffix (KiB, MiB, GiB; "KiB", "MiB", "GiB" and "B" are
-// accepted too).
-type byteSize int64
-
-func (b *byteSize) String() string {
-	if b == nil {
-		return "0"
-	}
-	v := int64(*b)
-	for _, u := range []struct {
-		s string
-		n int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v != 0 && v%u.n == 0 {
-			return strconv.FormatInt(v/u.n, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(v, 10)
-}
-
-func (b *byteSize) Get() any { return int64(*b) }
-
-func (b *byteSize) Set(s string) error {
-	num, mult := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i"), int64(1)
-	if num != "" {
-		switch num[len(num)-1] {
-		case 'K', 'k':
-			mult = 1 << 10
-		case 'M', 'm':
-			mult = 1 << 20
-		case 'G', 'g':
-			mult = 1 << 30
-		}
-		if mult > 1 {
-			num = num[:len(num)-1]
-		}
-	}
-	v, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || v < 0 || v > math.MaxInt64/mult {
-		return fmt.Errorf("want a byte count such as 4096, 512K or 4MiB")
-	}
-	*b = byteSize(v * mult)
 	return nil
 }

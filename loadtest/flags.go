@@ -18,6 +18,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/loadtest/internal/shard"
+	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -44,10 +45,10 @@ type options struct {
 
 	// Hostile scenarios: connections per scenario (by its name), and the
 	// server's limits its memory growth is judged against.
-	hostileConns                            map[string]*int
-	outputLimit, unackedLimit, memAllowance int64
-	serverPID                               int // -addr: the server's pid, for its RSS (0: none)
-	edge                                    edgeOptions
+	hostileConns map[string]*int
+	bound        report.MemoryBound // -output-limit, -unacked-limit and -mem-allowance; For sizes it for the run
+	serverPID    int                // -addr: the server's pid, for its RSS (0: none)
+	edge         edgeOptions
 
 	notes []string
 }
@@ -117,12 +118,12 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		scenario.Connflood: fs.Int("flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)"),
 	}
 	edgeFlags(fs, o)
-	o.HostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
-	fs.Var((*byteSize)(&o.HostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
+	o.HostileBytes, o.bound = attack.DefaultHostileBytes, report.MemoryBound{OutputLimit: netserver.DefaultOutputHard, UnackedLimit: netserver.DefaultUnackedBytes, Fixed: 32 << 20}
+	fs.Var((*report.ByteSize)(&o.HostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
 		"nonreader is judged only above -output-limit plus 8 MiB of kernel buffers (framed: or above -unacked-limit)")
-	fs.Var((*byteSize)(&o.outputLimit), "output-limit", "the server's hard limit of queued output per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.OutputHard)")
-	fs.Var((*byteSize)(&o.unackedLimit), "unacked-limit", "framed: the server's limit of unacknowledged DATA payload per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.UnackedBytes)")
-	fs.Var((*byteSize)(&o.memAllowance), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
+	fs.Var((*report.ByteSize)(&o.bound.OutputLimit), "output-limit", "the server's hard limit of queued output per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.OutputHard)")
+	fs.Var((*report.ByteSize)(&o.bound.UnackedLimit), "unacked-limit", "framed: the server's limit of unacknowledged DATA payload per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.UnackedBytes)")
+	fs.Var((*report.ByteSize)(&o.bound.Fixed), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "with -addr: the server's `PID` on this host; its RSS (/proc/PID/status) is sampled during hostile scenarios (otherwise -metrics' process_resident_memory_bytes)")
 	fs.IntVar(&o.DialConcurrency, "dial-concurrency", 128, "dials in flight at once")
 	fs.DurationVar(&o.IdleSpread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, keeping themselves open meanwhile), then send their last message\n"+

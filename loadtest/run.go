@@ -88,7 +88,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	figs := newFigures(o)
 	var ms *observe.MemorySampler
 	if anyHostile(o) {
-		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.Addr == "", PID: o.serverPID, Metrics: o.metrics}, memoryBound(o, p))
+		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.Addr == "", PID: o.serverPID, Metrics: o.metrics}, o.bound.For(p.conns, p.churnOpen, p.neighbours, o.Proto == attack.Framed))
 		cfg.Stop = ms.Exceeded()
 	}
 	var ctr attack.Counters
@@ -162,6 +162,6 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 
 // embeddedOptions is what o says of the embedded server.
 func embeddedOptions(o *options) embedded.Options {
-	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
+	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.bound.OutputLimit, UnackedLimit: o.bound.UnackedLimit,
 		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.edge.maxConnsPerSource}
 }
