@@ -8,21 +8,10 @@ import (
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
-	"github.com/netwheel/netwheel/netserver/frame"
 )
 
-// presets are -preset's protocols: each message, and what its answer must
-// be (ParseExpect's syntax). http's Host is -addr.
-var presets = map[string]struct{ payload, expect string }{
-	"redis":     {payload: `PING\r\n`, expect: `+PONG\r\n`},
-	"memcached": {payload: `version\r\n`, expect: `VERSION `},
-	"http":      {payload: `GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: netwheel-loadtest\r\n\r\n`, expect: `HTTP/1.`},
-	"line":      {payload: `ping\n`},
-}
-
 // parseExchange sets o.Payload and o.Expect from -payload, -expect and
-// -preset (set: the flags given): raw only; a protocol other than echo
-// only with -addr, the embedded servers being echo servers.
+// -preset (set: the flags given; attack.ParseExchange): raw only.
 func parseExchange(o *options, payload, expect, preset string, set map[string]bool) error {
 	if !set["payload"] && !set["expect"] && !set["preset"] {
 		return nil
@@ -33,40 +22,18 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 	if (set["payload"] || set["preset"]) && set["size"] {
 		return fmt.Errorf("%w: -size is the length of the default payload; with -payload or -preset, leave it out", errUsage)
 	}
-	if set["preset"] {
-		pr, ok := presets[preset]
-		if !ok {
-			return fmt.Errorf("%w: -preset %q: want redis, memcached, http or line", errUsage, preset)
+	given := func(name string, v *string) *string {
+		if !set[name] {
+			return nil // not given: the preset's, or the default
 		}
-		if !set["payload"] {
-			payload = pr.payload
-			if preset == "http" {
-				payload = fmt.Sprintf(payload, o.Addr)
-			}
-		}
-		if !set["expect"] {
-			expect = pr.expect
-		}
+		return v
 	}
-	var err error
-	if o.Expect, err = attack.ParseExpect(expect); err != nil {
-		return fmt.Errorf("%w: -expect: %v", errUsage, err)
+	msg, e, err := attack.ParseExchange(given("preset", &preset), given("payload", &payload), given("expect", &expect), o.Addr)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if preset == "line" && !set["expect"] {
-		o.Expect = attack.Expect{Kind: attack.AnswerLine} // any line
-	}
-	if o.Expect.Kind != attack.AnswerEcho && o.Addr == "" {
-		return fmt.Errorf("%w: -expect and -preset describe an external server's protocol and need -addr (the embedded servers echo)", errUsage)
-	}
-	if set["payload"] || set["preset"] {
-		b, err := attack.Unescape(payload)
-		if err != nil {
-			return fmt.Errorf("%w: -payload: %v", errUsage, err)
-		}
-		if len(b) == 0 || len(b) > frame.DefaultMax-9 {
-			return fmt.Errorf("%w: -payload: want 1 to %d bytes, got %d", errUsage, frame.DefaultMax-9, len(b))
-		}
-		o.Payload, o.Size = b, len(b)
+	if o.Expect = e; msg != nil {
+		o.Payload, o.Size = msg, len(msg)
 	}
 	return nil
 }
@@ -107,7 +74,7 @@ func env(o *options) scenario.Env {
 	}
 	e.Idle, e.KnownIdle, e.KeepaliveTime, e.KeepaliveTimeout = t.Idle, known.Idle, t.KeepaliveTime, t.KeepaliveTimeout
 	e.DeadPeerAfter, e.KnownDeadPeerAfter, e.Rate, e.Closed = t.DeadPeerAfter(), known.DeadPeerAfter(), o.Rate, o.Closed
-	_, e.GiveUp, e.LadderErr = attack.Ladder(t)
+	e.Ladder, e.GiveUp, e.LadderErr = attack.Ladder(t)
 	return e
 }
 

@@ -144,46 +144,6 @@ func hardBound(o *options) time.Duration {
 	return d
 }
 
-// newFigures returns the empty figures of each scenario of o, as the
-// scenario table describes them.
-func newFigures(o *options) map[string]*report.Scenario {
-	figs := map[string]*report.Scenario{}
-	ladder, giveUp, _ := attack.Ladder(o.Timeouts)
-	for _, s := range o.Scenarios {
-		sp := scenario.Lookup(s)
-		f := report.NewScenario(s, sp.Expect)
-		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.Proto.String(), notApplicable(o, s), o.CloseHorizon
-		f.AnswerWait, f.DialWait = attack.DefaultAnswerWait, attack.DialTimeout
-		switch s {
-		case scenario.Retransmit:
-			f.Ladder, f.GiveUpAt = ladder, giveUp
-		case scenario.Connflood:
-			f.Limit = o.maxConns
-		case scenario.Sourceflood:
-			f.Limit = o.edge.maxConnsPerSource
-		case scenario.Nonreader:
-			f.FloodBytes = o.HostileBytes
-		}
-		if sp.FillsOutput {
-			// The floods' sending window, and the drain after it, in which
-			// a close may first be seen.
-			f.CloseWithin = o.Duration + attack.HostileDrain
-		}
-		figs[s] = f
-	}
-	return figs
-}
-
 // churnConns is the allowance of churn connections open at once at rate
 // connections a second: each lives tens of milliseconds.
 func churnConns(rate float64) int { return int(math.Ceil(rate/5)) + 16 }
-
-// anyHostile reports whether the run has a hostile scenario that applies.
-func anyHostile(o *options) bool {
-	for _, s := range o.Scenarios {
-		if scenario.Lookup(s).Hostile && notApplicable(o, s) == "" {
-			return true
-		}
-	}
-	return false
-}

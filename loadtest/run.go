@@ -85,9 +85,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		res.Notes = append(res.Notes, "leak check: not done; give -metrics with the server's Prometheus endpoint to check that no connection, timer, open file or goroutine leaked on it")
 	}
 
-	figs := newFigures(o)
+	figs := report.NewScenarios(o.Scenarios, env(o), report.Scenario{Horizon: o.CloseHorizon, AnswerWait: attack.DefaultAnswerWait,
+		DialWait: attack.DialTimeout, CloseWithin: o.Duration + attack.HostileDrain})
 	var ms *observe.MemorySampler
-	if anyHostile(o) {
+	hostile := false // a hostile scenario that applies: the server's memory is watched
+	for _, f := range figs {
+		hostile = hostile || f.Hostile && f.NotApplicable == ""
+	}
+	if hostile {
 		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.Addr == "", PID: o.serverPID, Metrics: o.metrics}, o.bound.For(p.conns, p.churnOpen, p.neighbours, o.Proto == attack.Framed))
 		cfg.Stop = ms.Exceeded()
 	}

@@ -98,8 +98,9 @@ type Env struct {
 	// each scenario's flag check reads them.
 	Idle, KnownIdle, KeepaliveTime, KeepaliveTimeout time.Duration
 	DeadPeerAfter, KnownDeadPeerAfter                time.Duration
-	// GiveUp is the retransmission give-up offset the flags give, or
-	// LadderErr why they give none.
+	// Ladder and GiveUp are the retransmissions' and the give-up's
+	// expected offsets the flags give, or LadderErr why they give none.
+	Ladder    []time.Duration
 	GiveUp    time.Duration
 	LadderErr error
 	Rate      float64 // messages/s per connection
