@@ -66,7 +66,7 @@ func env(o *options) scenario.Env {
 		CountedAnswers: o.Expect.Counted(), OtherProtocol: o.Payload != nil || o.Expect.Kind != attack.AnswerEcho,
 		Expect: o.Expect.String(), Size: o.Size, Handshake: o.Timeouts.Handshake, Frame: o.Timeouts.Frame, MaxConns: o.maxConns,
 		HostileBytes: o.HostileBytes, OutputLimit: o.bound.OutputLimit, UnackedLimit: o.bound.UnackedLimit,
-		Proxy: o.edge.proxyVersion != "", MaxConnsPerSource: o.edge.maxConnsPerSource}
+		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.maxConnsPerSource}
 	t, known := o.Timeouts, o.Timeouts
 	if o.known != nil {
 		known = *o.known
@@ -86,9 +86,20 @@ func notApplicable(o *options, s string) string { return scenario.Lookup(s).NotA
 // by default.
 const floodMargin = 200
 
-// checkHostile validates the hostile scenarios' flags and fills in the
-// defaults that depend on others (set: the flags given).
+// checkHostile validates the hostile scenarios' flags and -proxy-clients,
+// and fills in the defaults that depend on others (set: the flags given).
 func checkHostile(o *options, set map[string]bool) error {
+	if set["proxy-clients"] && o.Proxy.Version == 0 {
+		return fmt.Errorf("%w: -proxy-clients needs -proxy v1 or v2", errUsage)
+	}
+	if slices.Contains(o.Scenarios, scenario.Sourceflood) {
+		if why := notApplicable(o, scenario.Sourceflood); why != "" {
+			return fmt.Errorf("%w: %s", errUsage, why)
+		}
+		if err := floodBeyond(o.hostileConns[scenario.Sourceflood], "sourceflood-conns", o.maxConnsPerSource, "max-conns-per-source", set); err != nil {
+			return err
+		}
+	}
 	for s, n := range o.hostileConns {
 		if *n == 0 && !scenario.Lookup(s).Alone && slices.Contains(o.Scenarios, s) {
 			return fmt.Errorf("%w: -%s-conns 0: want at least 1 connection, or leave the %s scenario out", errUsage, s, s)

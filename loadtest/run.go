@@ -168,5 +168,5 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 // embeddedOptions is what o says of the embedded server.
 func embeddedOptions(o *options) embedded.Options {
 	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.bound.OutputLimit, UnackedLimit: o.bound.UnackedLimit,
-		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.edge.maxConnsPerSource}
+		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.maxConnsPerSource}
 }
