@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
@@ -36,28 +35,6 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 		o.Payload, o.Size = msg, len(msg)
 	}
 	return nil
-}
-
-// assumedTimeouts returns a note for each timeout an external server's
-// scenario is judged against that no flag gave: the harness's default is
-// assumed.
-func assumedTimeouts(o *options, set map[string]bool) []string {
-	var notes []string
-	for _, s := range o.Scenarios {
-		if notApplicable(o, s) != "" {
-			continue
-		}
-		var missing []string
-		for _, name := range scenario.Lookup(s).Timeouts {
-			if !set[name] {
-				missing = append(missing, "-"+name)
-			}
-		}
-		if len(missing) > 0 {
-			notes = append(notes, fmt.Sprintf("%s: judged against the harness's default %s (not given: the server's own may differ)", s, strings.Join(missing, ", ")))
-		}
-	}
-	return notes
 }
 
 // env is what the scenario table needs to know of the run o describes.

@@ -196,7 +196,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	o.BarrierTimeout, o.IdleSpread = quietBounds(t.Idle, o.IdleSpread, set["idle-spread"])
 	if o.Addr != "" {
-		o.notes = append(o.notes, assumedTimeouts(o, set)...)
+		o.notes = scenario.Assumed(o.Scenarios, env(o), set)
 	}
 	return o, nil
 }
