@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
 
@@ -120,11 +119,6 @@ func requested(o *options, s string) int {
 		return *n
 	}
 	return o.conns
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	return err == nil && report.LoopbackHost(host)
 }
 
 // hardBound is the longest a run may take: the duration plus the longest
