@@ -29,3 +29,9 @@ func (t *Tracker) LastIn() time.Duration { return time.Duration(t.lastIn.Load())
 
 // HandshakePending reports whether a handshake deadline is running.
 func (t *Tracker) HandshakePending() bool { return t.handshakeAt.Load() != 0 }
+
+// CheckAt is the instant the policy timer is armed for, at now, for the
+// deadline next; CheckGrid the grid it checks far deadlines on.
+var CheckAt = checkAt
+
+const CheckGrid = time.Duration(checkGrid)

@@ -112,8 +112,27 @@ func (t *Tracker) runPolicy(now int64) {
 	// 69 years at a 1 ms tick) is never reached, and not armed for: the
 	// wheel would clamp the arming to the end of its range.
 	if t.state.Load() == stateOpen && s.next < int64(t.w.MaxDuration()) {
-		t.arm(&t.policy, now, s.next-now)
+		t.arm(&t.policy, now, checkAt(now, s.next)-now)
 	}
+}
+
+// checkGrid spaces the instants at which the policy timers check deadlines
+// further off than it: every tracker's check falls on a multiple of it,
+// so that the wheel's goroutine wakes once for all the connections whose
+// stamps moved their deadlines (one callback per idle period each),
+// about 10 times a second, not once per connection per period.
+const checkGrid = int64(100 * time.Millisecond)
+
+// checkAt returns when the policy timer is armed for, at now, for the
+// deadline next: next itself within checkGrid of now, so that a close
+// comes on time; otherwise the last multiple of checkGrid before it,
+// after now, where the callback finds the deadline moved by the stamps
+// meanwhile, or arms for it exactly.
+func checkAt(now, next int64) int64 {
+	if next-now <= checkGrid {
+		return next
+	}
+	return next - next%checkGrid // > next-checkGrid > now; next > 0
 }
 
 // firstDue returns the first close that is due, with its deadline, in this
