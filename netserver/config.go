@@ -199,7 +199,8 @@ type Config struct {
 	// version 1, 2048 for version 2) with ReasonProxyTooLarge.
 	ProxyProtocol ProxyMode
 	// TrustedProxies are the peers a PROXY header is accepted from; it
-	// must be set with ProxyRequired, and only then.
+	// must be set with ProxyRequired, and only then. An IPv4 peer matches
+	// an IPv4 prefix, or one written IPv4-mapped (::ffff:10.0.0.0/104).
 	TrustedProxies []netip.Prefix
 	// MaxConnsPerSource bounds the connections one source may hold open,
 	// counted across every event loop; a connection beyond it is closed at

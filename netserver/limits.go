@@ -35,7 +35,8 @@ type Limits struct {
 	// from the first time the server saw it above (it looks when it writes
 	// to the connection and a few times per OutputSoftFor while output is
 	// queued). A burst above it that drains in time is allowed. 0 means
-	// DefaultOutputSoft (1 MiB) and DefaultOutputSoftFor (10 s).
+	// DefaultOutputSoft (1 MiB) and DefaultOutputSoftFor (10 s); the
+	// default soft limit is left off under an OutputHard below it.
 	OutputSoft    int
 	OutputSoftFor time.Duration
 	// UnackedBytes bounds the DATA payload bytes sent and not yet
@@ -68,7 +69,9 @@ type limits struct {
 // place the Default* limits are applied.
 func (l Limits) withDefaults(framed bool) Limits {
 	l.OutputHard = setting.Or(l.OutputHard, DefaultOutputHard)
-	l.OutputSoft = setting.Or(l.OutputSoft, DefaultOutputSoft)
+	// The default soft limit above a hard one given could never act (the
+	// hard limit closes first), and Validate refuses such a pair: left off.
+	l.OutputSoft = setting.Or(l.OutputSoft, setting.Unless(l.OutputHard < 0 || DefaultOutputSoft <= l.OutputHard, DefaultOutputSoft))
 	l.OutputSoftFor = setting.Or(l.OutputSoftFor, DefaultOutputSoftFor)
 	if l.OutputSoft == Off || l.OutputSoftFor == Off {
 		l.OutputSoft, l.OutputSoftFor = Off, Off

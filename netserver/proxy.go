@@ -134,6 +134,14 @@ func (s *Server) startSources() error {
 	return nil
 }
 
+// perSource is the per-source bound in force, 0 for none; after Start.
+func (s *Server) perSource() int {
+	if s.sources == nil {
+		return 0
+	}
+	return s.sources.Limit()
+}
+
 // awaitingHeader is what Conn.client points to while the connection's
 // PROXY header has not arrived.
 var awaitingHeader netip.AddrPort
@@ -175,19 +183,28 @@ func addrPort(a net.Addr) netip.AddrPort {
 func (c *Conn) proxyAdmit() Reason {
 	s := c.s
 	if s.cfg.ProxyProtocol == ProxyRequired {
-		peer := c.PeerAddr().Addr()
-		for _, p := range s.cfg.TrustedProxies {
-			if p.Contains(peer) {
-				c.client = &awaitingHeader
-				return ReasonNone
-			}
+		if !s.trusted(c.PeerAddr().Addr()) {
+			return ReasonProxyUntrusted
 		}
-		return ReasonProxyUntrusted
+		c.client = &awaitingHeader
+		return ReasonNone
 	}
 	if !c.countSource() {
 		return ReasonSourceLimit
 	}
 	return ReasonNone
+}
+
+// trusted reports whether peer, IPv4 as IPv4, is in Config.TrustedProxies.
+// An IPv4 peer also matches a prefix written as IPv4-mapped IPv6
+// (::ffff:10.0.0.0/104), the form a dual-stack socket shows it in.
+func (s *Server) trusted(peer netip.Addr) bool {
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(peer) || (peer.Is4() && p.Contains(netip.AddrFrom16(peer.As16()))) {
+			return true
+		}
+	}
+	return false
 }
 
 // countSource counts c against its source's limit, if there is one, and
@@ -200,10 +217,12 @@ func (c *Conn) countSource() bool {
 	if s.sources == nil {
 		return true
 	}
-	key := s.sources.Key(c.ClientAddr().Addr())
-	if (key.IsLoopback() && c.client == nil && !s.countLoopback) || !key.IsValid() {
+	client := c.ClientAddr().Addr()
+	// Loopback is the address's, not its source's: ::1's /64 is ::/64.
+	if (client.IsLoopback() && c.client == nil && !s.countLoopback) || !client.IsValid() {
 		return true
 	}
+	key := s.sources.Key(client)
 	if !s.sources.Acquire(key) {
 		return false
 	}

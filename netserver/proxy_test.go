@@ -115,8 +115,7 @@ func TestProxy_RandomSplits(t *testing.T) {
 				s := start(t, proxyCfg(p), h)
 				for run := range 6 {
 					client := randomClient(rng)
-					c, err := net.Dial("tcp", s.Addr().String())
-					require.NoError(t, err)
+					c := dial(t, s)
 					hdr := header(v, client, s.Addr())
 					payload := make([]byte, 1+rng.IntN(3000))
 					for i := range payload {
@@ -133,10 +132,9 @@ func TestProxy_RandomSplits(t *testing.T) {
 						wire = payload
 					}
 					cut := 1 + rng.IntN(len(hdr)-1)
-					_, err = c.Write(hdr[:cut])
-					require.NoError(t, err)
+					c.Push(hdr[:cut])
 					require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
-					_, err = c.Read(make([]byte, 1))
+					_, err := c.Read(make([]byte, 1))
 					var ne net.Error
 					require.True(t, errors.As(err, &ne) && ne.Timeout(), "run %d: a partial header (%d of %d bytes) got %v, not silence", run, cut, len(hdr), err)
 					mode := writeSplit(t, c, rng, append(hdr[cut:], wire...))
@@ -159,20 +157,18 @@ func TestProxy_RandomSplits(t *testing.T) {
 
 // readEcho reads n bytes of echo: as they are (Raw), or as the payloads of
 // the echoed DATA frames (Framed).
-func readEcho(t *testing.T, c net.Conn, p netserver.Protocol, n int) []byte {
+func readEcho(t *testing.T, c *testpeer.Peer, p netserver.Protocol, n int) []byte {
 	t.Helper()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(waitFor)))
 	if p == netserver.Raw {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(waitFor)))
 		got := make([]byte, n)
 		_, err := io.ReadFull(c, got)
 		require.NoError(t, err)
 		return got
 	}
-	fc := frame.NewConn(c, 0)
-	fc.SetReplies(0)
 	var got []byte
 	for len(got) < n {
-		f, err := fc.Next()
+		f, err := c.Next(waitFor)
 		require.NoError(t, err)
 		if f.Type == frame.TypeData {
 			got = append(got, f.Payload...)
@@ -268,7 +264,7 @@ func TestProxy_LocalAndUnknownKeepThePeer(t *testing.T) {
 	} {
 		c := dial(t, s)
 		c.Push(append(hdr, "ping"...))
-		assert.Equal(t, []byte("ping"), readEcho(t, c.Conn, netserver.Raw, 4))
+		assert.Equal(t, []byte("ping"), readEcho(t, c, netserver.Raw, 4))
 		o := <-h.opened
 		assert.Equal(t, c.LocalAddr().(*net.TCPAddr).AddrPort(), o[0], "ClientAddr is the peer")
 		assert.Equal(t, o[0], o[1])
@@ -286,7 +282,7 @@ func TestProxy_LogsTheClient(t *testing.T) {
 	c := dial(t, s)
 	client := netip.MustParseAddrPort("192.0.2.9:1234")
 	c.Push(append(header(2, client, s.Addr()), "hi"...))
-	assert.Equal(t, []byte("hi"), readEcho(t, c.Conn, netserver.Raw, 2))
+	assert.Equal(t, []byte("hi"), readEcho(t, c, netserver.Raw, 2))
 	require.NoError(t, c.Close())
 	assert.Equal(t, netserver.ReasonPeerClosed, <-h.closed)
 	closes := logs.attrsOf("netserver: connection closed")
@@ -392,6 +388,6 @@ func TestSourceLimit_ByPeer(t *testing.T) {
 	for range 3 {
 		c := dial(t, exempt)
 		c.Push([]byte("ok"))
-		assert.Equal(t, []byte("ok"), readEcho(t, c.Conn, netserver.Raw, 2), "loopback is not counted")
+		assert.Equal(t, []byte("ok"), readEcho(t, c, netserver.Raw, 2), "loopback is not counted")
 	}
 }

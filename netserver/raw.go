@@ -37,8 +37,13 @@ func (rawProtocol) send(c *Conn, msg []byte) error {
 }
 
 // probe has the handler send its protocol's probe (New has checked that it
-// implements Prober when keepalive probes are on).
+// implements Prober when keepalive probes are on). A connection awaiting
+// its PROXY header is not the handler's yet (flagNoHandler): it sends
+// nothing, and its silence runs out the keepalive as any peer's does.
 func (rawProtocol) probe(c *Conn) {
+	if c.flags.Load()&flagNoHandler != 0 {
+		return
+	}
 	if p, ok := c.s.handler.(Prober); ok {
 		p.OnProbe(c)
 	}

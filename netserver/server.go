@@ -12,8 +12,9 @@
 // tick carries all of that loop's expired connections.
 //
 // Configuration follows one rule, as in packages idle and retransmit: a
-// zero Config field means the default it documents, and a negative one
-// (Off) turns that protection off. The zero Config (but for Addr) is thus
+// zero Config field means the default it documents, Off (exactly -1) turns
+// that protection off, and any other negative value is an error naming the
+// field. The zero Config (but for Addr) is thus
 // safe for production, every timeout and limit on; DefaultConfig spells
 // those defaults out as an embedder's starting point.
 package netserver

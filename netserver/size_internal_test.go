@@ -20,7 +20,7 @@ func TestConn_Size(t *testing.T) {
 	}{
 		// 120 bytes since Conn.client (the PROXY header's client address,
 		// out of line): the 128-byte class, 16 bytes more per Raw
-		// connection; framedConn stays in its class.
+		// connection; framedAlloc stays in its class.
 		{name: "Conn", size: unsafe.Sizeof(Conn{}), maxBytes: 128},
 		{name: "outWatch (once output stays queued)", size: unsafe.Sizeof(outWatch{}), maxBytes: 112},
 		{name: "framedAlloc (Framed: Conn, protocol state, retransmit.Tracker)", size: unsafe.Sizeof(framedAlloc{}), maxBytes: 576},

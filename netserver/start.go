@@ -61,15 +61,16 @@ func (s *Server) Start() error {
 		}
 		s.listeners = s.ownListeners(foreign, want)
 		s.log.Info("netserver: listening", "addr", s.addr.String(), "protocol", s.cfg.Protocol.String(),
-			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", maxConnsAttr(s.maxConns))
+			"event_loops", loops, "gomaxprocs", runtime.GOMAXPROCS(0), "tick", s.tick().String(), "max_conns", maxConnsAttr(s.maxConns),
+			"max_conns_per_source", maxConnsAttr(int64(s.perSource())), "proxy_protocol", s.cfg.ProxyProtocol.String())
 		return nil
 	case <-s.done:
 		return fmt.Errorf("netserver: listen on %s: %w", addr, s.runErr)
 	}
 }
 
-// maxConnsAttr is the bound on open connections as logged: "none" for
-// none (MaxConns Off, or an open-file limit unknown).
+// maxConnsAttr is a bound on open connections as logged: "none" for none
+// (0: MaxConns Off, or an open-file limit unknown; MaxConnsPerSource Off).
 func maxConnsAttr(n int64) any {
 	if n == 0 {
 		return "none"

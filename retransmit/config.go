@@ -179,7 +179,9 @@ func (c Config) Validate() error {
 // a zero tick means wheel.DefaultTick, as for a standalone Estimator),
 // InitialRTO clamped into [MinRTO, MaxRTO], and a give-up limit that is
 // Off left Off. A negative value other than Off, and Off where a field
-// cannot be off, is an error naming the field. The result resolves to
+// cannot be off, is an error naming the field; so is, on a wheel (tick not
+// 0), a deadline shorter than its tick, which it cannot keep: MaxRTO,
+// InitialRTO as clamped, GiveUpAfter (MinRTO, a floor, may be). The result resolves to
 // itself. It is the one place where this package's defaults are applied:
 // a layer above calls it rather than copying them. It allocates only for
 // an error and may be called from any goroutine.
@@ -225,6 +227,16 @@ func (c Config) WithDefaults(tick time.Duration) (Config, error) {
 	c.MaxRetransmits = setting.Or(c.MaxRetransmits, DefaultMaxRetransmits)
 	c.GiveUpAfter = setting.Or(c.GiveUpAfter, DefaultGiveUpAfter)
 	c.Window = setting.Or(c.Window, DefaultWindow)
+	if tick > 0 {
+		for _, f := range []struct {
+			name string
+			d    time.Duration
+		}{{"MaxRTO", c.MaxRTO}, {"InitialRTO", c.InitialRTO}, {"GiveUpAfter", c.GiveUpAfter}} {
+			if err := setting.CheckTick(f.name, f.d, tick); err != nil {
+				return c, invalid("%w", err)
+			}
+		}
+	}
 	return c, nil
 }
 

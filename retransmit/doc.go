@@ -22,8 +22,8 @@
 // every loss wait a second. Set MinRTO to time.Second for the RFC's floor.
 //
 // Zero values follow one rule, as everywhere in netwheel: a zero Config
-// field means its documented default, and a negative one (Off) turns a
-// give-up limit off (see Config).
+// field means its documented default, Off (exactly -1) turns a give-up
+// limit off, and any other negative value is an error (see Config).
 //
 // The package is pure logic: it never reads the system clock. Callers pass
 // now, a reading of the Tracker's wheel (Wheel.Now), to every per-message

@@ -2,8 +2,6 @@ package retransmit
 
 import (
 	"time"
-
-	"github.com/netwheel/netwheel/wheel"
 )
 
 // Estimator computes a retransmission timeout (RTO) from round-trip time
@@ -47,7 +45,7 @@ type Estimator struct {
 // wheel.DefaultTick) and Variant, and validates the whole of cfg; an invalid
 // cfg gives an error wrapping ErrInvalidConfig.
 func NewEstimator(cfg Config) (*Estimator, error) {
-	r, err := cfg.resolve(wheel.DefaultTick)
+	r, err := cfg.resolve(0) // no wheel: Granularity's default is wheel.DefaultTick, and no deadline is kept
 	if err != nil {
 		return nil, err
 	}
