@@ -2,30 +2,15 @@ package main
 
 import (
 	"fmt"
-	"github.com/netwheel/netwheel/netserver"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
-	"github.com/netwheel/netwheel/netserver/frame"
 )
 
-// presets are -preset's protocols: each message, and what its answer must
-// be (ParseExpect's syntax). http's Host is -addr.
-var presets = map[string]struct{ payload, expect string }{
-	"redis":     {payload: `PING\r\n`, expect: `+PONG\r\n`},
-	"memcached": {payload: `version\r\n`, expect: `VERSION `},
-	"http":      {payload: `GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: netwheel-loadtest\r\n\r\n`, expect: `HTTP/1.`},
-	"line":      {payload: `ping\n`},
-}
-
 // parseExchange sets o.Payload and o.Expect from -payload, -expect and
-// -preset (set: the flags given): raw only; a protocol other than echo
-// only with -addr, the embedded servers being echo servers.
+// -preset (set: the flags given; attack.ParseExchange): raw only.
 func parseExchange(o *options, payload, expect, preset string, set map[string]bool) error {
 	if !set["payload"] && !set["expect"] && !set["preset"] {
 		return nil
@@ -36,64 +21,20 @@ func parseExchange(o *options, payload, expect, preset string, set map[string]bo
 	if (set["payload"] || set["preset"]) && set["size"] {
 		return fmt.Errorf("%w: -size is the length of the default payload; with -payload or -preset, leave it out", errUsage)
 	}
-	if set["preset"] {
-		pr, ok := presets[preset]
-		if !ok {
-			return fmt.Errorf("%w: -preset %q: want redis, memcached, http or line", errUsage, preset)
+	given := func(name string, v *string) *string {
+		if !set[name] {
+			return nil // not given: the preset's, or the default
 		}
-		if !set["payload"] {
-			payload = pr.payload
-			if preset == "http" {
-				payload = fmt.Sprintf(payload, o.Addr)
-			}
-		}
-		if !set["expect"] {
-			expect = pr.expect
-		}
+		return v
 	}
-	var err error
-	if o.Expect, err = attack.ParseExpect(expect); err != nil {
-		return fmt.Errorf("%w: -expect: %v", errUsage, err)
+	msg, e, err := attack.ParseExchange(given("preset", &preset), given("payload", &payload), given("expect", &expect), o.Addr)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if preset == "line" && !set["expect"] {
-		o.Expect = attack.Expect{Kind: attack.AnswerLine} // any line
-	}
-	if o.Expect.Kind != attack.AnswerEcho && o.Addr == "" {
-		return fmt.Errorf("%w: -expect and -preset describe an external server's protocol and need -addr (the embedded servers echo)", errUsage)
-	}
-	if set["payload"] || set["preset"] {
-		b, err := attack.Unescape(payload)
-		if err != nil {
-			return fmt.Errorf("%w: -payload: %v", errUsage, err)
-		}
-		if len(b) == 0 || len(b) > frame.DefaultMax-9 {
-			return fmt.Errorf("%w: -payload: want 1 to %d bytes, got %d", errUsage, frame.DefaultMax-9, len(b))
-		}
-		o.Payload, o.Size = b, len(b)
+	if o.Expect = e; msg != nil {
+		o.Payload, o.Size = msg, len(msg)
 	}
 	return nil
-}
-
-// assumedTimeouts returns a note for each timeout an external server's
-// scenario is judged against that no flag gave: the harness's default is
-// assumed.
-func assumedTimeouts(o *options, set map[string]bool) []string {
-	var notes []string
-	for _, s := range o.Scenarios {
-		if notApplicable(o, s) != "" {
-			continue
-		}
-		var missing []string
-		for _, name := range scenario.Lookup(s).Timeouts {
-			if !set[name] {
-				missing = append(missing, "-"+name)
-			}
-		}
-		if len(missing) > 0 {
-			notes = append(notes, fmt.Sprintf("%s: judged against the harness's default %s (not given: the server's own may differ)", s, strings.Join(missing, ", ")))
-		}
-	}
-	return notes
 }
 
 // env is what the scenario table needs to know of the run o describes.
@@ -101,8 +42,8 @@ func env(o *options) scenario.Env {
 	e := scenario.Env{Proto: o.Proto, External: o.Addr != "", EchoAnswers: o.Expect.Kind == attack.AnswerEcho,
 		CountedAnswers: o.Expect.Counted(), OtherProtocol: o.Payload != nil || o.Expect.Kind != attack.AnswerEcho,
 		Expect: o.Expect.String(), Size: o.Size, Handshake: o.Timeouts.Handshake, Frame: o.Timeouts.Frame, MaxConns: o.maxConns,
-		HostileBytes: o.HostileBytes, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
-		Proxy: o.edge.proxyVersion != "", MaxConnsPerSource: o.edge.maxConnsPerSource}
+		HostileBytes: o.HostileBytes, OutputLimit: o.bound.OutputLimit, UnackedLimit: o.bound.UnackedLimit,
+		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.maxConnsPerSource}
 	t, known := o.Timeouts, o.Timeouts
 	if o.known != nil {
 		known = *o.known
@@ -110,7 +51,7 @@ func env(o *options) scenario.Env {
 	}
 	e.Idle, e.KnownIdle, e.KeepaliveTime, e.KeepaliveTimeout = t.Idle, known.Idle, t.KeepaliveTime, t.KeepaliveTimeout
 	e.DeadPeerAfter, e.KnownDeadPeerAfter, e.Rate, e.Closed = t.DeadPeerAfter(), known.DeadPeerAfter(), o.Rate, o.Closed
-	_, e.GiveUp, e.LadderErr = attack.Ladder(t)
+	e.Ladder, e.GiveUp, e.LadderErr = attack.Ladder(t)
 	return e
 }
 
@@ -118,20 +59,24 @@ func env(o *options) scenario.Env {
 // describes, or "" (scenario.Spec.NotApplicable).
 func notApplicable(o *options, s string) string { return scenario.Lookup(s).NotApplicable(env(o)) }
 
-// Defaults of the server limits the memory bound is derived from: those
-// of netserver.Limits, and the fixed allowance.
-const (
-	defaultOutputLimit  = netserver.DefaultOutputHard
-	defaultUnackedLimit = netserver.DefaultUnackedBytes
-	defaultMemAllowance = 32 << 20
-	// floodMargin is how many connections beyond -max-conns connflood
-	// opens by default.
-	floodMargin = 200
-)
+// floodMargin is how many connections beyond -max-conns connflood opens
+// by default.
+const floodMargin = 200
 
-// checkHostile validates the hostile scenarios' flags and fills in the
-// defaults that depend on others (set: the flags given).
+// checkHostile validates the hostile scenarios' flags and -proxy-clients,
+// and fills in the defaults that depend on others (set: the flags given).
 func checkHostile(o *options, set map[string]bool) error {
+	if set["proxy-clients"] && o.Proxy.Version == 0 {
+		return fmt.Errorf("%w: -proxy-clients needs -proxy v1 or v2", errUsage)
+	}
+	if slices.Contains(o.Scenarios, scenario.Sourceflood) {
+		if why := notApplicable(o, scenario.Sourceflood); why != "" {
+			return fmt.Errorf("%w: %s", errUsage, why)
+		}
+		if err := floodBeyond(o.hostileConns[scenario.Sourceflood], "sourceflood-conns", o.maxConnsPerSource, "max-conns-per-source", set); err != nil {
+			return err
+		}
+	}
 	for s, n := range o.hostileConns {
 		if *n == 0 && !scenario.Lookup(s).Alone && slices.Contains(o.Scenarios, s) {
 			return fmt.Errorf("%w: -%s-conns 0: want at least 1 connection, or leave the %s scenario out", errUsage, s, s)
@@ -170,51 +115,5 @@ func floodBeyond(conns *int, connsFlag string, limit int, limitFlag string, set 
 	if *conns <= limit {
 		return fmt.Errorf("%w: -%s %d: want more than -%s (%d), or the flood stays within the limit", errUsage, connsFlag, *conns, limitFlag, limit)
 	}
-	return nil
-}
-
-// byteSize is a flag.Value of a byte count: a plain number, or one with a
-// K, M or G suffix (KiB, MiB, GiB; "KiB", "MiB", "GiB" and "B" are
-// accepted too).
-type byteSize int64
-
-func (b *byteSize) String() string {
-	if b == nil {
-		return "0"
-	}
-	v := int64(*b)
-	for _, u := range []struct {
-		s string
-		n int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v != 0 && v%u.n == 0 {
-			return strconv.FormatInt(v/u.n, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(v, 10)
-}
-
-func (b *byteSize) Get() any { return int64(*b) }
-
-func (b *byteSize) Set(s string) error {
-	num, mult := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i"), int64(1)
-	if num != "" {
-		switch num[len(num)-1] {
-		case 'K', 'k':
-			mult = 1 << 10
-		case 'M', 'm':
-			mult = 1 << 20
-		case 'G', 'g':
-			mult = 1 << 30
-		}
-		if mult > 1 {
-			num = num[:len(num)-1]
-		}
-	}
-	v, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || v < 0 || v > math.MaxInt64/mult {
-		return fmt.Errorf("want a byte count such as 4096, 512K or 4MiB")
-	}
-	*b = byteSize(v * mult)
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 	"github.com/netwheel/netwheel/loadtest/internal/shard"
+	"github.com/netwheel/netwheel/netserver"
 	"github.com/netwheel/netwheel/netserver/frame"
 )
 
@@ -29,25 +30,27 @@ type options struct {
 	// The attack's settings the flags give (Addr "": the embedded
 	// server); run adds the plan's share of the connections.
 	attack.Config
-	known     *report.Timeouts // -addr: the timeouts the flags gave (the others zero); nil embedded
-	conns     int
-	fins      bool // -fins: capture the server's FINs on the loopback
-	shard     shard.Shard
-	jsonPath  string
-	plotPath  string
-	quiet     bool
-	version   bool // -version: print the version and exit
-	maxConns  int  // the server's connection limit (0: none)
-	cpuProf   string
-	metrics   string // -addr: the server's Prometheus endpoint for the leak check ("": none)
-	metricsNS string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
+	known    *report.Timeouts // -addr: the timeouts the flags gave (the others zero); nil embedded
+	conns    int
+	fins     bool // -fins: capture the server's FINs on the loopback
+	shard    shard.Shard
+	jsonPath string
+	plotPath string
+	quiet    bool
+	version  bool // -version: print the version and exit
+	maxConns int  // the server's connection limit (0: none)
+	// maxConnsPerSource is the server's per-source limit (0: none known;
+	// the embedded server: none).
+	maxConnsPerSource int
+	cpuProf           string
+	metrics           string // -addr: the server's Prometheus endpoint for the leak check ("": none)
+	metricsNS         string // the prefix of the server's own metrics there (netserver's Config.MetricsNamespace)
 
 	// Hostile scenarios: connections per scenario (by its name), and the
 	// server's limits its memory growth is judged against.
-	hostileConns                            map[string]*int
-	outputLimit, unackedLimit, memAllowance int64
-	serverPID                               int // -addr: the server's pid, for its RSS (0: none)
-	edge                                    edgeOptions
+	hostileConns map[string]*int
+	bound        report.MemoryBound // -output-limit, -unacked-limit and -mem-allowance; For sizes it for the run
+	serverPID    int                // -addr: the server's pid, for its RSS (0: none)
 
 	notes []string
 }
@@ -79,7 +82,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(out)
-	var proto, scen, shardFlag, payload, expect, preset string
+	var proto, scen, shardFlag, payload, expect, preset, proxyVersion, proxyClients string
 	t := &o.Timeouts
 	fs.StringVar(&o.Addr, "addr", "", "drive an external server at `HOST:PORT` instead of the embedded one (its timeouts are then described by the timeout flags)")
 	fs.StringVar(&proto, "proto", "", "client protocol: raw or framed (default framed for the embedded server, raw with -addr)")
@@ -115,14 +118,22 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		scenario.Pingflood: fs.Int("pingflood-conns", 4, "pingflood: connections that send PINGs as fast as the server takes them (half read the PONGs, half never read)"),
 		scenario.Garbage:   fs.Int("garbage-conns", 3, "garbage: connections that send random bytes (framed: in turn random, an unknown frame type, a 0xFFFFFFF0 length prefix)"),
 		scenario.Connflood: fs.Int("flood-conns", 0, "connflood: connections opened at once after the other scenarios, and held (default -max-conns + 200)"),
+		scenario.Sourceflood: fs.Int("sourceflood-conns", 0, "sourceflood: connections the flooding source opens at once and holds (default -max-conns-per-source + 200);\n"+
+			"-conns other sources connect meanwhile"),
 	}
-	edgeFlags(fs, o)
-	o.HostileBytes, o.outputLimit, o.unackedLimit, o.memAllowance = attack.DefaultHostileBytes, defaultOutputLimit, defaultUnackedLimit, defaultMemAllowance
-	fs.Var((*byteSize)(&o.HostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
+	fs.StringVar(&proxyVersion, "proxy", "", "the PROXY protocol `version`, v1 or v2: start every connection with a PROXY protocol header naming a client of its own from\n"+
+		"-proxy-clients, as a balancer would (the server must require the PROXY protocol from this host)")
+	// The block set aside for benchmarks (RFC 2544), which no real client has.
+	fs.StringVar(&proxyClients, "proxy-clients", "198.18.0.0/15", "the `prefix` -proxy's clients come from: an IPv4 address each, or an IPv6 /64 each; the first is\n"+
+		"sourceflood's flooding source")
+	fs.IntVar(&o.maxConnsPerSource, "max-conns-per-source", 0, "the server's per-source connection limit (0: none): the embedded netwheel server's MaxConnsPerSource,\n"+
+		"or what -addr's server enforces; sourceflood needs it")
+	o.HostileBytes, o.bound = attack.DefaultHostileBytes, report.MemoryBound{OutputLimit: netserver.DefaultOutputHard, UnackedLimit: netserver.DefaultUnackedBytes, Fixed: 32 << 20}
+	fs.Var((*report.ByteSize)(&o.HostileBytes), "hostile-bytes", "most `bytes` one nonreader or ping flooder sends (K, M, G suffixes: KiB, MiB, GiB); then it only trickles. "+
 		"nonreader is judged only above -output-limit plus 8 MiB of kernel buffers (framed: or above -unacked-limit)")
-	fs.Var((*byteSize)(&o.outputLimit), "output-limit", "the server's hard limit of queued output per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.OutputHard)")
-	fs.Var((*byteSize)(&o.unackedLimit), "unacked-limit", "framed: the server's limit of unacknowledged DATA payload per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.UnackedBytes)")
-	fs.Var((*byteSize)(&o.memAllowance), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
+	fs.Var((*report.ByteSize)(&o.bound.OutputLimit), "output-limit", "the server's hard limit of queued output per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.OutputHard)")
+	fs.Var((*report.ByteSize)(&o.bound.UnackedLimit), "unacked-limit", "framed: the server's limit of unacknowledged DATA payload per connection, in `bytes`, for the memory bound (embedded netwheel: its Limits.UnackedBytes)")
+	fs.Var((*report.ByteSize)(&o.bound.Fixed), "mem-allowance", "with hostile scenarios, the server's memory growth allowed in `bytes` besides the per-connection limits (and 32 KiB per other connection)")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "with -addr: the server's `PID` on this host; its RSS (/proc/PID/status) is sampled during hostile scenarios (otherwise -metrics' process_resident_memory_bytes)")
 	fs.IntVar(&o.DialConcurrency, "dial-concurrency", 128, "dials in flight at once")
 	fs.DurationVar(&o.IdleSpread, "idle-spread", defaultSpread, "idle and keepalive-silent connections first all open (waiting at most 10s, keeping themselves open meanwhile), then send their last message\n"+
@@ -163,8 +174,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		func() error { return parseProto(o, proto, set) },
 		func() error { return parseExchange(o, payload, expect, preset, set) },
 		func() error { return checkNumbers(o, fs) },
+		func() (err error) { o.Proxy, err = attack.ParseProxy(proxyVersion, proxyClients); return usage(err) },
 		func() (err error) { o.Scenarios, err = scenario.Parse(scen, env(o)); return usage(err) },
-		func() error { return checkEdge(o, set) },
 		func() error { return checkHostile(o, set) },
 		func() (err error) { o.shard, err = shard.Parse(shardFlag, os.Getenv); return usage(err) },
 		func() error { return checkMetrics(o, set) },
@@ -185,7 +196,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	o.BarrierTimeout, o.IdleSpread = quietBounds(t.Idle, o.IdleSpread, set["idle-spread"])
 	if o.Addr != "" {
-		o.notes = append(o.notes, assumedTimeouts(o, set)...)
+		o.notes = scenario.Assumed(o.Scenarios, env(o), set)
 	}
 	return o, nil
 }

@@ -13,63 +13,29 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netwheel/netwheel/loadtest/internal/attack"
 	"github.com/netwheel/netwheel/loadtest/internal/report"
 )
-
-func TestByteSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		bad  bool
-	}{
-		{in: "4096", want: 4096},
-		{in: "512K", want: 512 << 10},
-		{in: "4MiB", want: 4 << 20},
-		{in: "4M", want: 4 << 20},
-		{in: "1GiB", want: 1 << 30},
-		{in: "64B", want: 64},
-		{in: "", bad: true},
-		{in: "-1", bad: true},
-		{in: "4X", bad: true},
-		{in: "9999999999G", bad: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			var b byteSize
-			err := b.Set(tt.in)
-			if tt.bad {
-				assert.Error(t, err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, int64(b))
-		})
-	}
-	b := byteSize(4 << 20)
-	assert.Equal(t, "4MiB", b.String())
-	b = 1000
-	assert.Equal(t, "1000", b.String())
-}
 
 func TestMemoryBound(t *testing.T) {
 	o, err := parseFlags([]string{"-conns", "100", "-churn-rate", "50"}, io.Discard)
 	require.NoError(t, err)
 	p := makePlan(o, 1<<20, 28000, true)
-	b := memoryBound(o, p)
+	b := o.bound.For(p.conns, p.churnOpen, p.neighbours, o.Proto == attack.Framed)
 	assert.Equal(t, int64(4<<20), b.OutputLimit)
 	assert.Equal(t, int64(1<<20), b.UnackedLimit, "framed: unacknowledged payload too")
 	assert.Equal(t, map[string]int{"nonreader": 4, "pingflood": 4}, b.Filling)
 	assert.Equal(t, 5*100+churnConns(50)+20+3, b.Other, "five polite scenarios, churn by its allowance, 20 splitters, 3 garbage")
-	assert.Equal(t, int64(perOtherConn), b.PerOther)
+	assert.Equal(t, int64(report.PerOtherConn), b.PerOther)
 	assert.Equal(t, int64(32<<20), b.Fixed)
 
 	o, err = parseFlags([]string{"-proto", "raw", "-scenario", "nonreader,connflood", "-max-conns", "900", "-output-limit", "1M", "-mem-allowance", "8M"}, io.Discard)
 	require.NoError(t, err)
 	p = makePlan(o, 1<<20, 28000, true)
-	b = memoryBound(o, p)
+	b = o.bound.For(p.conns, p.churnOpen, p.neighbours, o.Proto == attack.Framed)
 	assert.Zero(t, b.UnackedLimit, "raw: no acknowledgements")
 	assert.Equal(t, 1100, b.Other, "connflood runs alone: its own count")
-	assert.Equal(t, int64(4*(1<<20)+1100*perOtherConn+(8<<20)), b.Total())
+	assert.Equal(t, int64(4*(1<<20)+1100*report.PerOtherConn+(8<<20)), b.Total())
 	assert.Equal(t, 1100, p.conns[scenario.Connflood])
 }
 
@@ -98,7 +64,7 @@ func TestEndToEnd_HostileAgainstPlainEcho(t *testing.T) {
 	require.NotNil(t, m, out)
 	require.Empty(t, m.Err)
 	assert.False(t, m.InProcess, "read from -server-pid's /proc/PID/status")
-	assert.Equal(t, int64(4<<20+4*perOtherConn+32<<20), m.Bound.Total(), "4 MiB for the non-reader, 32 KiB for each of the 4 splitters (raw garbage does not apply, and does not run), 32 MiB")
+	assert.Equal(t, int64(4<<20+4*report.PerOtherConn+32<<20), m.Bound.Total(), "4 MiB for the non-reader, 32 KiB for each of the 4 splitters (raw garbage does not apply, and does not run), 32 MiB")
 	assert.Greater(t, m.Growth(), m.Bound.Total(), "plainEcho queues all the non-reader is sent")
 	assert.True(t, m.Stopped, "the flood stopped once the verdict was in")
 	assert.Contains(t, out, "[memory] CHECK")

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/loadtest/internal/attack"
-	"github.com/netwheel/netwheel/loadtest/internal/report"
 	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
 
@@ -21,6 +20,9 @@ import (
 type plan struct {
 	conns map[string]int
 	churn float64
+	// churnOpen is the allowance of churn connections open at once (0:
+	// no churn).
+	churnOpen int
 	// neighbours is sourceflood's other sources (conns holds the
 	// flooding source's connections).
 	neighbours int
@@ -43,8 +45,9 @@ func makePlan(o *options, fdLimit uint64, ports int, loopback bool) plan {
 		total += p.conns[s]
 	}
 	if slices.Contains(o.Scenarios, scenario.Churn) {
-		total += churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
+		p.churnOpen = churnConns(p.churn) // churn conns live ~ tens of ms; a generous allowance
 	}
+	total += p.churnOpen
 	perConn, reserve := 1, 100
 	if o.Addr == "" {
 		perConn = 2 // the server's end is in this process too
@@ -118,11 +121,6 @@ func requested(o *options, s string) int {
 	return o.conns
 }
 
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	return err == nil && report.LoopbackHost(host)
-}
-
 // hardBound is the longest a run may take: the duration plus the longest
 // timer under test, the slack and a margin. The attack stops by itself
 // well before; this only bounds a broken server.
@@ -140,82 +138,6 @@ func hardBound(o *options) time.Duration {
 	return d
 }
 
-// newFigures returns the empty figures of each scenario of o, as the
-// scenario table describes them.
-func newFigures(o *options) map[string]*report.Scenario {
-	figs := map[string]*report.Scenario{}
-	ladder, giveUp, _ := attack.Ladder(o.Timeouts)
-	for _, s := range o.Scenarios {
-		sp := scenario.Lookup(s)
-		f := report.NewScenario(s, sp.Expect)
-		f.Hostile, f.Proto, f.NotApplicable, f.Horizon = sp.Hostile, o.Proto.String(), notApplicable(o, s), o.CloseHorizon
-		f.AnswerWait, f.DialWait = attack.DefaultAnswerWait, attack.DialTimeout
-		switch s {
-		case scenario.Retransmit:
-			f.Ladder, f.GiveUpAt = ladder, giveUp
-		case scenario.Connflood:
-			f.Limit = o.maxConns
-		case scenario.Sourceflood:
-			f.Limit = o.edge.maxConnsPerSource
-		case scenario.Nonreader:
-			f.FloodBytes = o.HostileBytes
-		}
-		if sp.FillsOutput {
-			// The floods' sending window, and the drain after it, in which
-			// a close may first be seen.
-			f.CloseWithin = o.Duration + attack.HostileDrain
-		}
-		figs[s] = f
-	}
-	return figs
-}
-
-// perOtherConn is the growth allowed per connection that reads what it
-// gets (polite, splitter, garbage, connflood): its buffers and state and
-// the runtime's around them. In-process it covers both ends of the
-// connection and the client's goroutines: the default run's polite
-// scenarios alone grow this process by 26-30 KiB per connection.
-const perOtherConn = 32 << 10
-
 // churnConns is the allowance of churn connections open at once at rate
 // connections a second: each lives tens of milliseconds.
 func churnConns(rate float64) int { return int(math.Ceil(rate/5)) + 16 }
-
-// memoryBound is the growth allowed to the server in a run of plan p: the
-// output limit (and, framed, the unacknowledged-payload limit) of every
-// connection that may not read, an allowance for every other connection
-// open at once (connflood runs alone, so it counts only if it has more),
-// and the fixed allowance.
-func memoryBound(o *options, p plan) report.MemoryBound {
-	b := report.MemoryBound{OutputLimit: o.outputLimit, Filling: map[string]int{}, PerOther: perOtherConn, Fixed: o.memAllowance}
-	if o.Proto == attack.Framed {
-		b.UnackedLimit = o.unackedLimit
-	}
-	other := 0
-	for s, n := range p.conns {
-		switch {
-		case scenario.Lookup(s).Alone:
-		case scenario.Lookup(s).FillsOutput:
-			if n > 0 {
-				b.Filling[s] = n
-			}
-		default:
-			other += n
-		}
-	}
-	if slices.Contains(o.Scenarios, scenario.Churn) {
-		other += churnConns(p.churn)
-	}
-	b.Other = max(other, p.conns[scenario.Connflood], p.conns[scenario.Sourceflood]+p.neighbours)
-	return b
-}
-
-// anyHostile reports whether the run has a hostile scenario that applies.
-func anyHostile(o *options) bool {
-	for _, s := range o.Scenarios {
-		if scenario.Lookup(s).Hostile && notApplicable(o, s) == "" {
-			return true
-		}
-	}
-	return false
-}

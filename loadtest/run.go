@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/limits"
@@ -24,9 +23,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		return nil, err
 	}
 	res := &report.Result{Version: report.Version, Shards: []string{o.shard.String()}}
-	before := report.Process{}
-	before.Goroutines[0], before.FDs[0] = runtime.NumGoroutine(), limits.OpenFiles()
-	cpu0 := limits.CPU()
+	process := observe.Process()
 
 	var srv *embedded.Server
 	target := o.Addr
@@ -38,7 +35,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	if err != nil {
 		return nil, err
 	}
-	p := makePlan(o, fdLimit, limits.EphemeralPorts(), isLoopback(target))
+	p := makePlan(o, fdLimit, limits.EphemeralPorts(), report.LoopbackAddr(target))
 	res.Limits, res.Notes = p.limits, append(o.notes, p.notes...)
 	res.Config = report.Config{Target: target, Server: "external", Proto: o.Proto.String(), Scenarios: o.Scenarios,
 		Conns: map[string]int{}, Rate: o.Rate, Size: o.Size, Duration: o.Duration, Closed: o.Closed,
@@ -85,10 +82,15 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		res.Notes = append(res.Notes, "leak check: not done; give -metrics with the server's Prometheus endpoint to check that no connection, timer, open file or goroutine leaked on it")
 	}
 
-	figs := newFigures(o)
+	figs := report.NewScenarios(o.Scenarios, env(o), report.Scenario{Horizon: o.CloseHorizon, AnswerWait: attack.DefaultAnswerWait,
+		DialWait: attack.DialTimeout, CloseWithin: o.Duration + attack.HostileDrain})
 	var ms *observe.MemorySampler
-	if anyHostile(o) {
-		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.Addr == "", PID: o.serverPID, Metrics: o.metrics}, memoryBound(o, p))
+	hostile := false // a hostile scenario that applies: the server's memory is watched
+	for _, f := range figs {
+		hostile = hostile || f.Hostile && f.NotApplicable == ""
+	}
+	if hostile {
+		ms = observe.StartMemory(ctx, observe.Source{Embedded: o.Addr == "", PID: o.serverPID, Metrics: o.metrics}, o.bound.For(p.conns, p.churnOpen, p.neighbours, o.Proto == attack.Framed))
 		cfg.Stop = ms.Exceeded()
 	}
 	var ctr attack.Counters
@@ -131,13 +133,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 		}
 		f.Elapsed = out.Elapsed[s]
 		res.Scenarios = append(res.Scenarios, f)
-		if n := f.DialErrors["fd_limit"]; n > 0 {
-			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections hit the open-file limit; use -addr with the server in another process, or -shard", s, n))
-		}
-		if n := f.DialErrors["ephemeral_ports"]; n > 0 {
-			res.Limits = append(res.Limits, fmt.Sprintf("%s: %d connections ran out of ephemeral ports; use -shard over several hosts", s, n))
-		}
 	}
+	res.Limits = append(res.Limits, res.DialLimits()...)
 	if note := res.NotEchoNote(); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
@@ -151,17 +148,12 @@ func run(ctx context.Context, o *options, stdout io.Writer) (*report.Result, err
 	if srv != nil {
 		srv.Finish(res)
 	}
-	rss, peak := limits.Memory()
-	pr := before
-	pr.CPU, pr.RSSBytes, pr.PeakRSSBytes, pr.PeakConns = limits.CPU()-cpu0, rss, peak, ctr.PeakOpen.Load()
-	time.Sleep(50 * time.Millisecond) // let exiting goroutines finish
-	pr.Goroutines[1], pr.FDs[1] = runtime.NumGoroutine(), limits.OpenFiles()
-	res.Process = &pr
+	res.Process = process(ctr.PeakOpen.Load())
 	return res, nil
 }
 
 // embeddedOptions is what o says of the embedded server.
 func embeddedOptions(o *options) embedded.Options {
-	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.outputLimit, UnackedLimit: o.unackedLimit,
-		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.edge.maxConnsPerSource}
+	return embedded.Options{Proto: o.Proto, Timeouts: o.Timeouts, MaxConns: o.maxConns, OutputLimit: o.bound.OutputLimit, UnackedLimit: o.bound.UnackedLimit,
+		Proxy: o.Proxy.Version != 0, MaxConnsPerSource: o.maxConnsPerSource}
 }

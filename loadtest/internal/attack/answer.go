@@ -2,9 +2,13 @@ package attack
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/netwheel/netwheel/netserver/frame"
 )
 
 // This file holds what a raw connection's answers are: how the stream the
@@ -84,6 +88,56 @@ func (e Expect) String() string {
 		return strconv.Quote(string(e.Prefix))
 	}
 	return "echo"
+}
+
+// presets are -preset's protocols: each message, and what its answer must
+// be (ParseExpect's syntax). http's Host is the server's address.
+var presets = map[string]struct{ payload, expect string }{
+	"redis":     {payload: `PING\r\n`, expect: `+PONG\r\n`},
+	"memcached": {payload: `version\r\n`, expect: `VERSION `},
+	"http":      {payload: `GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: netwheel-loadtest\r\n\r\n`, expect: `HTTP/1.`},
+	"line":      {payload: `ping\n`},
+}
+
+// ParseExchange returns a raw protocol's message and the answer it
+// expects, from -preset, -payload and -expect (nil: not given; a flag
+// given overrides its half of the preset). addr is the server's address
+// ("": the embedded server, which only echoes). The message is nil when
+// neither -preset nor -payload gives one: Size bytes of a letter pattern.
+func ParseExchange(preset, payload, expect *string, addr string) (msg []byte, e Expect, err error) {
+	line := false // -preset line without -expect: any line
+	if preset != nil {
+		pr, ok := presets[*preset]
+		if !ok {
+			return nil, e, fmt.Errorf("-preset %q: want redis, memcached, http or line", *preset)
+		}
+		if *preset == "http" {
+			pr.payload = fmt.Sprintf(pr.payload, addr)
+		}
+		line = *preset == "line" && expect == nil
+		payload, expect = cmp.Or(payload, &pr.payload), cmp.Or(expect, &pr.expect)
+	}
+	if expect != nil {
+		if e, err = ParseExpect(*expect); err != nil {
+			return nil, e, fmt.Errorf("-expect: %v", err)
+		}
+	}
+	if line {
+		e = Expect{Kind: AnswerLine}
+	}
+	if e.Kind != AnswerEcho && addr == "" {
+		return nil, e, errors.New("-expect and -preset describe an external server's protocol and need -addr (the embedded servers echo)")
+	}
+	if payload == nil {
+		return nil, e, nil
+	}
+	if msg, err = Unescape(*payload); err != nil {
+		return nil, e, fmt.Errorf("-payload: %v", err)
+	}
+	if len(msg) == 0 || len(msg) > frame.DefaultMax-9 {
+		return nil, e, fmt.Errorf("-payload: want 1 to %d bytes, got %d", frame.DefaultMax-9, len(msg))
+	}
+	return msg, e, nil
 }
 
 // Counted reports whether answers can be told apart and counted one per

@@ -88,3 +88,48 @@ func TestParseExpect(t *testing.T) {
 	_, err = ParseExpect(`bare " quote`)
 	assert.Error(t, err)
 }
+
+func TestParseExchange(t *testing.T) {
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		name                    string
+		preset, payload, expect *string
+		embedded                bool
+		wantPayload             string
+		wantKind                AnswerKind
+		wantPrefix              string
+		wantErr                 string
+	}{
+		{name: "redis", preset: str("redis"), wantPayload: "PING\r\n", wantKind: AnswerLine, wantPrefix: "+PONG\r\n"},
+		{name: "memcached", preset: str("memcached"), wantPayload: "version\r\n", wantKind: AnswerLine, wantPrefix: "VERSION "},
+		{name: "http", preset: str("http"), wantPayload: "GET / HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: netwheel-loadtest\r\n\r\n",
+			wantKind: AnswerHTTP, wantPrefix: "HTTP/1."},
+		{name: "line", preset: str("line"), wantPayload: "ping\n", wantKind: AnswerLine},
+		{name: "preset, expect given", preset: str("redis"), expect: str("any"), wantPayload: "PING\r\n", wantKind: AnswerAny},
+		{name: "payload only: echoed", payload: str(`a\tb`), wantPayload: "a\tb", wantKind: AnswerEcho},
+		{name: "payload only, embedded", payload: str(`a\tb`), embedded: true, wantPayload: "a\tb", wantKind: AnswerEcho},
+		{name: "unknown preset", preset: str("smtp"), wantErr: "-preset"},
+		{name: "expect embedded", expect: str("any"), embedded: true, wantErr: "need -addr"},
+		{name: "preset embedded", preset: str("redis"), embedded: true, wantErr: "need -addr"},
+		{name: "bad escape", payload: str(`a\q`), wantErr: "Go escapes"},
+		{name: "empty payload", payload: str(""), wantErr: "-payload"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := "127.0.0.1:9"
+			if tt.embedded {
+				addr = ""
+			}
+			msg, e, err := ParseExchange(tt.preset, tt.payload, tt.expect, addr)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantPayload, string(msg))
+			assert.Equal(t, tt.wantKind, e.Kind)
+			assert.Equal(t, tt.wantPrefix, string(e.Prefix))
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -14,7 +15,24 @@ import (
 )
 
 // This file watches the server's resident memory while hostile scenarios
-// run.
+// run, and the harness process's own resources over the run.
+
+// Process reads the harness process's goroutines, open files and CPU time
+// before a run; the function it returns reads them after it, with its
+// memory, and returns its figures (peakConns: the client connections open
+// at once at most). It reads the goroutines and files 50 ms after the
+// call, once exiting goroutines are gone.
+func Process() func(peakConns int64) *report.Process {
+	p, cpu0 := report.Process{}, limits.CPU()
+	p.Goroutines[0], p.FDs[0] = runtime.NumGoroutine(), limits.OpenFiles()
+	return func(peakConns int64) *report.Process {
+		rss, peak := limits.Memory()
+		p.CPU, p.RSSBytes, p.PeakRSSBytes, p.PeakConns = limits.CPU()-cpu0, rss, peak, peakConns
+		time.Sleep(50 * time.Millisecond) // let exiting goroutines finish
+		p.Goroutines[1], p.FDs[1] = runtime.NumGoroutine(), limits.OpenFiles()
+		return &p
+	}
+}
 
 // rssMetric is the resident memory client_golang's process collector
 // exports, netserver's among them.

@@ -1,7 +1,7 @@
 // Package observe reads a server under test from outside the harness's
 // connections: the leak check of -addr runs (its Prometheus endpoint read
 // before and after the run) and its resident memory while hostile
-// scenarios run.
+// scenarios run; and the harness's own process over the run (Process).
 package observe
 
 import (

@@ -137,11 +137,13 @@ func (r *Result) Judge() *Judgement {
 // serverLocal reports whether the server ran on the harness's machine:
 // embedded, or at a loopback address.
 func (r *Result) serverLocal() bool {
-	t := r.Config.Target
-	if strings.HasPrefix(t, "embedded") {
-		return true
-	}
-	host, _, err := net.SplitHostPort(t)
+	return strings.HasPrefix(r.Config.Target, "embedded") || LoopbackAddr(r.Config.Target)
+}
+
+// LoopbackAddr reports whether addr (HOST:PORT) is at localhost or a
+// loopback IP address.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
 	return err == nil && LoopbackHost(host)
 }
 

@@ -42,3 +42,19 @@ func TestResult_NotEchoNote(t *testing.T) {
 	assert.Empty(t, (&Result{Config: Config{Server: "netwheel", Proto: "raw"}, Scenarios: []*Scenario{scen("idle", false, 10, 0)}}).NotEchoNote(),
 		"the embedded server is an echo server")
 }
+
+// TestResult_DialLimits: a limit names each scenario whose dials hit the
+// open-file limit or ran out of ports; other dial errors are no limit of
+// the harness's.
+func TestResult_DialLimits(t *testing.T) {
+	echo, idle := NewScenario("echo", ""), NewScenario("idle", "idle")
+	echo.DialErrors["fd_limit"], echo.DialErrors["refused"] = 3, 5
+	idle.DialErrors["ephemeral_ports"] = 2
+	r := &Result{Scenarios: []*Scenario{echo, idle}}
+	assert.Equal(t, []string{
+		"echo: 3 connections hit the open-file limit; use -addr with the server in another process, or -shard",
+		"idle: 2 connections ran out of ephemeral ports; use -shard over several hosts",
+	}, r.DialLimits())
+	echo.DialErrors["fd_limit"], idle.DialErrors["ephemeral_ports"] = 0, 0
+	assert.Empty(t, r.DialLimits(), "refused: the server's doing")
+}

@@ -1,9 +1,14 @@
 package report
 
 import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/netwheel/netwheel/internal/hist"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
 
 // This file holds the figures of the run beyond its scenarios: the embedded
@@ -112,6 +117,87 @@ func (b MemoryBound) FillingConns() int {
 // Total is the growth allowed, in bytes.
 func (b MemoryBound) Total() int64 {
 	return int64(b.FillingConns())*b.PerConn() + int64(b.Other)*b.PerOther + b.Fixed
+}
+
+// PerOtherConn is the growth allowed per connection that reads what it
+// gets (polite, splitter, garbage, connflood): its buffers and state and
+// the runtime's around them. In-process it covers both ends of the
+// connection and the client's goroutines: the default run's polite
+// scenarios alone grow this process by 26-30 KiB per connection.
+const PerOtherConn = 32 << 10
+
+// For returns b, its limits and Fixed as given, for a run that opens conns
+// connections by scenario, churn churn connections at once and neighbours
+// beside sourceflood's flood: the limits of every connection that may not
+// read (framed: the unacknowledged-payload limit too; raw: none),
+// PerOtherConn for every other connection open at once (connflood and
+// sourceflood run alone, so they count only if they have more), and Fixed.
+func (b MemoryBound) For(conns map[string]int, churn, neighbours int, framed bool) MemoryBound {
+	b.Filling, b.PerOther, b.Other = map[string]int{}, PerOtherConn, churn
+	if !framed {
+		b.UnackedLimit = 0
+	}
+	for s, n := range conns {
+		switch {
+		case scenario.Lookup(s).Alone:
+		case scenario.Lookup(s).FillsOutput:
+			if n > 0 {
+				b.Filling[s] = n
+			}
+		default:
+			b.Other += n
+		}
+	}
+	b.Other = max(b.Other, conns[scenario.Connflood], conns[scenario.Sourceflood]+neighbours)
+	return b
+}
+
+// ByteSize is a flag.Value of a byte count: a plain number, or one with a
+// K, M or G suffix (KiB, MiB, GiB; "KiB", "MiB", "GiB" and "B" are
+// accepted too).
+type ByteSize int64
+
+func (b *ByteSize) String() string {
+	if b == nil {
+		return "0"
+	}
+	v := int64(*b)
+	for _, u := range []struct {
+		s string
+		n int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v != 0 && v%u.n == 0 {
+			return strconv.FormatInt(v/u.n, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// Get returns the count, an int64.
+func (b *ByteSize) Get() any { return int64(*b) }
+
+// Set parses s.
+func (b *ByteSize) Set(s string) error {
+	num, mult := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i"), int64(1)
+	if num != "" {
+		switch num[len(num)-1] {
+		case 'K', 'k':
+			mult = 1 << 10
+		case 'M', 'm':
+			mult = 1 << 20
+		case 'G', 'g':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			num = num[:len(num)-1]
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt64/mult {
+		return fmt.Errorf("want a byte count such as 4096, 512K or 4MiB")
+	}
+	*b = ByteSize(v * mult)
+	return nil
 }
 
 // Growth is the largest growth seen over the run, in bytes.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/netwheel/netwheel/internal/hist"
+	"github.com/netwheel/netwheel/loadtest/internal/scenario"
 )
 
 // Version is the version of the JSON result format (docs/results.md): any
@@ -287,6 +288,35 @@ func NewScenario(name, expect string) *Scenario {
 		s.Closes = &Closes{Expect: expect}
 	}
 	return fill(s)
+}
+
+// NewScenarios returns the empty figures of the scenarios names of the
+// run e describes, as the scenario table describes them, with the waits of
+// w: Horizon, AnswerWait, DialWait, and CloseWithin (the floods' sending
+// window and drain) for the scenarios that fill their output.
+func NewScenarios(names []string, e scenario.Env, w Scenario) map[string]*Scenario {
+	figs := map[string]*Scenario{}
+	for _, s := range names {
+		sp := scenario.Lookup(s)
+		f := NewScenario(s, sp.Expect)
+		f.Hostile, f.Proto, f.NotApplicable = sp.Hostile, e.Proto.String(), sp.NotApplicable(e)
+		f.Horizon, f.AnswerWait, f.DialWait = w.Horizon, w.AnswerWait, w.DialWait
+		switch s {
+		case scenario.Retransmit:
+			f.Ladder, f.GiveUpAt = e.Ladder, e.GiveUp
+		case scenario.Connflood:
+			f.Limit = e.MaxConns
+		case scenario.Sourceflood:
+			f.Limit = e.MaxConnsPerSource
+		case scenario.Nonreader:
+			f.FloodBytes = e.HostileBytes
+		}
+		if sp.FillsOutput {
+			f.CloseWithin = w.CloseWithin
+		}
+		figs[s] = f
+	}
+	return figs
 }
 
 // Result is one run of the harness, or a merge of several shards.

@@ -202,3 +202,18 @@ func (r *Result) NotEchoNote() string {
 	}
 	return ""
 }
+
+// DialLimits returns a limit for each scenario whose connections hit the
+// open-file limit or ran out of ephemeral ports, with the way around it.
+func (r *Result) DialLimits() []string {
+	var limits []string
+	for _, f := range r.Scenarios {
+		if n := f.DialErrors["fd_limit"]; n > 0 {
+			limits = append(limits, fmt.Sprintf("%s: %d connections hit the open-file limit; use -addr with the server in another process, or -shard", f.Name, n))
+		}
+		if n := f.DialErrors["ephemeral_ports"]; n > 0 {
+			limits = append(limits, fmt.Sprintf("%s: %d connections ran out of ephemeral ports; use -shard over several hosts", f.Name, n))
+		}
+	}
+	return limits
+}

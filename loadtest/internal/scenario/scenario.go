@@ -98,8 +98,9 @@ type Env struct {
 	// each scenario's flag check reads them.
 	Idle, KnownIdle, KeepaliveTime, KeepaliveTimeout time.Duration
 	DeadPeerAfter, KnownDeadPeerAfter                time.Duration
-	// GiveUp is the retransmission give-up offset the flags give, or
-	// LadderErr why they give none.
+	// Ladder and GiveUp are the retransmissions' and the give-up's
+	// expected offsets the flags give, or LadderErr why they give none.
+	Ladder    []time.Duration
 	GiveUp    time.Duration
 	LadderErr error
 	Rate      float64 // messages/s per connection
@@ -294,4 +295,26 @@ func Check(names []string, e Env) string {
 		}
 	}
 	return ""
+}
+
+// Assumed returns a note for each of the named scenarios that applies
+// whose timeouts (Spec.Timeouts) the flags did not all give (given: the
+// flags given): it is judged against the harness's defaults, which an
+// external server's own may not match.
+func Assumed(names []string, e Env, given map[string]bool) []string {
+	var notes []string
+	for _, n := range names {
+		if sp := Lookup(n); sp.NotApplicable(e) == "" {
+			var missing []string
+			for _, name := range sp.Timeouts {
+				if !given[name] {
+					missing = append(missing, "-"+name)
+				}
+			}
+			if len(missing) > 0 {
+				notes = append(notes, fmt.Sprintf("%s: judged against the harness's default %s (not given: the server's own may differ)", n, strings.Join(missing, ", ")))
+			}
+		}
+	}
+	return notes
 }

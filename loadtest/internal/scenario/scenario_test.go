@@ -51,3 +51,14 @@ func TestTable_Default(t *testing.T) {
 	assert.Contains(t, def(framed), Handshake)
 	assert.Contains(t, Lookup(Nonreader).NotApplicable(Env{Proto: Raw, HostileBytes: 4 << 20, OutputLimit: 4 << 20}), "not above the server's limit")
 }
+
+// TestAssumed: a note names each timeout flag of a scenario that applies
+// and was not given; a scenario that does not apply, or whose timeouts were
+// all given, has none.
+func TestAssumed(t *testing.T) {
+	redis := Env{Proto: Raw, External: true, CountedAnswers: true, OtherProtocol: true, Expect: `"+PONG\r\n"`, Size: 6}
+	notes := Assumed([]string{Echo, Idle, Keepalive}, redis, map[string]bool{"addr": true})
+	assert.Equal(t, []string{"idle: judged against the harness's default -idle (not given: the server's own may differ)"}, notes,
+		"echo has no timeout, keepalive does not apply to a raw server")
+	assert.Empty(t, Assumed([]string{Idle}, redis, map[string]bool{"idle": true}))
+}
