@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,23 +30,19 @@ const (
 	Framed
 )
 
+var protocolNames = [...]string{Raw: "raw", Framed: "framed"}
+
 func (p Protocol) String() string {
-	switch p {
-	case Raw:
-		return "raw"
-	case Framed:
-		return "framed"
+	if int(p) < len(protocolNames) {
+		return protocolNames[p]
 	}
 	return fmt.Sprintf("protocol(%d)", uint8(p))
 }
 
 // ParseProtocol parses "raw" or "framed".
 func ParseProtocol(s string) (Protocol, error) {
-	switch s {
-	case "raw":
-		return Raw, nil
-	case "framed":
-		return Framed, nil
+	if i := slices.Index(protocolNames[:], s); i >= 0 {
+		return Protocol(i), nil
 	}
 	return 0, fmt.Errorf("%w: protocol %q: want raw or framed", ErrConfig, s)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/netwheel/netwheel/internal/proxyproto"
 	"github.com/netwheel/netwheel/internal/setting"
@@ -23,23 +24,19 @@ const (
 	ProxyRequired
 )
 
+var proxyModeNames = [...]string{ProxyOff: "off", ProxyRequired: "required"}
+
 func (m ProxyMode) String() string {
-	switch m {
-	case ProxyOff:
-		return "off"
-	case ProxyRequired:
-		return "required"
+	if int(m) < len(proxyModeNames) {
+		return proxyModeNames[m]
 	}
 	return fmt.Sprintf("proxymode(%d)", uint8(m))
 }
 
 // ParseProxyMode parses "off" or "required".
 func ParseProxyMode(s string) (ProxyMode, error) {
-	switch s {
-	case "off":
-		return ProxyOff, nil
-	case "required":
-		return ProxyRequired, nil
+	if i := slices.Index(proxyModeNames[:], s); i >= 0 {
+		return ProxyMode(i), nil
 	}
 	return 0, fmt.Errorf("%w: PROXY protocol %q: want off or required", ErrConfig, s)
 }

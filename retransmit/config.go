@@ -51,11 +51,8 @@ const (
 
 // String returns "rfc6298" or "linux".
 func (v Variant) String() string {
-	switch v {
-	case RFC6298:
-		return "rfc6298"
-	case Linux:
-		return "linux"
+	if names := [...]string{RFC6298: "rfc6298", Linux: "linux"}; int(v) < len(names) {
+		return names[v]
 	}
 	return fmt.Sprintf("Variant(%d)", uint8(v))
 }

@@ -33,20 +33,11 @@ const (
 	TypeGoAway Type = 6
 )
 
+var typeNames = [...]string{TypeData: "data", TypeAck: "ack", TypePing: "ping", TypePong: "pong", TypeClose: "close", TypeGoAway: "goaway"}
+
 func (t Type) String() string {
-	switch t {
-	case TypeData:
-		return "data"
-	case TypeAck:
-		return "ack"
-	case TypePing:
-		return "ping"
-	case TypePong:
-		return "pong"
-	case TypeClose:
-		return "close"
-	case TypeGoAway:
-		return "goaway"
+	if int(t) < len(typeNames) && typeNames[t] != "" {
+		return typeNames[t]
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
