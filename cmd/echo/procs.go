@@ -15,12 +15,9 @@ import (
 // more loops than the quota has CPUs).
 //
 // One above the cores, netserver's default of GOMAXPROCS-1 event loops is
-// one loop per core, and a P stays free for the timer wheel's goroutine:
-// a loop waiting in epoll_wait keeps its P, and a runtime timer on a P
-// held that way fires late (netserver.Config.EventLoops). docs/design.md,
-// "One loop per core, and GOMAXPROCS one above", says what it costs and
-// why; docs/perf.md, "Event-loop layouts", has the measurements. procsFor
-// is pure: O(1), no allocation.
+// one loop per core, and a P stays free for the timer wheel's goroutine
+// (netserver.Config.EventLoops; docs/design.md, "One loop per core, and
+// GOMAXPROCS one above"). procsFor is pure: O(1), no allocation.
 func procsFor(procs, cores int, env string) int {
 	if n, err := strconv.Atoi(env); err == nil && n > 0 {
 		return procs
