@@ -114,8 +114,7 @@ func (s *Server) startSources() error {
 	if limit == 0 {
 		return nil
 	}
-	c, err := sources.New(limit, setting.Or(s.cfg.SourceIPv4Bits, DefaultSourceIPv4Bits),
-		setting.Or(s.cfg.SourceIPv6Bits, DefaultSourceIPv6Bits))
+	c, err := sources.New(limit, s.cfg.SourceIPv4Bits, s.cfg.SourceIPv6Bits) // resolved by New
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
