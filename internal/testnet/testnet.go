@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,8 +91,7 @@ func Listen(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, ln: ln, links: make(map[*link]struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.wg.Add(1)
-	go p.accept()
+	p.wg.Go(p.accept)
 	return p, nil
 }
 
@@ -122,21 +122,18 @@ func (p *Proxy) Close() error {
 }
 
 func (p *Proxy) accept() {
-	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return // closed by Close; Accept on 127.0.0.1 fails for nothing else we can fix
 		}
-		p.wg.Add(1)
-		go p.connect(c.(*net.TCPConn))
+		p.wg.Go(func() { p.connect(c.(*net.TCPConn)) })
 	}
 }
 
 // connect dials the target for the accepted connection c and starts its two
 // directions.
 func (p *Proxy) connect(c *net.TCPConn) {
-	defer p.wg.Done()
 	d := net.Dialer{Timeout: 5 * time.Second}
 	tc, err := d.DialContext(p.ctx, "tcp", p.cfg.Target)
 	if err != nil {
@@ -152,9 +149,8 @@ func (p *Proxy) connect(c *net.TCPConn) {
 	}
 	p.links[l] = struct{}{}
 	p.mu.Unlock()
-	p.wg.Add(2)
-	go p.direction(l, l.a, l.b)
-	go p.direction(l, l.b, l.a)
+	p.wg.Go(func() { p.direction(l, l.a, l.b) })
+	p.wg.Go(func() { p.direction(l, l.b, l.a) })
 }
 
 // link is one proxied connection: a is the client's side, b the target's.
@@ -165,8 +161,7 @@ type link struct {
 	a, b   *net.TCPConn
 	once   sync.Once
 	dead   chan struct{}
-	mu     sync.Mutex
-	halves int
+	halves atomic.Int32
 }
 
 // abort closes both sides, ends both directions and forgets the link.
@@ -193,10 +188,8 @@ type piece struct {
 // direction forwards src to dst: it reads here and hands the pieces to a
 // writer goroutine through a bounded queue.
 func (p *Proxy) direction(l *link, src, dst *net.TCPConn) {
-	defer p.wg.Done()
 	q := make(chan piece, max(1, (p.cfg.Buffer+pieceSize-1)/pieceSize))
-	p.wg.Add(1)
-	go p.write(l, dst, q)
+	p.wg.Go(func() { p.write(l, dst, q) })
 	defer close(q)
 	var last time.Time
 	buf := make([]byte, pieceSize)
@@ -236,7 +229,6 @@ func (p *Proxy) direction(l *link, src, dst *net.TCPConn) {
 // half-close; the link ends when both directions have half-closed, or at
 // the first error.
 func (p *Proxy) write(l *link, dst *net.TCPConn, q <-chan piece) {
-	defer p.wg.Done()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for pc := range q {
@@ -253,11 +245,7 @@ func (p *Proxy) write(l *link, dst *net.TCPConn, q <-chan piece) {
 				l.abort()
 				return
 			}
-			l.mu.Lock()
-			l.halves++
-			both := l.halves == 2
-			l.mu.Unlock()
-			if both {
+			if l.halves.Add(1) == 2 {
 				l.abort() // both ends said all they had to say
 			}
 			return
