@@ -32,24 +32,19 @@ type Hooks struct {
 // NewTracker (or Init) when the connection opens and Stop it when the
 // connection closes for any other reason.
 //
-// Time: every event is stamped with the wheel's clock, Wheel.Now (the
-// monotonic clock, or the ManualClock). Each per-packet method that needs
-// the time reads it and calls its At variant (ActivityAt, BytesInAt,
-// ReceivedAt, FrameStartAt, WrittenAt; Init for NewTracker), which takes
-// it instead, for a caller that already holds it: an event loop that reads
-// the clock once per batch. The times passed for one Tracker must not run
-// backwards, with one exception: Activity, BytesIn and Received may be
-// called from several goroutines at once (a Conn's reader and writer),
-// whose clock reads and stores interleave, so each stamp keeps the latest
-// time it was given and ignores an earlier one that arrives late.
+// Time: every event is stamped with the wheel's clock, Wheel.Now. Each
+// per-packet method that needs the time reads it, or takes it in its At
+// variant (Init for NewTracker) from a caller that already holds it: an
+// event loop that reads the clock once per batch. The times passed for one
+// Tracker must not run backwards, except across the goroutines that may
+// call Activity, BytesIn and Received at once: each stamp keeps the latest
+// time it was given (see stamp).
 //
 // Costs: the per-packet methods (Activity, BytesIn, Received, FrameStart,
-// FrameEnd, Written, Drained) are O(1), allocation-free and lock-free.
-// Activity, BytesIn and Received store a stamp (a load and a
-// compare-and-swap) and never touch the wheel; FrameStart and Written
-// touch it at most about once per deadline. A method without At adds one
-// clock read (about 26 ns), FrameStart and Written only when they start a
-// deadline.
+// FrameEnd, Written, Drained) are O(1), allocation-free and lock-free;
+// Activity, BytesIn and Received never touch the wheel, FrameStart and
+// Written at most about once per deadline. A method without At adds one
+// clock read (about 26 ns) when it needs the time.
 //
 // Timers: one policy timer carries the idle, read-silence, keepalive,
 // handshake and max-age timeouts; it is armed only by Init and by its own

@@ -119,12 +119,9 @@ func (c *Conn) closeOutputLimit(msg string, attrs ...any) {
 //
 // The write stall is idle.WriteStall's to decide. Progress is a queued
 // byte leaving for the socket or, when looking (one getsockopt, on Linux),
-// the peer acknowledging bytes: the kernel's send buffer, megabytes on a
-// fast link, takes new bytes only when much of it is free, so a peer
-// reading slowly may drain nothing from the queue for a long time while it
-// reads steadily. Progress is seen only when looked for, so a close comes
-// at least the timeout after the last progress (never early) and at most a
-// quarter of it later.
+// the peer acknowledging bytes (see WriteStall.Acked). Progress is seen only
+// when looked for, so a close comes at least the timeout after the last
+// progress (never early) and at most a quarter of it later.
 func (c *Conn) watchOutput(now time.Duration, look bool) {
 	s := c.s
 	stall, softFor := s.stallTimeout, s.lim.outputSoftFor
