@@ -158,14 +158,11 @@ func (h *Histogram) Merge(o *Histogram) {
 	}
 	h.n += o.n
 	h.sum += o.sum
-	for i, c := range o.pos {
-		if c != 0 {
-			h.pos = add(h.pos, i, c)
-		}
-	}
-	for i, c := range o.neg {
-		if c != 0 {
-			h.neg = add(h.neg, i, c)
+	for _, side := range [2][2]*[]uint64{{&h.pos, &o.pos}, {&h.neg, &o.neg}} {
+		for i, c := range *side[1] {
+			if c != 0 {
+				*side[0] = add(*side[0], i, c)
+			}
 		}
 	}
 }
