@@ -49,14 +49,10 @@ type entry struct {
 //
 // Concurrency. Every method but Next may be called from any goroutine; the
 // intended caller is the connection's event loop, and the only other party
-// is the timer's expiry on the wheel's goroutine. A per-Tracker mutex
-// serializes the two: uncontended but in the instant an expiry races an
-// ack, it costs a Lock and Unlock per call (docs/perf.md has the cost of a
-// Sent and its ack), for a simple, obviously correct state machine instead
-// of an atomic hand-off between the loop and the wheel. The wheel stays
-// lock-free: the Tracker only calls Timer.ResetFrom and Timer.Stop, under
-// its mutex, and no callback runs under it. Next reads without the mutex,
-// so the caller numbers its messages from the Tracker at no cost.
+// is the timer's expiry on the wheel's goroutine. A per-Tracker mutex,
+// uncontended but in the instant an expiry races an ack, serializes the two
+// (docs/perf.md has the cost of a Sent and its ack); no callback runs under
+// it. Next reads without the mutex (see Next).
 //
 // Costs. Sent, Acked, AckedAttempt and AckedThrough are O(1) amortized
 // (AckedThrough is linear in the messages it acknowledges) and allocate
