@@ -353,11 +353,9 @@ type Listener struct {
 // With TLS, put the wrapper below it: wrap the TCP listener, then serve
 // TLS over the result with NewTLSListener, which also marks each
 // connection's handshake done (tls.NewListener would not, so a
-// HandshakeTimeout would close every connection). net/http then sees a
-// *tls.Conn: it runs the handshake under its own timeouts, sets
-// Request.TLS and negotiates HTTP/2. The wrapper then counts TLS records
-// as they cross the socket, so handshake messages, alerts and HTTP/2 PINGs
-// count as activity.
+// HandshakeTimeout would close every connection). The wrapper then counts
+// TLS records as they cross the socket: handshake messages, alerts and
+// HTTP/2 PINGs count as activity.
 //
 // Above TLS (WrapListener(tls.NewListener(...))), net/http sees a *Conn and
 // not a *tls.Conn: Request.TLS is nil, HTTP/2 is never served (and "h2"

@@ -3,11 +3,8 @@
 // and WrapConn do an idle.Tracker's bookkeeping in Read and Write, on a
 // shared wheel.Wheel, and close expired connections, replacing a
 // SetReadDeadline before every Read. The wrapped Conn keeps the interfaces
-// io.Copy and net/http look for (ReadFrom, WriteTo, CloseWrite,
-// SyscallConn, the TCP settings), so that copies between sockets and files
-// still splice or sendfile, and it records the bytes those move. A close
-// error's Timeout says whether a timeout closed the connection (max age is
-// not one).
+// io.Copy and net/http look for, so that copies still splice or sendfile
+// (see Conn).
 //
 // With TLS, put the wrapper below it: WrapListener around the TCP
 // listener, NewTLSListener around that, and http.Server.Serve (not
