@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -34,28 +33,12 @@ import (
 func TestRealServers_HAProxySendProxyV2(t *testing.T) {
 	haproxy := findBinary(t, "haproxy")
 	const limit = realConns // per source: the idle run's connections just fit
-	echoPort, metricsPort, port := freePort(t), freePort(t), freePort(t)
+	echoPort, metricsPort := freePort(t), freePort(t)
 	echoAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(echoPort))
 	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort))
 	logs := startEcho(t, "-addr", echoAddr, "-proxy-protocol", "required", "-trusted-proxies", "127.0.0.3",
 		"-max-conns-per-source", strconv.Itoa(limit), "-metrics", metrics, "-log-level", "debug", "-log-format", "json")
-	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`global
-	maxconn 2000
-defaults
-	mode tcp
-	timeout connect 2s
-	timeout client 2s
-	timeout server 60s
-frontend fe
-	bind 127.0.0.1:%d
-	default_backend be
-backend be
-	server echo %s send-proxy-v2 source 127.0.0.3
-`, port, echoAddr)), 0o600))
-	startProcess(t, haproxy, "-db", "-q", "-f", cfg)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	waitAnswer(t, addr, "hello\n", "hello\n")
+	addr := startHAProxy(t, haproxy, echoAddr, "send-proxy-v2 source 127.0.0.3")
 
 	// Limits: 127.0.0.1 fills its share through HAProxy; one more from it
 	// is refused, while 127.0.0.2, through the same HAProxy, gets in.

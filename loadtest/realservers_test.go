@@ -72,7 +72,7 @@ func TestRealServers_HAProxy(t *testing.T) {
 		{name: "backend answering 800 ms late", delay: 800 * time.Millisecond},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := startHAProxy(t, bin, startEchoBackend(t, tt.delay))
+			addr := startHAProxy(t, bin, startEchoBackend(t, tt.delay), "")
 			// HAProxy's clock counts whole milliseconds: a close may come up
 			// to one early, which a tick of 1 ms would call early.
 			res, out, err := runIdle(t, addr, "-tick", "2ms")
@@ -92,8 +92,9 @@ func TestRealServers_HAProxy(t *testing.T) {
 }
 
 // startHAProxy starts HAProxy in mode tcp with `timeout client 2s` in front
-// of backend, and returns its address once it answers.
-func startHAProxy(t *testing.T, bin, backend string) string {
+// of backend, whose server line ends with serverOpts (as "send-proxy-v2"),
+// and returns its address once it answers.
+func startHAProxy(t *testing.T, bin, backend, serverOpts string) string {
 	t.Helper()
 	port := freePort(t)
 	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
@@ -108,8 +109,8 @@ frontend fe
 	bind 127.0.0.1:%d
 	default_backend be
 backend be
-	server echo %s
-`, port, backend)), 0o600))
+	server echo %s %s
+`, port, backend, serverOpts)), 0o600))
 	startProcess(t, bin, "-db", "-q", "-f", cfg)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	waitAnswer(t, addr, "hello\n", "hello\n")
