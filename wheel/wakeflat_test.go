@@ -24,15 +24,14 @@ const (
 )
 
 // TestSimulated_ResetEveryMessageWakesFlat runs n connections on the
-// simulated driver, stepping it where it plans to wake: each is reset from
-// the instant of its message, every connPeriod (phases spread over the
-// period), for 20 s of simulated time. No timer may fire, and the driver
-// may wake at most 25 times a simulated second, at 1000 connections as at
-// 16000: a deadline moved later is only stored, and the driver meets it
-// again only when its old slot on level 1 or above comes round (at most
-// one per 64 ticks), where it files it straight to its new slot. Then the
-// even connections go quiet: each must fire at the tick of its deadline
-// (the sim steps where the driver plans), and the odd ones never.
+// simulated driver (simulateConns), each reset from the instant of its
+// message: no timer may fire, and the driver may wake at most 25 times a
+// simulated second, at 1000 connections as at 16000: a deadline moved
+// later is only stored, and the driver meets it again only when its old
+// slot on level 1 or above comes round (at most one per 64 ticks), where it
+// files it straight to its new slot. Then the even connections go quiet:
+// each must fire at the tick of its deadline (the sim steps where the
+// driver plans), and the odd ones never.
 func TestSimulated_ResetEveryMessageWakesFlat(t *testing.T) {
 	for _, n := range []int{1000, 16000} {
 		t.Run(fmt.Sprintf("conns=%d", n), func(t *testing.T) {
@@ -45,49 +44,61 @@ func TestSimulated_ResetEveryMessageWakesFlat(t *testing.T) {
 				firedAt[i] = -1
 				timers[i].Init(w, func() { firedAt[i] = now })
 			}
-			last := make([]int64, n) // the instant of each connection's last message
-			phase := func(i int) int64 { return int64(connPeriod) * int64(i) / int64(n) / ms * ms }
-			const end, quietFrom = int64(20 * time.Second), int64(20 * time.Second)
-			wake := w.Step()
-			steps := 0
-			// Messages come each millisecond (a loop's batch); between them
-			// the driver runs where it planned.
-			for at := int64(0); at <= end+int64(connIdle)+int64(connPeriod); at += ms {
-				for wake <= at {
-					now = wake
-					wake = w.Step()
-					steps++
-				}
-				now = at
-				for i := range timers {
-					if (at-phase(i))%int64(connPeriod) != 0 || at < phase(i) || (at >= quietFrom && i%2 == 0) {
-						continue
-					}
-					timers[i].ResetFrom(w.Now(), connIdle)
-					last[i] = at
-				}
-				if w.WakeRequested() {
-					wake = w.Step()
-					steps++
-				}
-				if at == end {
-					for i, f := range firedAt {
-						require.Equal(t, int64(-1), f, "connection %d, active every %v, fired", i, connPeriod)
-					}
-					// The first connIdle holds the first armings' slots.
-					perSec := float64(steps) / (float64(end) / float64(time.Second))
-					t.Logf("conns=%d wake-ups/s %.1f", n, perSec)
-					assert.LessOrEqual(t, perSec, 25.0, "wake-ups a second at %d connections", n)
-				}
-			}
-			for i, f := range firedAt {
-				if i%2 == 1 {
-					assert.Equal(t, int64(-1), f, "connection %d is still active", i)
-					continue
-				}
-				assert.Equal(t, last[i]+int64(connIdle), f, "connection %d: at its deadline's tick", i)
-			}
+			simulateConns(t, w, &now, firedAt, func(i int) { timers[i].ResetFrom(w.Now(), connIdle) })
 		})
+	}
+}
+
+// simulateConns runs len(firedAt) connections on the simulated wheel w,
+// stepping its driver where it plans to wake: each connection's message
+// comes every connPeriod (phases spread over the period, messages at whole
+// milliseconds, a loop's batch), for 20 s of simulated time, and message(i)
+// handles it. Until then nothing may have fired (firedAt[i] is -1), and the
+// driver may wake at most 25 times a simulated second. Then the even
+// connections go quiet: each must fire (firedAt, set by the caller's
+// callback) at its last message plus connIdle, and the odd ones never.
+func simulateConns(t *testing.T, w *wheel.Wheel, now *int64, firedAt []int64, message func(i int)) {
+	t.Helper()
+	n := len(firedAt)
+	last := make([]int64, n) // the instant of each connection's last message
+	phase := func(i int) int64 { return int64(connPeriod) * int64(i) / int64(n) / ms * ms }
+	const end = int64(20 * time.Second)
+	wake := w.Step()
+	steps := 0
+	for at := int64(0); at <= end+int64(connIdle)+int64(connPeriod); at += ms {
+		for wake <= at {
+			*now = wake
+			wake = w.Step()
+			steps++
+		}
+		*now = at
+		for i := range n {
+			if (at-phase(i))%int64(connPeriod) != 0 || at < phase(i) || (at >= end && i%2 == 0) {
+				continue
+			}
+			last[i] = at
+			message(i)
+		}
+		if w.WakeRequested() {
+			wake = w.Step()
+			steps++
+		}
+		if at == end {
+			for i, f := range firedAt {
+				require.Equal(t, int64(-1), f, "connection %d, active every %v, fired", i, connPeriod)
+			}
+			// The first connIdle holds the first armings' slots.
+			perSec := float64(steps) / (float64(end) / float64(time.Second))
+			t.Logf("conns=%d wake-ups/s %.1f", n, perSec)
+			assert.LessOrEqual(t, perSec, 25.0, "wake-ups a second at %d connections", n)
+		}
+	}
+	for i, f := range firedAt {
+		if i%2 == 1 {
+			assert.Equal(t, int64(-1), f, "connection %d is still active", i)
+			continue
+		}
+		assert.Equal(t, last[i]+int64(connIdle), f, "connection %d: at its deadline's tick", i)
 	}
 }
 
@@ -166,8 +177,9 @@ func BenchmarkWheel_WakeupsPerConn(b *testing.B) {
 // check on a shared grid, so the driver still wakes at most 25 times a
 // simulated second, at 1000 connections as at 16000 (178 here, where the
 // 500 phases a period are whole milliseconds, if each re-armed for its own
-// deadline: one wake-up per distinct deadline). The even connections then go quiet, and each must close
-// at the tick of its deadline: its last message plus the timeout.
+// deadline: one wake-up per distinct deadline). The even connections then
+// go quiet, and each must close at the tick of its deadline: its last
+// message plus the timeout.
 func TestSimulated_TrackersWakeFlat(t *testing.T) {
 	for _, n := range []int{1000, 16000} {
 		t.Run(fmt.Sprintf("conns=%d", n), func(t *testing.T) {
@@ -176,53 +188,19 @@ func TestSimulated_TrackersWakeFlat(t *testing.T) {
 			w.SetCanPrecise(true)
 			trackers := make([]*idle.Tracker, n)
 			closedAt := make([]int64, n)
-			phase := func(i int) int64 { return int64(connPeriod) * int64(i) / int64(n) / ms * ms }
-			last := make([]int64, n)
-			const end, quietFrom = int64(20 * time.Second), int64(20 * time.Second)
-			wake := w.Step()
-			steps := 0
-			for at := int64(0); at <= end+int64(connIdle)+int64(connPeriod); at += ms {
-				for wake <= at {
-					now = wake
-					wake = w.Step()
-					steps++
-				}
-				now = at
-				for i := range trackers {
-					if (at-phase(i))%int64(connPeriod) != 0 || at < phase(i) || (at >= quietFrom && i%2 == 0) {
-						continue
-					}
-					last[i] = at
-					if trackers[i] == nil {
-						closedAt[i] = -1
-						tr, err := idle.NewTracker(w, only(idle.Config{IdleTimeout: connIdle}),
-							idle.Hooks{Close: func(idle.Reason) { closedAt[i] = now }})
-						require.NoError(t, err)
-						trackers[i] = tr
-						continue
-					}
+			for i := range closedAt {
+				closedAt[i] = -1
+			}
+			simulateConns(t, w, &now, closedAt, func(i int) {
+				if trackers[i] != nil {
 					trackers[i].ReceivedAt(w.Now())
+					return
 				}
-				if w.WakeRequested() {
-					wake = w.Step()
-					steps++
-				}
-				if at == end {
-					for i, c := range closedAt {
-						require.Equal(t, int64(-1), c, "connection %d, active every %v, closed", i, connPeriod)
-					}
-					perSec := float64(steps) / (float64(end) / float64(time.Second))
-					t.Logf("conns=%d wake-ups/s %.1f", n, perSec)
-					assert.LessOrEqual(t, perSec, 25.0, "wake-ups a second at %d connections", n)
-				}
-			}
-			for i, c := range closedAt {
-				if i%2 == 1 {
-					assert.Equal(t, int64(-1), c, "connection %d is still active", i)
-					continue
-				}
-				assert.Equal(t, last[i]+int64(connIdle), c, "connection %d: at its deadline's tick", i)
-			}
+				tr, err := idle.NewTracker(w, only(idle.Config{IdleTimeout: connIdle}),
+					idle.Hooks{Close: func(idle.Reason) { closedAt[i] = now }})
+				require.NoError(t, err)
+				trackers[i] = tr
+			})
 		})
 	}
 }
