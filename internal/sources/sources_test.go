@@ -127,16 +127,23 @@ func TestCounter_allocs(t *testing.T) {
 	assert.Zero(t, allocs)
 }
 
+// preloaded returns a counter holding one connection of each of n
+// sources, and their keys.
+func preloaded(b *testing.B, n int) (*sources.Counter, []netip.Addr) {
+	c, err := sources.New(1<<20, 32, 64)
+	require.NoError(b, err)
+	keys := make([]netip.Addr, n)
+	for i := range keys {
+		keys[i] = c.Key(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		c.Acquire(keys[i])
+	}
+	return c, keys
+}
+
 func BenchmarkCounter_AcquireRelease(b *testing.B) {
 	for _, n := range []int{1, 1000, 100000} {
 		b.Run(fmt.Sprintf("sources=%d", n), func(b *testing.B) {
-			c, err := sources.New(1<<20, 32, 64)
-			require.NoError(b, err)
-			keys := make([]netip.Addr, n)
-			for i := range keys {
-				keys[i] = c.Key(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
-				c.Acquire(keys[i])
-			}
+			c, keys := preloaded(b, n)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -152,13 +159,7 @@ func BenchmarkCounter_AcquireRelease(b *testing.B) {
 func BenchmarkCounter_AcquireReleaseParallel(b *testing.B) {
 	for _, n := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("sources=%d", n), func(b *testing.B) {
-			c, err := sources.New(1<<20, 32, 64)
-			require.NoError(b, err)
-			keys := make([]netip.Addr, n)
-			for i := range keys {
-				keys[i] = c.Key(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
-				c.Acquire(keys[i])
-			}
+			c, keys := preloaded(b, n)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				i := rand.IntN(n)
