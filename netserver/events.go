@@ -254,7 +254,7 @@ func (s *Server) logClose(c *Conn, err error, unackedBytes, unackedMsgs int) {
 		return
 	}
 	attrs := []any{"remote", remote(c), "reason", c.reason.String()}
-	if c.client != nil && c.client != &awaitingHeader {
+	if c.proxied() {
 		attrs = append(attrs, "peer", c.gc.RemoteAddr().String())
 	}
 	switch {
@@ -317,7 +317,7 @@ func remote(c *Conn) string {
 	if c == nil || c.gc == nil || c.gc.RemoteAddr() == nil {
 		return ""
 	}
-	if c.client != nil && c.client != &awaitingHeader {
+	if c.proxied() {
 		return c.client.String()
 	}
 	return c.gc.RemoteAddr().String()

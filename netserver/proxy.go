@@ -142,11 +142,15 @@ var awaitingHeader netip.AddrPort
 // the handler's OnOpen comes after the header. An IPv4-mapped IPv6
 // address is given as IPv4. Call it on the connection's event loop.
 func (c *Conn) ClientAddr() netip.AddrPort {
-	if c.client != nil && c.client != &awaitingHeader {
+	if c.proxied() {
 		return *c.client
 	}
 	return c.PeerAddr()
 }
+
+// proxied reports whether c's PROXY header named its client, so that the
+// client is not the peer.
+func (c *Conn) proxied() bool { return c.client != nil && c.client != &awaitingHeader }
 
 // PeerAddr reports the address of the peer that connected: with the
 // PROXY protocol, the balancer. An IPv4-mapped IPv6 address is given as
