@@ -185,6 +185,7 @@ func (e *gnetHandler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	}
 	s.closed[c.reason].Add(1)
 	if c.rejected {
+		c.uncountSource() // counted only if refused after proxyAdmit (startTimers)
 		s.log.Debug("netserver: connection refused", "remote", remote(c), "reason", c.reason.String())
 		return gnet.None
 	}
